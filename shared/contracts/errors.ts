@@ -1,0 +1,95 @@
+/**
+ * The error family of tidemark. Every error an operator can see is a `TidemarkError` subclass
+ * that sets `name`, carries the fields needed to act (table, position, what to do) and keeps the
+ * underlying error as `cause`.
+ *
+ * Owns: error types and their messages. Never logs, never retries: retry decisions are pure
+ * functions of these types elsewhere.
+ */
+
+export class TidemarkError extends Error {
+  override name = 'TidemarkError';
+  /** A stable, documented code (docs/errors.md) an operator can search for. */
+  readonly code: string;
+  constructor(code: string, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/** The pipeline spec or a CLI argument is wrong. `path` names the offending field. */
+export class ConfigError extends TidemarkError {
+  override name = 'ConfigError';
+  constructor(
+    readonly path: string,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super('CONFIG_INVALID', path ? `${path}: ${message}` : message, options);
+  }
+}
+
+/**
+ * A compare-and-set on the cursor store lost: another writer moved the state since it was read.
+ * Nothing was written to the store; the caller must reload and decide.
+ */
+export class CursorConflictError extends TidemarkError {
+  override name = 'CursorConflictError';
+  constructor(
+    readonly key: string,
+    readonly expectedVersion: number,
+    readonly actualVersion: number | undefined,
+    options?: ErrorOptions,
+  ) {
+    super(
+      'CURSOR_CONFLICT',
+      `state of ${key} moved under us: expected version ${expectedVersion}, found ${actualVersion ?? 'unknown'}; another run committed first, nothing was written`,
+      options,
+    );
+  }
+}
+
+/** The lease on a state key is held by another owner (or ours expired and was taken over). */
+export class LeaseHeldError extends TidemarkError {
+  override name = 'LeaseHeldError';
+  constructor(
+    readonly key: string,
+    readonly holder: string | undefined,
+    readonly expiresAt: number | undefined,
+    options?: ErrorOptions,
+  ) {
+    super(
+      'LEASE_HELD',
+      `${key} is being synced by ${holder ?? 'another run'}${expiresAt ? ` (lease until ${new Date(expiresAt).toISOString()})` : ''}; this run exits without changes`,
+      options,
+    );
+  }
+}
+
+/** Our lease expired or was taken over; the holder must stop writing at once. */
+export class LeaseLostError extends TidemarkError {
+  override name = 'LeaseLostError';
+  constructor(
+    readonly key: string,
+    readonly owner: string,
+    options?: ErrorOptions,
+  ) {
+    super('LEASE_LOST', `lease on ${key} held by ${owner} expired or was taken over; stopped before committing`, options);
+  }
+}
+
+/** A source could not be reached, refused our credentials, or lacks a privilege. */
+export class SourceError extends TidemarkError {
+  override name = 'SourceError';
+  constructor(code: string, message: string, options?: ErrorOptions) {
+    super(code, message, options);
+  }
+}
+
+/** A source value cannot be represented in the lake without loss. */
+export class DataError extends TidemarkError {
+  override name = 'DataError';
+  constructor(message: string, options?: ErrorOptions) {
+    super('DATA_UNREPRESENTABLE', message, options);
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * The state contract: a durable resume cursor per key, changed only by compare-and-set on a
+ * version, guarded by a lease so two runs of one table never overlap (seed 002's CursorStore,
+ * reshaped per DESIGN.md).
+ *
+ * Every implementation (DynamoDB, file, memory) gives the SAME guarantees:
+ * - `commit` succeeds only if the stored version equals `expectedVersion` AND the caller still
+ *   holds an unexpired lease; it then stores the value with version + 1 in ONE atomic step.
+ * - `acquire` takes the lease only when it is free, expired, or already ours.
+ * - A loser gets a typed error (CursorConflictError, LeaseHeldError, LeaseLostError) and the
+ *   stored state is untouched.
+ * Time comes from the injected clock, so tests can move it.
+ */
+
+/** JSON-serializable state value. Each mode documents its own shape (docs/decisions/0001). */
+export type StateValue = { readonly [k: string]: unknown };
+
+export interface Lease {
+  /** Who holds it: a run id (e.g. Lambda request id or `host:pid:uuid`). */
+  readonly owner: string;
+  /** Epoch milliseconds after which anyone may take it over. */
+  readonly expiresAt: number;
+}
+
+export interface StateRecord {
+  readonly key: string;
+  /** 0 when nothing was ever committed for this key. */
+  readonly version: number;
+  readonly value: StateValue | undefined;
+  readonly lease: Lease | undefined;
+}
+
+export interface CommitRequest {
+  readonly owner: string;
+  readonly expectedVersion: number;
+  readonly value: StateValue;
+  /** Renew the lease to now + this many ms in the same write (omit to keep its expiry). */
+  readonly renewTtlMs?: number;
+}
+
+/** The injected clock: epoch milliseconds. One clock for the whole process. */
+export type Clock = () => number;
+
+export interface CursorStore {
+  /** Reads the current record; version 0 and value undefined when none is stored. */
+  load(key: string): Promise<StateRecord>;
+  /** Takes (or re-takes) the lease for ttlMs. Throws LeaseHeldError if another owner holds it. */
+  acquire(key: string, owner: string, ttlMs: number): Promise<StateRecord>;
+  /** Extends our lease. Throws LeaseLostError if it expired or another owner took it. */
+  renew(key: string, owner: string, ttlMs: number): Promise<Lease>;
+  /**
+   * Compare-and-set commit. Throws CursorConflictError when the version moved, LeaseLostError
+   * when our lease expired or was taken. Returns the new record (version + 1).
+   */
+  commit(key: string, req: CommitRequest): Promise<StateRecord>;
+  /** Gives the lease up if we hold it; a no-op otherwise. */
+  release(key: string, owner: string): Promise<void>;
+}
