@@ -93,3 +93,37 @@ export class DataError extends TidemarkError {
     super('DATA_UNREPRESENTABLE', message, options);
   }
 }
+
+/**
+ * The cursor store refused or could not perform an operation for a reason other than a lost race:
+ * a value too large for one item, a corrupt state file, a lock it could not take in time, a
+ * missing table. `key` names the state key. Nothing was written.
+ */
+export class StateError extends TidemarkError {
+  override name = 'StateError';
+  constructor(
+    code: string,
+    readonly key: string,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(code, message, options);
+  }
+}
+
+/**
+ * The lake sink could not name, write, list or delete an object: an unusable table name or start
+ * position, an object store that refused a request, a batch that does not match its table's
+ * schema. `target` names the lake table. Whatever was already durable stays; nothing is committed.
+ */
+export class SinkError extends TidemarkError {
+  override name = 'SinkError';
+  constructor(
+    code: string,
+    readonly target: string,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(code, message, options);
+  }
+}

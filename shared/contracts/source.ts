@@ -106,6 +106,16 @@ export interface IncrementalResult<T> {
   readonly page: T;
   /** Another page is already available below the safe upper bound. */
   readonly more: boolean;
+  /**
+   * Advisories from this page, e.g. a session idle in transaction holding the safe upper bound
+   * back (code `BOUND_HELD`). The engine logs each as a warning and counts it in a metric.
+   */
+  readonly warnings?: readonly Warning[];
+}
+
+/** Optional capability: counts rows whose cursor is NULL (they are never reached by `>`). */
+export interface NullCursorCounter {
+  countNullCursors(table: TableRef, cursorColumn: string): Promise<number>;
 }
 
 /**
@@ -136,6 +146,8 @@ export interface TableSpec {
   readonly target?: string;
   /** Columns to leave out of the lake. */
   readonly exclude?: readonly string[];
+  /** Incremental tables: the cursor column, validated (exists, orderable, indexed) up front. */
+  readonly cursorColumn?: string;
 }
 
 /** Resolves one spec table into its ref and SOURCE canonical schema. */

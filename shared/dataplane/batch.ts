@@ -70,12 +70,16 @@ export function newBatch(b: NewBatch): Batch {
   }
   const snapshotState = b.snapshotState ?? '';
   if (!SNAPSHOT_STATES.includes(snapshotState)) {
-    throw new BatchError(`batch for ${b.table} has snapshot state ${JSON.stringify(snapshotState)}; not in the closed set`);
+    throw new BatchError(
+      `batch for ${b.table} has snapshot state ${JSON.stringify(snapshotState)}; not in the closed set`,
+    );
   }
   const names = b.record.schema.fields.map((f) => f.name);
   const tail = names.slice(names.length - METADATA_COLUMNS.length);
   if (tail.join(',') !== METADATA_COLUMNS.join(',')) {
-    throw new BatchError(`batch for ${b.table} does not end with the metadata columns ${METADATA_COLUMNS.join(', ')}`);
+    throw new BatchError(
+      `batch for ${b.table} does not end with the metadata columns ${METADATA_COLUMNS.join(', ')}`,
+    );
   }
   return Object.freeze({
     table: b.table,

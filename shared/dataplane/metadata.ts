@@ -25,7 +25,14 @@ export const META_SNAPSHOT = '__snapshot';
 export const META_PHASE = '__phase';
 
 /** The metadata column names in wire order. */
-export const METADATA_COLUMNS = [META_OP, META_POS, META_COMMIT_TS, META_INGEST_TS, META_SNAPSHOT, META_PHASE] as const;
+export const METADATA_COLUMNS = [
+  META_OP,
+  META_POS,
+  META_COMMIT_TS,
+  META_INGEST_TS,
+  META_SNAPSHOT,
+  META_PHASE,
+] as const;
 
 /** The Arrow fields of the metadata tail, in wire order. */
 export function metadataFields(): Field[] {

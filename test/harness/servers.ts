@@ -10,7 +10,7 @@ import { inject } from 'vitest';
 export interface TestServers {
   /** Superuser URL of a PostgreSQL 17 with wal_level=logical, e.g. postgres://postgres:pw@127.0.0.1:5555/postgres */
   readonly pgUrl: string;
-  /** Root URL of a MariaDB with row binlog, e.g. mysql://root:pw@127.0.0.1:3307/ */
+  /** Root URL of a MariaDB with row binlog, naming a database that exists, e.g. mysql://root:pw@127.0.0.1:3307/tidemark_test */
   readonly mysqlUrl: string;
   /** DynamoDB endpoint (dynalite), e.g. http://127.0.0.1:4567 */
   readonly dynamoEndpoint: string;

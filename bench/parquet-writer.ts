@@ -1,0 +1,312 @@
+/**
+ * Parquet writer benchmark: the same in-memory Arrow data (default 1M rows x 9 columns: int64,
+ * timestamptz us, decimal(12,2), text, nullable text, bool, float64, nullable int32, date)
+ * written by parquet-wasm with snappy (the baseline) and zstd, at two row-group bounds, and by
+ * DuckDB's native COPY TO for reference; plus the whole sink path (lake cast of the wire
+ * metadata tail + encode, 15 columns). Prints medians of alternated runs and ratios against the
+ * baseline measured in the same run (absolute times vary by machine; ratios hold better).
+ *
+ * Usage: npx tsx bench/parquet-writer.ts [rows=1000000] [rounds=3]
+ * Feeds docs/decisions/0006-parquet-writer.md. hyparquet-writer and parquetjs are not installed;
+ * their figures come from /ENVIRONMENT.md.
+ */
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { DuckDBInstance } from '@duckdb/node-api';
+import {
+  Bool,
+  type Data,
+  DateDay,
+  Decimal,
+  Field,
+  Float64,
+  Int32,
+  Int64,
+  makeData,
+  RecordBatch,
+  Schema,
+  Struct,
+  Table,
+  TimeUnit,
+  Timestamp,
+  tableToIPC,
+  Utf8,
+} from 'apache-arrow';
+import { toLakeRecord } from '../shared/dataplane/lake.js';
+import { metadataFields } from '../shared/dataplane/metadata.js';
+import { objectStartPosition } from '../shared/position/position.js';
+import { type ParquetCompression, encodeParquet } from '../shared/sink/parquet-writer.js';
+
+const ROWS = Number(process.argv[2] ?? 1_000_000);
+const ROUNDS = Number(process.argv[3] ?? 3);
+/** Rows per input RecordBatch, like sink pages. */
+const BATCH_ROWS = 50_000;
+
+/** Deterministic PRNG (mulberry32) so every run writes the same bytes. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function validity(n: number, nullEvery: number, rnd: () => number): { bitmap: Uint8Array; nulls: number } {
+  const bitmap = new Uint8Array(Math.ceil(n / 8));
+  let nulls = 0;
+  for (let i = 0; i < n; i++) {
+    if (rnd() < 1 / nullEvery) nulls++;
+    else bitmap[i >> 3]! |= 1 << (i & 7);
+  }
+  return { bitmap, nulls };
+}
+
+function utf8Column(n: number, text: (i: number) => string | null): Data<Utf8> {
+  const offsets = new Int32Array(n + 1);
+  const bitmap = new Uint8Array(Math.ceil(n / 8));
+  const parts: string[] = [];
+  let nulls = 0;
+  let pos = 0;
+  for (let i = 0; i < n; i++) {
+    const s = text(i);
+    if (s === null) nulls++;
+    else {
+      bitmap[i >> 3]! |= 1 << (i & 7);
+      parts.push(s);
+      pos += s.length; // ASCII only
+    }
+    offsets[i + 1] = pos;
+  }
+  const bytes = Buffer.from(parts.join(''), 'latin1');
+  return makeData({
+    type: new Utf8(),
+    length: n,
+    nullCount: nulls,
+    nullBitmap: nulls ? bitmap : null,
+    valueOffsets: offsets,
+    data: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length),
+  });
+}
+
+const WORDS = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel', 'india', 'juliet'];
+
+/** One batch of the 9-column benchmark table, rows [start, start + n). */
+function makeBatch(start: number, n: number, seed: number): RecordBatch {
+  const rnd = prng(seed);
+  const id = new BigInt64Array(n);
+  const ts = new BigInt64Array(n);
+  const amount = new Uint32Array(n * 4);
+  const flag = new Uint8Array(Math.ceil(n / 8));
+  const score = new Float64Array(n);
+  const qty = new Int32Array(n);
+  const day = new Int32Array(n);
+  const base = 1_700_000_000_000_000n;
+  for (let i = 0; i < n; i++) {
+    const row = start + i;
+    id[i] = BigInt(row);
+    ts[i] = base + BigInt(row) * 1_000n + BigInt(Math.floor(rnd() * 1000));
+    const cents = Math.floor(rnd() * 1e9) - 1e8;
+    amount[4 * i] = cents >>> 0;
+    const fill = cents < 0 ? 0xffffffff : 0;
+    amount[4 * i + 1] = fill;
+    amount[4 * i + 2] = fill;
+    amount[4 * i + 3] = fill;
+    if (rnd() < 0.5) flag[i >> 3]! |= 1 << (i & 7);
+    score[i] = rnd() * 1000;
+    qty[i] = Math.floor(rnd() * 100);
+    day[i] = 18_000 + (row % 3650);
+  }
+  const noteNulls = prng(seed + 1);
+  const qtyValid = validity(n, 10, prng(seed + 2));
+  const fields = [
+    new Field('id', new Int64(), false),
+    new Field('created_at', new Timestamp(TimeUnit.MICROSECOND, 'UTC'), false),
+    new Field('amount', new Decimal(2, 12, 128), false),
+    new Field('customer', new Utf8(), false),
+    new Field('note', new Utf8(), true),
+    new Field('active', new Bool(), false),
+    new Field('score', new Float64(), false),
+    new Field('qty', new Int32(), true),
+    new Field('day', new DateDay(), false),
+  ];
+  const children = [
+    makeData({ type: new Int64(), length: n, data: id }),
+    makeData({ type: new Timestamp(TimeUnit.MICROSECOND, 'UTC'), length: n, data: ts }),
+    makeData({ type: new Decimal(2, 12, 128), length: n, data: amount }),
+    utf8Column(n, (i) => `customer-${(start + i) % 50_000}`),
+    utf8Column(n, (i) =>
+      noteNulls() < 0.1 ? null : `${WORDS[(start + i) % 10]} ${WORDS[(start + i * 7) % 10]} ${i % 997}`,
+    ),
+    makeData({ type: new Bool(), length: n, data: flag }),
+    makeData({ type: new Float64(), length: n, data: score }),
+    makeData({
+      type: new Int32(),
+      length: n,
+      nullCount: qtyValid.nulls,
+      nullBitmap: qtyValid.bitmap,
+      data: qty,
+    }),
+    makeData({ type: new DateDay(), length: n, data: day }),
+  ];
+  const schema = new Schema(fields);
+  return new RecordBatch(schema, makeData({ type: new Struct(fields), length: n, nullCount: 0, children }));
+}
+
+/**
+ * The same batch with the wire metadata tail appended (what the sink really writes): `__pos` is
+ * an incremental position per row, `__commit_ts` ns, constant `__ingest_ts`/`__phase`.
+ */
+function withWireMetadata(batch: RecordBatch, start: number): RecordBatch {
+  const n = batch.numRows;
+  const ops = new Uint8Array(n).fill(1);
+  const commit = new BigInt64Array(n);
+  for (let i = 0; i < n; i++) commit[i] = 1_700_000_000_000_000_000n + BigInt(start + i) * 1_000_123n;
+  const meta = metadataFields();
+  const children = [
+    ...batch.data.children,
+    makeData({ type: meta[0]!.type, length: n, data: ops }),
+    utf8Column(n, (i) => objectStartPosition(1, start + i)),
+    makeData({ type: meta[2]!.type, length: n, data: commit }),
+    makeData({ type: meta[3]!.type, length: n, data: new BigInt64Array(n).fill(1_700_000_001_000_000_000n) }),
+    makeData({ type: meta[4]!.type, length: n, data: new Uint8Array(Math.ceil(n / 8)) }),
+    utf8Column(n, () => 'incremental'),
+  ];
+  const fields = [...batch.schema.fields, ...meta];
+  return new RecordBatch(
+    new Schema(fields),
+    makeData({ type: new Struct(fields), length: n, nullCount: 0, children }),
+  );
+}
+
+interface Variant {
+  readonly name: string;
+  /** Writes the data to `file`, returns the time of the measured part in ms. */
+  run(file: string): Promise<number>;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'tidemark-bench-'));
+  try {
+    const batches: RecordBatch[] = [];
+    for (let start = 0, seed = 1; start < ROWS; start += BATCH_ROWS, seed++) {
+      batches.push(makeBatch(start, Math.min(BATCH_ROWS, ROWS - start), seed));
+    }
+    const wire = batches.map((b, i) => withWireMetadata(b, i * BATCH_ROWS));
+    const sinkPath = (compression: ParquetCompression): Variant => ({
+      name: `sink path ${compression} (+6 meta cols)`,
+      async run(file) {
+        const t0 = performance.now();
+        const bytes = encodeParquet(wire.map(toLakeRecord), { compression });
+        const ms = performance.now() - t0;
+        writeFileSync(file, bytes);
+        return ms;
+      },
+    });
+    const wasm = (compression: ParquetCompression, maxRowGroupRows?: number): Variant => ({
+      name: `parquet-wasm ${compression}${maxRowGroupRows ? ` rg=${maxRowGroupRows}` : ''}`,
+      async run(file) {
+        const t0 = performance.now();
+        const bytes = encodeParquet(batches, {
+          compression,
+          ...(maxRowGroupRows ? { maxRowGroupRows } : {}),
+        });
+        const ms = performance.now() - t0;
+        writeFileSync(file, bytes);
+        return ms;
+      },
+    });
+    // The IPC step alone, to show how much of the parquet-wasm time is the JS -> wasm hand-off.
+    const ipcOnly: Variant = {
+      name: 'arrow IPC only (part of the above)',
+      async run(file) {
+        const t0 = performance.now();
+        const ipc = tableToIPC(new Table(batches[0]!.schema, batches), 'stream');
+        const ms = performance.now() - t0;
+        writeFileSync(file, ipc.subarray(0, 1));
+        return ms;
+      },
+    };
+
+    // DuckDB reference: load the baseline file into a DuckDB table (not timed), then time COPY TO.
+    const seedFile = join(dir, 'seed.parquet');
+    writeFileSync(seedFile, encodeParquet(batches, { compression: 'snappy' }));
+    const duck = await DuckDBInstance.create(':memory:', { threads: '2' });
+    const conn = await duck.connect();
+    await conn.run(`CREATE TABLE t AS SELECT * FROM read_parquet('${seedFile}')`);
+    const duckdb = (codec: string): Variant => ({
+      name: `duckdb COPY TO ${codec}`,
+      async run(file) {
+        const t0 = performance.now();
+        await conn.run(`COPY t TO '${file}' (FORMAT parquet, COMPRESSION ${codec})`);
+        return performance.now() - t0;
+      },
+    });
+
+    const variants: Variant[] = [
+      wasm('snappy'),
+      wasm('zstd'),
+      wasm('snappy', 122_880),
+      wasm('zstd', 122_880),
+      ipcOnly,
+      sinkPath('snappy'),
+      sinkPath('zstd'),
+      duckdb('snappy'),
+      duckdb('zstd'),
+    ];
+    const times = new Map<string, number[]>(variants.map((v) => [v.name, []]));
+    const sizes = new Map<string, number>();
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const v of variants) {
+        const file = join(dir, `out-${variants.indexOf(v)}.parquet`);
+        times.get(v.name)!.push(await v.run(file));
+        sizes.set(v.name, statSync(file).size);
+      }
+    }
+    conn.closeSync();
+
+    const baseName = variants[0]!.name;
+    const baseMs = median(times.get(baseName)!);
+    const baseSize = sizes.get(baseName)!;
+    console.log(
+      `${ROWS} rows x 9 columns in ${batches.length} batches, ${ROUNDS} alternated rounds, median ms`,
+    );
+    console.log(`node ${process.version}, baseline = ${baseName}`);
+    console.log(
+      'variant'.padEnd(38),
+      'ms'.padStart(8),
+      'rows/s'.padStart(10),
+      'MB'.padStart(8),
+      'time x'.padStart(7),
+      'size x'.padStart(7),
+    );
+    for (const v of variants) {
+      const ms = median(times.get(v.name)!);
+      const size = sizes.get(v.name)!;
+      const isIpc = v === ipcOnly;
+      console.log(
+        v.name.padEnd(38),
+        ms.toFixed(0).padStart(8),
+        Math.round(ROWS / (ms / 1000))
+          .toString()
+          .padStart(10),
+        (isIpc ? '-' : (size / 1e6).toFixed(2)).padStart(8),
+        (ms / baseMs).toFixed(2).padStart(7),
+        (isIpc ? '-' : (size / baseSize).toFixed(2)).padStart(7),
+      );
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,103 @@
+/**
+ * The scheduled incremental-sync Lambda. An EventBridge Scheduler event names the table
+ * (`{"table": "public.orders"}`); the handler runs it until caught up or until the deadline
+ * nears, then returns (and logs) a structured summary. With `selfContinue` and a backlog left it
+ * invokes itself asynchronously, so a large first sync does not wait for the next schedule.
+ *
+ * A thin shell: config in, engine call, summary out. Spec from TIDEMARK_SPEC_FILE (bundled) or
+ * TIDEMARK_SPEC (inline JSON); see docs/decisions/0004-config-and-secrets.md.
+ */
+import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import type { Context } from 'aws-lambda';
+import { findTable, loadSpecFile, parseSpec, type Spec } from '../../shared/config/spec.js';
+import { TidemarkError } from '../../shared/contracts/errors.js';
+import type { IncrementalSummary } from '../../shared/engine/incremental-run.js';
+import { createLogger } from '../../shared/observability/log.js';
+import { openPipeline, type OpenPipeline } from '../../shared/pipeline/open.js';
+import { runTable } from '../../shared/pipeline/run-table.js';
+
+export interface IncrementalEvent {
+  /** Source table (`schema.table`) or lake target name. */
+  readonly table: string;
+  /** Pipeline name; checked against the spec when given. */
+  readonly pipeline?: string;
+  /** Invoke self asynchronously while a backlog remains (default: TIDEMARK_SELF_CONTINUE=1). */
+  readonly selfContinue?: boolean;
+  /** How many continuations preceded this one (bounded by TIDEMARK_MAX_CONTINUATIONS). */
+  readonly continuation?: number;
+}
+
+export interface IncrementalResponse extends IncrementalSummary {
+  readonly continued: boolean;
+}
+
+let cached: { spec: Spec; pipeline: OpenPipeline } | undefined;
+
+function loadSpec(): Spec {
+  const inline = process.env.TIDEMARK_SPEC;
+  if (inline) return parseSpec(JSON.parse(inline));
+  return loadSpecFile(process.env.TIDEMARK_SPEC_FILE ?? `${__dirnameCompat()}/tidemark.yaml`);
+}
+
+function __dirnameCompat(): string {
+  // The bundle is CommonJS (parquet-wasm needs __dirname); under tsx/ESM fall back to cwd.
+  return typeof __dirname === 'string' ? __dirname : process.cwd();
+}
+
+/** Builds (once per container) the spec and the pipeline's state store, sink and sources. */
+async function pipelineOnce(): Promise<{ spec: Spec; pipeline: OpenPipeline }> {
+  if (!cached) {
+    const spec = loadSpec();
+    cached = { spec, pipeline: await openPipeline(spec) };
+  }
+  return cached;
+}
+
+export async function handler(event: IncrementalEvent, context: Context): Promise<IncrementalResponse> {
+  const logger = createLogger({ json: true, fields: { requestId: context.awsRequestId } });
+  const { spec, pipeline } = await pipelineOnce();
+  if (event.pipeline && event.pipeline !== spec.pipeline) {
+    throw new TidemarkError('EVENT_INVALID', `event names pipeline "${event.pipeline}" but this function runs "${spec.pipeline}"`);
+  }
+  if (!event.table) throw new TidemarkError('EVENT_INVALID', 'event has no "table" (expected {"table": "schema.table"})');
+  const table = findTable(spec, event.table);
+  const margin = Number(process.env.TIDEMARK_SAFETY_MARGIN_MS ?? 15_000);
+  try {
+    const summary = await runTable(spec, table, pipeline, {
+      logger,
+      owner: `lambda:${context.awsRequestId}`,
+      remainingMs: () => context.getRemainingTimeInMillis(),
+      safetyMarginMs: margin,
+    });
+    const continuation = event.continuation ?? 0;
+    const maxContinuations = Number(process.env.TIDEMARK_MAX_CONTINUATIONS ?? 20);
+    const wantsContinue = event.selfContinue ?? process.env.TIDEMARK_SELF_CONTINUE === '1';
+    let continued = false;
+    if (summary.more && wantsContinue && continuation < maxContinuations) {
+      await new LambdaClient({}).send(
+        new InvokeCommand({
+          FunctionName: context.functionName,
+          InvocationType: 'Event',
+          Payload: Buffer.from(JSON.stringify({ ...event, continuation: continuation + 1 })),
+        }),
+      );
+      continued = true;
+    }
+    const response = { ...summary, continued };
+    logger.info('incremental run finished', { summary: response });
+    return response;
+  } catch (e) {
+    logger.error('incremental run failed', {
+      table: table.table,
+      error: e instanceof Error ? { name: e.name, code: (e as TidemarkError).code, message: e.message } : String(e),
+    });
+    throw e;
+  }
+}
+
+/** Closes the cached pipeline's connections (local runs and tests; a Lambda container just freezes). */
+export async function shutdown(): Promise<void> {
+  const c = cached;
+  cached = undefined;
+  if (c) await c.pipeline.close();
+}

@@ -1,0 +1,51 @@
+/**
+ * Resolves a source's connection URL: inline `url` (already `${env:..}`-interpolated) or an AWS
+ * Secrets Manager secret (`secretArn`) fetched once per process and cached, as a Lambda container
+ * or the Fargate task would. A secret holds either a URL or the RDS JSON shape
+ * ({engine, host, port, username, password, dbname}).
+ *
+ * Never logs or returns a secret inside an error message.
+ */
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { ConfigError } from '../contracts/errors.js';
+import type { SourceSpec } from './spec.js';
+
+const cache = new Map<string, Promise<string>>();
+
+function urlFromRdsSecret(kind: SourceSpec['kind'], s: Record<string, unknown>, arn: string): string {
+  const { host, port, username, password } = s;
+  const dbname = s.dbname ?? s.database ?? (kind === 'postgres' ? 'postgres' : '');
+  if (typeof host !== 'string' || typeof username !== 'string' || typeof password !== 'string') {
+    throw new ConfigError('secretArn', `secret ${arn} is JSON but lacks host/username/password (RDS secret shape)`);
+  }
+  const scheme = kind === 'postgres' ? 'postgres' : 'mysql';
+  const p = port ?? (kind === 'postgres' ? 5432 : 3306);
+  return `${scheme}://${encodeURIComponent(username)}:${encodeURIComponent(password)}@${host}:${p}/${String(dbname)}`;
+}
+
+/** The connection URL of a source, fetching its secret if it has one. */
+export async function resolveSourceUrl(source: SourceSpec, client?: SecretsManagerClient): Promise<string> {
+  if (source.url) return source.url;
+  const arn = source.secretArn!;
+  let p = cache.get(arn);
+  if (!p) {
+    p = (async () => {
+      const sm = client ?? new SecretsManagerClient({});
+      const out = await sm.send(new GetSecretValueCommand({ SecretId: arn })).catch((e: unknown) => {
+        throw new ConfigError('secretArn', `cannot read secret ${arn}: ${(e as Error).name}; check the role's secretsmanager:GetSecretValue permission`, { cause: e });
+      });
+      const text = out.SecretString;
+      if (!text) throw new ConfigError('secretArn', `secret ${arn} has no SecretString`);
+      if (text.trimStart().startsWith('{')) return urlFromRdsSecret(source.kind, JSON.parse(text) as Record<string, unknown>, arn);
+      return text.trim();
+    })();
+    cache.set(arn, p);
+    p.catch(() => cache.delete(arn));
+  }
+  return p;
+}
+
+/** Forgets cached secrets (after an authentication failure, a rotated secret is re-read). */
+export function forgetSecrets(): void {
+  cache.clear();
+}

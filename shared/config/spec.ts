@@ -1,0 +1,220 @@
+/**
+ * The pipeline spec (`tidemark.yaml`): ONE schema for every entry point (CLI, Lambda, Fargate,
+ * CDK). Validation names the exact field and the fix; nothing downstream re-validates.
+ *
+ * Owns: parsing, validation, defaults, `${env:NAME}` interpolation and secret redaction. Never
+ * opens a connection and never logs a secret: `redactSpec` is the only way a spec is printed.
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ConfigError } from '../contracts/errors.js';
+
+const identifier = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$/, 'must be "schema.table" (MySQL: "database.table")');
+
+const scheduleExpr = z
+  .string()
+  .regex(
+    /^(rate\(\d+ (minute|minutes|hour|hours|day|days)\)|cron\(.+\))$/,
+    'must be an EventBridge expression such as "rate(5 minutes)" or "cron(0/15 * * * ? *)"',
+  );
+
+const sourceSchema = z
+  .object({
+    kind: z.enum(['postgres', 'mysql'], { message: 'must be "postgres" or "mysql"' }),
+    /** Connection URL; may contain ${env:NAME}. Prefer `secretArn` in AWS. */
+    url: z.string().min(1).optional(),
+    /** AWS Secrets Manager secret whose SecretString is the URL or an RDS-style JSON secret. */
+    secretArn: z.string().startsWith('arn:aws', 'must be a Secrets Manager ARN').optional(),
+    connectTimeoutSeconds: z.number().positive().max(300).default(10),
+  })
+  .strict()
+  .refine((s) => Boolean(s.url) !== Boolean(s.secretArn), {
+    message: 'give exactly one of "url" or "secretArn"',
+  });
+
+const stateSchema = z
+  .object({
+    /** DynamoDB state table; created by the CDK app (or by `tidemark` locally when endpoint is set). */
+    dynamodb: z
+      .object({
+        table: z.string().min(3),
+        region: z.string().optional(),
+        endpoint: z.string().url().optional(),
+      })
+      .strict()
+      .optional(),
+    /** Local directory for state (the file cursor store). */
+    dir: z.string().min(1).optional(),
+  })
+  .strict()
+  .refine((s) => Boolean(s.dynamodb) !== Boolean(s.dir), { message: 'give exactly one of "dynamodb" or "dir"' });
+
+const lakeSchema = z
+  .object({
+    /** `s3://bucket/prefix` or `file://dir` (relative dirs resolve against the spec file). */
+    uri: z.string().regex(/^(s3:\/\/[a-z0-9.-]{3,63}(\/.*)?|file:\/\/.+)$/, 'must be "s3://bucket/prefix" or "file://dir"'),
+    region: z.string().optional(),
+    endpoint: z.string().url().optional(),
+    forcePathStyle: z.boolean().optional(),
+    compression: z.enum(['zstd', 'snappy']).default('zstd'),
+  })
+  .strict();
+
+const tableSchema = z
+  .object({
+    /** Name of an entry under `sources`. */
+    source: z.string().min(1),
+    table: identifier,
+    /** Lake table name; defaults to `table`. */
+    target: z.string().regex(/^[a-z0-9_]+\.[a-z0-9_]+$/, 'must be lowercase "schema.table"').optional(),
+    mode: z.enum(['incremental']),
+    /** The cursor column, e.g. `updated_at`. */
+    cursor: z.string().min(1),
+    schedule: scheduleExpr.default('rate(5 minutes)'),
+    writeMode: z.enum(['append', 'upsert']),
+    pageSize: z.number().int().min(1).max(1_000_000).default(50_000),
+    /** Rows whose cursor is newer than now - lag wait for a later run. */
+    lagSeconds: z.number().min(0).max(86_400).default(5),
+    /** Skip the running-transaction bound (and its privilege check); only the lag protects late commits. */
+    lagOnly: z.boolean().default(false),
+    /** What to do with rows whose cursor is NULL: refuse to run, or skip them (they never sync). */
+    nullCursor: z.enum(['refuse', 'skip']).default('refuse'),
+    /** Columns left out of the lake. */
+    exclude: z.array(z.string()).default([]),
+  })
+  .strict();
+
+export const specSchema = z
+  .object({
+    /** Pipeline name: part of every state key and log line. */
+    pipeline: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be lowercase letters, digits and dashes'),
+    sources: z.record(z.string().regex(/^[a-z0-9_-]+$/), sourceSchema),
+    state: stateSchema,
+    lake: lakeSchema,
+    tables: z.array(tableSchema).min(1, 'list at least one table'),
+  })
+  .strict();
+
+export type Spec = z.infer<typeof specSchema>;
+export type SourceSpec = Spec['sources'][string];
+export type TableSpecConfig = Spec['tables'][number];
+
+/** Suggested fixes for zod issue codes, so every error says what to do. */
+function explainIssue(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'unrecognized_keys') {
+    return `unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}; remove or fix the spelling`;
+  }
+  if (issue.code === 'invalid_type' && issue.message.includes('received undefined')) {
+    return `is required (expected ${issue.expected})`;
+  }
+  return issue.message;
+}
+
+function issuePath(path: readonly PropertyKey[]): string {
+  return path
+    .map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`))
+    .join('');
+}
+
+/** Replaces `${env:NAME}` in every string of the raw spec; a missing variable is a ConfigError. */
+function interpolate(value: unknown, path: string, env: NodeJS.ProcessEnv): unknown {
+  if (typeof value === 'string') {
+    return value.replace(/\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string) => {
+      const v = env[name];
+      if (v === undefined) throw new ConfigError(path, `environment variable ${name} is not set`);
+      return v;
+    });
+  }
+  if (Array.isArray(value)) return value.map((v, i) => interpolate(v, `${path}[${i}]`, env));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, interpolate(v, path ? `${path}.${k}` : k, env)]),
+    );
+  }
+  return value;
+}
+
+/**
+ * Validates a raw (already YAML/JSON-parsed) spec. `baseDir` resolves relative `file://` lake
+ * URIs and state dirs. Throws ConfigError naming the first wrong field and the fix.
+ */
+export function parseSpec(raw: unknown, opts: { baseDir?: string; env?: NodeJS.ProcessEnv } = {}): Spec {
+  const env = opts.env ?? process.env;
+  const result = specSchema.safeParse(interpolate(raw, '', env));
+  if (!result.success) {
+    const issues = result.error.issues;
+    const first = issues[0]!;
+    const more = issues.length > 1 ? ` (and ${issues.length - 1} more problem(s))` : '';
+    throw new ConfigError(issuePath(first.path) || '(spec)', explainIssue(first) + more);
+  }
+  const spec = result.data;
+  spec.tables.forEach((t, i) => {
+    if (!spec.sources[t.source]) {
+      const known = Object.keys(spec.sources).join(', ');
+      throw new ConfigError(`tables[${i}].source`, `names source "${t.source}", which is not under "sources" (known: ${known})`);
+    }
+  });
+  const targets = new Set<string>();
+  spec.tables.forEach((t, i) => {
+    const target = tableTarget(t);
+    if (targets.has(target)) throw new ConfigError(`tables[${i}].target`, `two tables write to lake table "${target}"`);
+    targets.add(target);
+  });
+  const baseDir = opts.baseDir ?? process.cwd();
+  if (spec.lake.uri.startsWith('file://')) {
+    const p = spec.lake.uri.slice('file://'.length);
+    spec.lake.uri = `file://${isAbsolute(p) ? p : resolve(baseDir, p)}`;
+  }
+  if (spec.state.dir && !isAbsolute(spec.state.dir)) spec.state.dir = resolve(baseDir, spec.state.dir);
+  return spec;
+}
+
+/** Reads and validates a YAML (or JSON) spec file. */
+export function loadSpecFile(path: string, env?: NodeJS.ProcessEnv): Spec {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ConfigError('', `cannot read spec file ${path}: ${(e as Error).message}`, { cause: e });
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (e) {
+    throw new ConfigError('', `${path} is not valid YAML: ${(e as Error).message.split('\n')[0]}`, { cause: e });
+  }
+  return parseSpec(raw, { baseDir: dirname(resolve(path)), ...(env ? { env } : {}) });
+}
+
+/** The lake table name of a spec table: `target` or the lowercased source `table`. */
+export function tableTarget(t: TableSpecConfig): string {
+  return t.target ?? t.table.toLowerCase();
+}
+
+/** Finds a table by its source name or target; a ConfigError lists the known names. */
+export function findTable(spec: Spec, name: string): TableSpecConfig {
+  const t = spec.tables.find((x) => x.table === name || tableTarget(x) === name);
+  if (!t) {
+    throw new ConfigError('--table', `no table "${name}" in pipeline ${spec.pipeline} (known: ${spec.tables.map((x) => x.table).join(', ')})`);
+  }
+  return t;
+}
+
+/** Hides the password in a connection URL, for logs and errors. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:/@]+):([^@]*)@/, '//$1:***@');
+}
+
+/** A copy of the spec safe to print: every source URL redacted. */
+export function redactSpec(spec: Spec): Spec {
+  return {
+    ...spec,
+    sources: Object.fromEntries(
+      Object.entries(spec.sources).map(([k, s]) => [k, { ...s, ...(s.url ? { url: redactUrl(s.url) } : {}) }]),
+    ),
+  };
+}

@@ -1,0 +1,443 @@
+/**
+ * The PGCOPY binary decoder: reads `COPY (SELECT ...) TO STDOUT (FORMAT binary)` output chunk by
+ * chunk and appends every field straight into the encoder's column writers, with no per-row
+ * objects. Also decodes single binary values into the exact value universe (for the page's
+ * last key, which becomes the resume token).
+ *
+ * Owns: the PGCOPY framing (signature, flags, header extension, tuples, trailer), reassembly of
+ * tuples that straddle chunks, and each Postgres binary send format we read (types.ts WireKind).
+ * Must never allocate per value on the hot path, and never round: infinities map to the
+ * documented sentinels, out-of-range values are DataErrors.
+ *
+ * Format (Postgres docs, "COPY ... Binary Format"): 11-byte signature, int32 flags, int32 header
+ * extension length + extension; per tuple an int16 field count, then per field an int32 length
+ * (-1 = NULL) and that many bytes in the type's binary send format, all integers big-endian;
+ * an int16 -1 ends the data.
+ */
+import { DataError } from '../../contracts/errors.js';
+import type { ColumnWriter } from '../../dataplane/encoder.js';
+import {
+  DATE_INFINITY,
+  DATE_NEG_INFINITY,
+  TIMESTAMP_INFINITY,
+  TIMESTAMP_NEG_INFINITY,
+} from '../../position/time-text.js';
+import { multiDimensional, nonFiniteNumeric, timestampOutOfRange, type ValueContext, type WireKind } from './types.js';
+
+const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
+const SIGNATURE_LENGTH = 11;
+const FLAGS_OFFSET = 11;
+const EXTENSION_LENGTH_OFFSET = 15;
+const HEADER_FIXED_LENGTH = 19;
+/** Flags bit 16: every tuple carries an OID (only WITH OIDS, gone since PG 12). */
+const FLAG_HAS_OIDS = 1 << 16;
+const TRAILER = -1;
+const NULL_LENGTH = -1;
+
+/** Days from 1970-01-01 to 2000-01-01, Postgres' date epoch. */
+export const PG_EPOCH_DAYS = 10_957;
+/** Microseconds from 1970-01-01 to 2000-01-01, Postgres' timestamp epoch. */
+export const PG_EPOCH_MICROS = 946_684_800_000_000;
+const PG_EPOCH_MICROS_BIG = BigInt(PG_EPOCH_MICROS);
+const INT32_MAX = 0x7fffffff;
+const INT32_MIN = -0x80000000;
+const INT64_MAX = 2n ** 63n - 1n;
+const INT64_MIN = -(2n ** 63n);
+
+// Binary NUMERIC: int16 ndigits, int16 weight, uint16 sign, int16 dscale, then base-10000 digits.
+const NUMERIC_NDIGITS = 0;
+const NUMERIC_WEIGHT = 2;
+const NUMERIC_SIGN = 4;
+const NUMERIC_DSCALE = 6;
+const NUMERIC_DIGITS = 8;
+const NUMERIC_NEG = 0x4000;
+const NUMERIC_NAN = 0xc000;
+const NUMERIC_PINF = 0xd000;
+const NUMERIC_NINF = 0xf000;
+
+// Binary array: int32 ndim, int32 has-null flag, int32 element OID, then per dimension int32
+// size and int32 lower bound, then the elements as (int32 length, bytes).
+const ARRAY_NDIM = 0;
+const ARRAY_HEADER = 12;
+const ARRAY_DIM_SIZE = 12;
+const ARRAY_DIM_HEADER = 8;
+
+const JSONB_VERSION = 1;
+const UUID_BYTES = 16;
+const UUID_TEXT_LENGTH = 36;
+
+function int16(buf: Uint8Array, off: number): number {
+  return (((buf[off]! << 8) | buf[off + 1]!) << 16) >> 16;
+}
+
+function uint16(buf: Uint8Array, off: number): number {
+  return (buf[off]! << 8) | buf[off + 1]!;
+}
+
+function int32(buf: Uint8Array, off: number): number {
+  return (buf[off]! << 24) | (buf[off + 1]! << 16) | (buf[off + 2]! << 8) | buf[off + 3]!;
+}
+
+const HEX_DIGITS = new Uint8Array(Buffer.from('0123456789abcdef', 'latin1'));
+/** Scratch for a uuid's canonical text; appendUtf8Bytes copies out of it. */
+const uuidText = new Uint8Array(UUID_TEXT_LENGTH);
+
+function writeUuidText(buf: Uint8Array, off: number): void {
+  let o = 0;
+  for (let k = 0; k < UUID_BYTES; k++) {
+    if (k === 4 || k === 6 || k === 8 || k === 10) uuidText[o++] = 0x2d; // '-'
+    const b = buf[off + k]!;
+    uuidText[o++] = HEX_DIGITS[b >> 4]!;
+    uuidText[o++] = HEX_DIGITS[b & 15]!;
+  }
+}
+
+/** One selected field of the COPY output and where it goes. */
+export interface CopyField {
+  readonly wire: WireKind;
+  /** A 1-D array of `wire` elements. */
+  readonly list: boolean;
+  /** The column writer; undefined when the field is only selected for the resume key. */
+  readonly writer: ColumnWriter | undefined;
+  /** For messages: `schema.table` and the column. */
+  readonly ctx: ValueContext;
+}
+
+/**
+ * Appends one non-null scalar value of `wire` at `buf[p..p+len)` to `w`.
+ * Exported for tests; the decoder inlines the same dispatch per field.
+ */
+export function appendScalar(w: ColumnWriter, wire: WireKind, buf: Uint8Array, p: number, len: number, ctx: ValueContext): void {
+  switch (wire) {
+    case 'bool':
+      w.appendBool(buf[p] !== 0);
+      return;
+    case 'int2':
+      w.appendInt16BE(buf, p);
+      return;
+    case 'int4':
+      w.appendInt32BE(buf, p);
+      return;
+    case 'int8':
+      w.appendInt64BE(buf, p);
+      return;
+    case 'float8':
+      w.appendFloat64BE(buf, p);
+      return;
+    case 'numeric': {
+      const sign = uint16(buf, p + NUMERIC_SIGN);
+      if (sign === NUMERIC_NAN || sign === NUMERIC_PINF || sign === NUMERIC_NINF) {
+        throw nonFiniteNumeric(ctx, sign === NUMERIC_NAN ? 'NaN' : sign === NUMERIC_PINF ? 'Infinity' : '-Infinity');
+      }
+      w.appendNumericBinary(buf, p);
+      return;
+    }
+    case 'text':
+      w.appendUtf8Bytes(buf, p, p + len);
+      return;
+    case 'jsonb':
+      if (buf[p] !== JSONB_VERSION) throw unknownJsonbVersion(ctx, buf[p]!);
+      w.appendUtf8Bytes(buf, p + 1, p + len);
+      return;
+    case 'bytea':
+      w.appendBytes(buf, p, p + len);
+      return;
+    case 'uuid':
+      writeUuidText(buf, p);
+      w.appendUtf8Bytes(uuidText, 0, UUID_TEXT_LENGTH);
+      return;
+    case 'date': {
+      const days = int32(buf, p);
+      if (days === INT32_MAX) w.appendInt(DATE_INFINITY);
+      else if (days === INT32_MIN) w.appendInt(DATE_NEG_INFINITY);
+      else w.appendInt32BE(buf, p, PG_EPOCH_DAYS);
+      return;
+    }
+    case 'timestamp': {
+      const top = buf[p]!;
+      // Only values within ~2^56 of the int64 limits (the infinities, and years past ~290000)
+      // need the exact slow path; everything else is shifted to the Unix epoch without BigInt.
+      if (top === 0x7f || top === 0x80) w.appendBigInt(timestampMicros(buf, p, ctx));
+      else w.appendInt64BE(buf, p, PG_EPOCH_MICROS);
+      return;
+    }
+  }
+}
+
+function unknownJsonbVersion(ctx: ValueContext, v: number): DataError {
+  return new DataError(`${ctx.table}.${ctx.column}: jsonb binary format version ${v} is unknown (expected 1)`);
+}
+
+/** A binary timestamp as micros since 1970, the infinities as the time-text.ts sentinels. */
+function timestampMicros(buf: Uint8Array, p: number, ctx: ValueContext): bigint {
+  const v = Buffer.from(buf.buffer, buf.byteOffset + p, 8).readBigInt64BE(0);
+  if (v === INT64_MAX) return TIMESTAMP_INFINITY;
+  if (v === INT64_MIN) return TIMESTAMP_NEG_INFINITY;
+  const micros = v + PG_EPOCH_MICROS_BIG;
+  if (micros >= TIMESTAMP_INFINITY) throw timestampOutOfRange(ctx);
+  return micros;
+}
+
+/** Appends a non-null 1-D binary array at `buf[p..p+len)` as one list value. */
+function appendList(w: ColumnWriter, wire: WireKind, buf: Uint8Array, p: number, ctx: ValueContext): void {
+  const ndim = int32(buf, p + ARRAY_NDIM);
+  const child = w.beginList();
+  if (ndim === 0) {
+    w.endList();
+    return;
+  }
+  if (ndim !== 1) throw multiDimensional(ctx);
+  const n = int32(buf, p + ARRAY_DIM_SIZE);
+  let q = p + ARRAY_HEADER + ARRAY_DIM_HEADER;
+  for (let k = 0; k < n; k++) {
+    const len = int32(buf, q);
+    q += 4;
+    if (len === NULL_LENGTH) {
+      child.appendNull();
+    } else {
+      appendScalar(child, wire, buf, q, len, ctx);
+      q += len;
+    }
+  }
+  w.endList();
+}
+
+/**
+ * Decodes one non-null binary value into the exact value universe (types.ts `parseText` gives
+ * the same values from text). Used for the page's last key, not on the per-row path.
+ */
+export function decodeBinaryValue(wire: WireKind, buf: Uint8Array, p: number, len: number, ctx: ValueContext): unknown {
+  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+  switch (wire) {
+    case 'bool':
+      return buf[p] !== 0;
+    case 'int2':
+      return int16(buf, p);
+    case 'int4':
+      return int32(buf, p);
+    case 'int8':
+      return b.readBigInt64BE(p);
+    case 'float8':
+      return b.readDoubleBE(p);
+    case 'numeric':
+      return numericBinaryToText(buf, p);
+    case 'text':
+      return b.toString('utf8', p, p + len);
+    case 'jsonb':
+      return b.toString('utf8', p + 1, p + len);
+    case 'bytea':
+      return new Uint8Array(buf.subarray(p, p + len));
+    case 'uuid':
+      writeUuidText(buf, p);
+      return Buffer.from(uuidText).toString('latin1');
+    case 'date': {
+      const days = int32(buf, p);
+      if (days === INT32_MAX) return DATE_INFINITY;
+      if (days === INT32_MIN) return DATE_NEG_INFINITY;
+      return days + PG_EPOCH_DAYS;
+    }
+    case 'timestamp':
+      return timestampMicros(buf, p, ctx);
+  }
+}
+
+/**
+ * Binary NUMERIC as the exact text Postgres' numeric_out prints: `-` for negatives, the integer
+ * part without leading zeros (at least `0`), then exactly dscale fractional digits; `NaN`,
+ * `Infinity`, `-Infinity` for the specials.
+ */
+export function numericBinaryToText(buf: Uint8Array, p: number): string {
+  const ndigits = int16(buf, p + NUMERIC_NDIGITS);
+  const weight = int16(buf, p + NUMERIC_WEIGHT);
+  const sign = uint16(buf, p + NUMERIC_SIGN);
+  const dscale = int16(buf, p + NUMERIC_DSCALE);
+  if (sign === NUMERIC_NAN) return 'NaN';
+  if (sign === NUMERIC_PINF) return 'Infinity';
+  if (sign === NUMERIC_NINF) return '-Infinity';
+  const digit = (d: number) => (d >= 0 && d < ndigits ? int16(buf, p + NUMERIC_DIGITS + 2 * d) : 0);
+  let s = sign === NUMERIC_NEG ? '-' : '';
+  if (weight < 0) s += '0';
+  else for (let d = 0; d <= weight; d++) s += d === 0 ? String(digit(d)) : String(digit(d)).padStart(4, '0');
+  if (dscale > 0) {
+    let frac = '';
+    for (let d = weight + 1; frac.length < dscale; d++) frac += String(digit(d)).padStart(4, '0');
+    s += `.${frac.slice(0, dscale)}`;
+  }
+  return s;
+}
+
+/**
+ * Streams PGCOPY binary chunks into column writers. Feed every chunk to `push`, then call
+ * `end`. Tuples past `limit` are counted but not appended (the page reads `LIMIT n + 1` to learn
+ * whether more rows exist). `onRow(i)` runs after row i's fields were appended (the caller
+ * appends the metadata columns there).
+ *
+ * The last appended row's key fields stay addressable (`lastKey`) without copying: the decoder
+ * keeps a reference to the chunk that held them.
+ */
+export class CopyBinaryDecoder {
+  private readonly fields: readonly CopyField[];
+  private readonly limit: number;
+  private readonly onRow: (i: number) => void;
+  /** Field indexes whose values form the resume key, in key order. */
+  private readonly keyFields: readonly number[];
+  /** Start and length of each key field in `lastKeyBuf` for the last appended row. */
+  private readonly keySpans: Int32Array;
+  private lastKeyBuf: Uint8Array | undefined;
+  private readonly fieldStarts: Int32Array;
+  private readonly fieldLens: Int32Array;
+
+  private headerDone = false;
+  private finished = false;
+  /** Tuples seen, appended or not. */
+  tuples = 0;
+  /** Tuples appended (at most `limit`). */
+  appended = 0;
+
+  private pending: Uint8Array[] = [];
+  private pendingLength = 0;
+  /** Bytes the pending data needs before another attempt can make progress. */
+  private pendingNeed = 0;
+
+  constructor(fields: readonly CopyField[], keyFields: readonly number[], limit: number, onRow: (i: number) => void) {
+    this.fields = fields;
+    this.keyFields = keyFields;
+    this.limit = limit;
+    this.onRow = onRow;
+    this.keySpans = new Int32Array(keyFields.length * 2);
+    this.fieldStarts = new Int32Array(fields.length);
+    this.fieldLens = new Int32Array(fields.length);
+  }
+
+  /** Decodes every complete tuple of `chunk` (plus what earlier chunks left over). */
+  push(chunk: Uint8Array): void {
+    let buf = chunk;
+    if (this.pendingLength > 0) {
+      this.pending.push(chunk);
+      this.pendingLength += chunk.length;
+      // Concatenating only once enough bytes are there keeps a huge tuple spread over many
+      // chunks linear instead of quadratic.
+      if (this.pendingLength < this.pendingNeed) return;
+      buf = Buffer.concat(this.pending, this.pendingLength);
+      this.pending = [];
+      this.pendingLength = 0;
+    }
+    let off = 0;
+    if (!this.headerDone) {
+      const end = this.headerEnd(buf);
+      if (end < 0) {
+        this.keep(buf, 0, -end);
+        return;
+      }
+      off = end;
+      this.headerDone = true;
+    }
+    const n = buf.length;
+    while (off < n) {
+      if (this.finished) throw new DataError('COPY binary stream has data after its trailer');
+      const end = this.tupleEnd(buf, off);
+      if (end < 0) {
+        this.keep(buf, off, -end - off);
+        return;
+      }
+      this.decodeTuple(buf, off);
+      off = end;
+    }
+  }
+
+  /** Checks that the stream ended with the trailer. */
+  end(): void {
+    if (!this.finished || this.pendingLength > 0) {
+      throw new DataError('COPY binary stream ended early (no trailer); the connection was cut mid-page');
+    }
+  }
+
+  /** The last appended row's key field `k` as (buffer, start, length); length -1 = NULL. */
+  lastKey(k: number): { buf: Uint8Array; start: number; length: number } | undefined {
+    if (this.lastKeyBuf === undefined) return undefined;
+    return { buf: this.lastKeyBuf, start: this.keySpans[2 * k]!, length: this.keySpans[2 * k + 1]! };
+  }
+
+  private keep(buf: Uint8Array, from: number, need: number): void {
+    const rest = buf.subarray(from);
+    this.pending = [rest];
+    this.pendingLength = rest.length;
+    this.pendingNeed = need;
+  }
+
+  /** Offset after the header, or -(bytes needed) when it is incomplete. */
+  private headerEnd(buf: Uint8Array): number {
+    if (buf.length < HEADER_FIXED_LENGTH) return -HEADER_FIXED_LENGTH;
+    for (let k = 0; k < SIGNATURE_LENGTH; k++) {
+      if (buf[k] !== SIGNATURE[k]) throw new DataError('COPY output does not start with the PGCOPY binary signature');
+    }
+    if ((int32(buf, FLAGS_OFFSET) & FLAG_HAS_OIDS) !== 0) {
+      throw new DataError('COPY binary output carries row OIDs; tidemark never asks for them');
+    }
+    const end = HEADER_FIXED_LENGTH + int32(buf, EXTENSION_LENGTH_OFFSET);
+    return buf.length < end ? -end : end;
+  }
+
+  /**
+   * Offset after the tuple at `off`, or -(absolute offset the buffer must reach) when the tuple
+   * is incomplete. Walks only the length words.
+   */
+  private tupleEnd(buf: Uint8Array, off: number): number {
+    const n = buf.length;
+    if (off + 2 > n) return -(off + 2);
+    const count = int16(buf, off);
+    if (count === TRAILER) return off + 2;
+    let p = off + 2;
+    for (let k = 0; k < count; k++) {
+      if (p + 4 > n) return -(p + 4);
+      const len = int32(buf, p);
+      p += 4;
+      if (len > 0) {
+        p += len;
+        if (p > n) return -p;
+      }
+    }
+    return p;
+  }
+
+  private decodeTuple(buf: Uint8Array, off: number): void {
+    const count = int16(buf, off);
+    if (count === TRAILER) {
+      this.finished = true;
+      return;
+    }
+    const fields = this.fields;
+    if (count !== fields.length) {
+      throw new DataError(`COPY tuple has ${count} fields, expected ${fields.length}`);
+    }
+    const index = this.tuples++;
+    if (index >= this.limit) return;
+    let p = off + 2;
+    const starts = this.fieldStarts;
+    const lens = this.fieldLens;
+    for (let k = 0; k < count; k++) {
+      const len = int32(buf, p);
+      p += 4;
+      starts[k] = p;
+      lens[k] = len;
+      const f = fields[k]!;
+      const w = f.writer;
+      if (w !== undefined) {
+        if (len === NULL_LENGTH) w.appendNull();
+        else if (f.list) appendList(w, f.wire, buf, p, f.ctx);
+        else appendScalar(w, f.wire, buf, p, len, f.ctx);
+      }
+      if (len > 0) p += len;
+    }
+    const keys = this.keyFields;
+    const spans = this.keySpans;
+    for (let k = 0; k < keys.length; k++) {
+      const fi = keys[k]!;
+      spans[2 * k] = starts[fi]!;
+      spans[2 * k + 1] = lens[fi]!;
+    }
+    this.lastKeyBuf = buf;
+    this.appended++;
+    this.onRow(index);
+  }
+}

@@ -1,0 +1,283 @@
+/**
+ * Incremental pages of a Postgres table: keyset pagination on (cursor, primary key) below the
+ * safe upper bound (bound.ts), through two readers that return the same page:
+ *   - `readRowPage`: a plain SELECT with bind parameters, every value read as its text output
+ *     and parsed exactly (the row-map path, and the oracle the columnar path is tested against);
+ *   - `readBatchPage`: the same SELECT inside `COPY ... TO STDOUT (FORMAT binary)`, decoded
+ *     straight into the wire encoder (the fast path).
+ *
+ * Owns: the page SQL (one builder for both readers), keyset literals, `more` (LIMIT n + 1) and
+ * the resume token. Must never read past the bound, never compare a cursor through a lossy form
+ * (keys travel as exact text cast to the column's own type), and never build per-row objects on
+ * the batch path.
+ */
+import { DataError } from '../../contracts/errors.js';
+import type { IncrementalPage, IncrementalResult, Warning } from '../../contracts/source.js';
+import type { Clock } from '../../contracts/state.js';
+import { type Batch, newBatch, type WriteMode } from '../../dataplane/batch.js';
+import { BatchEncoder } from '../../dataplane/encoder.js';
+import { Op } from '../../dataplane/metadata.js';
+import type { Schema } from '../../dataplane/schema.js';
+import { decodeKey, encodeKey } from '../../position/key-codec.js';
+import { ordinalHex } from '../../position/position.js';
+import { highWaterBound, timeBound } from './bound.js';
+import type { Sql } from './connect.js';
+import { type CopyField, CopyBinaryDecoder, decodeBinaryValue } from './copy-binary.js';
+import type { ColumnInfo, KeysetPlan, TablePlan } from './introspect.js';
+import { keyText, parseColumnText, quoteIdent, quoteLiteral, type ValueContext } from './types.js';
+
+/** Bound settings of a page read (PostgresSourceOptions documents them). */
+export interface BoundSettings {
+  readonly lagMs: number;
+  readonly stallAfterMs: number;
+  readonly settleMs: number;
+}
+
+/** The alias of the table in page statements. */
+const TABLE_ALIAS = 'src';
+
+/** Largest number of rows a batch encoder allocates for up front; it grows past it. */
+const MAX_INITIAL_CAPACITY = 65_536;
+
+/** The bound of one page, as a predicate on the cursor; `empty` means read nothing now. */
+type PageBound =
+  | { readonly kind: 'below'; readonly text: string; readonly warnings: Warning[] }
+  | { readonly kind: 'atMost'; readonly text: string; readonly warnings: Warning[] }
+  | { readonly kind: 'empty'; readonly warnings: Warning[] };
+
+/** Reads the page's bound. Runs BEFORE the page statement (bound.ts explains why). */
+async function readBound(sql: Sql, plan: TablePlan, keyset: KeysetPlan, s: BoundSettings): Promise<PageBound> {
+  if (keyset.bound.kind === 'time') {
+    const b = await timeBound(sql, keyset.bound.type, s.lagMs, s.stallAfterMs);
+    return { kind: 'below', text: b.literal, warnings: b.warnings };
+  }
+  const hw = await highWaterBound(sql, plan.qualified, quoteIdent(keyset.cursor.name), s.settleMs, s.stallAfterMs);
+  if (hw.held || hw.literal === null) return { kind: 'empty', warnings: hw.warnings };
+  return { kind: 'atMost', text: hw.literal, warnings: hw.warnings };
+}
+
+/** The SQL type a bound literal is cast to. */
+function boundCast(keyset: KeysetPlan): string {
+  return keyset.bound.kind === 'time' ? keyset.bound.type : keyset.cursor.castType;
+}
+
+/**
+ * The page statement. `after` and `bound` are SQL expressions already cast to the key types
+ * (bind parameters for the row path, quoted literals for COPY).
+ */
+function pageSql(
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  select: readonly string[],
+  after: readonly string[] | undefined,
+  bound: { op: '<' | '<='; expr: string },
+  limit: number,
+): string {
+  // Keys are qualified with the table alias: an unqualified ORDER BY name would bind to a
+  // select-list output of the same name, e.g. `"ip"::text`, and order by its text instead.
+  const keys = keyset.keys.map((k) => `${TABLE_ALIAS}.${quoteIdent(k.name)}`);
+  const cursor = keys[0]!;
+  // The row comparison (c, pk...) > (...) is one btree range on an index over (c, pk...);
+  // without a keyset (first page) NULL cursors are excluded explicitly (the bound excludes them
+  // too, but say it: NULL cursors are never synced, by policy).
+  const from =
+    after === undefined
+      ? `${cursor} IS NOT NULL`
+      : keys.length === 1
+        ? `${cursor} > ${after[0]}`
+        : `(${keys.join(', ')}) > (${after.join(', ')})`;
+  return (
+    `SELECT ${select.map((e, i) => `${e} AS f${i}`).join(', ')} FROM ${plan.qualified} AS ${TABLE_ALIAS}` +
+    ` WHERE ${from} AND ${cursor} ${bound.op} ${bound.expr}` +
+    ` ORDER BY ${keys.join(', ')} LIMIT ${limit}`
+  );
+}
+
+/** The decoded `after` token as key texts, or undefined for the first page. */
+function afterTexts(keyset: KeysetPlan, after: string): string[] | undefined {
+  if (after === '') return undefined;
+  const values = decodeKey(keyset.types, after);
+  return values.map((v, i) => keyText(keyset.types[i]!, v));
+}
+
+function ctxOf(plan: TablePlan, c: ColumnInfo): ValueContext {
+  return { table: plan.source, column: c.name };
+}
+
+function checkPageSize(req: IncrementalPage): void {
+  if (!Number.isSafeInteger(req.pageSize) || req.pageSize < 1) {
+    throw new DataError(`${req.table.source}: page size must be a positive integer, got ${req.pageSize}`);
+  }
+}
+
+/** A page with nothing in it: resume where we were. */
+function emptyResult<T>(req: IncrementalPage, page: T, warnings: Warning[]): IncrementalResult<T> {
+  return { next: req.after, page, more: false, ...(warnings.length > 0 ? { warnings } : {}) };
+}
+
+/**
+ * Row path: the page as row maps in the exact value universe (keys = `plan.schema` column
+ * names). Rows past the bound are left for a later page.
+ */
+export async function readRowPage(
+  sql: Sql,
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  req: IncrementalPage,
+  settings: BoundSettings,
+): Promise<IncrementalResult<Record<string, unknown>[]>> {
+  checkPageSize(req);
+  const afterValues = afterTexts(keyset, req.after);
+  const bound = await readBound(sql, plan, keyset, settings);
+  if (bound.kind === 'empty') return emptyResult(req, [], bound.warnings);
+
+  const data = plan.schema.columns.map((c) => plan.columns.find((x) => x.name === c.name)!);
+  const hidden = keyset.keys.filter((k) => !data.includes(k));
+  const selected = [...data, ...hidden];
+  const params: string[] = [];
+  // `$n::text::type`, not `$n::type`: postgres.js serializes a parameter by the type the server
+  // describes for it, and for timestamps that means through a millisecond JS Date. Typed as
+  // text, the exact text goes over the wire untouched and Postgres casts it.
+  const param = (text: string, cast: string) => {
+    params.push(text);
+    return `$${params.length}::text::${cast}`;
+  };
+  const after = afterValues?.map((t, i) => param(t, keyset.keys[i]!.castType));
+  const boundExpr = param(bound.text, boundCast(keyset));
+  const q = pageSql(
+    plan,
+    keyset,
+    selected.map((c) => c.read.expr),
+    after,
+    { op: bound.kind === 'below' ? '<' : '<=', expr: boundExpr },
+    req.pageSize + 1,
+  );
+  // raw(): every value as the bytes of its text output, untouched by postgres.js' parsers (which
+  // would turn timestamps into millisecond Dates and JSON into objects).
+  const raw = (await sql.unsafe(q, params).raw()) as unknown as (Buffer | null)[][];
+
+  const n = Math.min(raw.length, req.pageSize);
+  const rows: Record<string, unknown>[] = new Array(n);
+  let lastValues: unknown[] = [];
+  for (let r = 0; r < n; r++) {
+    const texts = raw[r]!;
+    const values = selected.map((c, i) => parseColumnText(c.read, texts[i]?.toString('utf8') ?? null, ctxOf(plan, c)));
+    const row: Record<string, unknown> = {};
+    for (let i = 0; i < data.length; i++) row[data[i]!.name] = values[i];
+    rows[r] = row;
+    if (r === n - 1) lastValues = values;
+  }
+  if (n === 0) return emptyResult(req, rows, bound.warnings);
+  const keyValues = keyset.keys.map((k) => lastValues[selected.indexOf(k)]);
+  return {
+    next: encodeKey(keyset.types, keyValues),
+    page: rows,
+    more: raw.length > req.pageSize,
+    ...(bound.warnings.length > 0 ? { warnings: bound.warnings } : {}),
+  };
+}
+
+/** The columnar page request (IncrementalPage plus what the batch needs). */
+export interface BatchPageRequest extends IncrementalPage {
+  readonly schema: Schema;
+  readonly writeMode: WriteMode;
+}
+
+/**
+ * Batch path: the same page as `readRowPage`, through binary COPY into one wire-schema batch
+ * whose bytes equal `encodeRows` of the row path's rows (same `__ingest_ts` clock reading).
+ * Columns follow `req.schema` (the engine's resolved schema), matched to the table by name.
+ */
+export async function readBatchPage(
+  sql: Sql,
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  req: BatchPageRequest,
+  settings: BoundSettings,
+  clock: Clock,
+): Promise<IncrementalResult<Batch | undefined>> {
+  checkPageSize(req);
+  const afterValues = afterTexts(keyset, req.after);
+  const bound = await readBound(sql, plan, keyset, settings);
+  if (bound.kind === 'empty') return emptyResult(req, undefined, bound.warnings);
+
+  const data = req.schema.columns.map((c) => {
+    const col = plan.columns.find((x) => x.name === c.name);
+    if (!col) {
+      throw new DataError(
+        `${plan.source}: column "${c.name}" of the resolved schema is not in the table any more; re-introspect the table`,
+      );
+    }
+    return col;
+  });
+  const hidden = keyset.keys.filter((k) => !data.includes(k));
+  const selected = [...data, ...hidden];
+  const after = afterValues?.map((t, i) => `${quoteLiteral(t)}::${keyset.keys[i]!.castType}`);
+  const select = pageSql(
+    plan,
+    keyset,
+    selected.map((c) => c.read.expr),
+    after,
+    { op: bound.kind === 'below' ? '<' : '<=', expr: `${quoteLiteral(bound.text)}::${boundCast(keyset)}` },
+    req.pageSize + 1,
+  );
+
+  const enc = new BatchEncoder(req.schema, {
+    phase: 'incremental',
+    capacity: Math.min(req.pageSize, MAX_INITIAL_CAPACITY),
+  });
+  const fields: CopyField[] = selected.map((c, i) => ({
+    wire: c.read.wire,
+    list: c.read.list,
+    writer: i < data.length ? enc.col(i) : undefined,
+    ctx: ctxOf(plan, c),
+  }));
+  const keyFields = keyset.keys.map((k) => selected.indexOf(k));
+  const { posPrefix, ordinalBase } = req;
+  const decoder = new CopyBinaryDecoder(fields, keyFields, req.pageSize, (i) =>
+    enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + i, null, false),
+  );
+
+  const query = sql.unsafe(`COPY (${select}) TO STDOUT (FORMAT binary)`);
+  const onAbort = () => query.cancel();
+  req.signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    const stream = await query.readable();
+    // A decode failure must not leave the connection mid-COPY: drain the (bounded) rest of
+    // the page, then throw.
+    let failure: unknown;
+    for await (const chunk of stream) {
+      if (failure !== undefined) continue;
+      try {
+        decoder.push(chunk as Buffer);
+      } catch (e) {
+        failure = e;
+      }
+    }
+    if (failure !== undefined) throw failure;
+    decoder.end();
+  } finally {
+    req.signal?.removeEventListener('abort', onAbort);
+  }
+  req.signal?.throwIfAborted();
+
+  const n = decoder.appended;
+  if (n === 0) return emptyResult(req, undefined, bound.warnings);
+  const keyValues = keyset.keys.map((k, i) => {
+    const span = decoder.lastKey(i)!;
+    return decodeBinaryValue(k.read.wire, span.buf, span.start, span.length, ctxOf(plan, k));
+  });
+  const record = enc.finish(BigInt(clock()) * 1_000_000n);
+  const batch = newBatch({
+    table: req.table.target,
+    record,
+    watermark: posPrefix + ordinalHex(ordinalBase + n - 1),
+    writeMode: req.writeMode,
+  });
+  return {
+    next: encodeKey(keyset.types, keyValues),
+    page: batch,
+    more: decoder.tuples > req.pageSize,
+    ...(bound.warnings.length > 0 ? { warnings: bound.warnings } : {}),
+  };
+}

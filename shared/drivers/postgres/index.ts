@@ -1,0 +1,204 @@
+/**
+ * The Postgres source for incremental syncs: introspection, the row-map page reader and the
+ * columnar (binary COPY) page reader behind the source contracts.
+ *
+ * Owns: the connection's lifetime, per-table plans (introspected once, reused by every page),
+ * the privilege check done before the first page, and error translation at the boundary
+ * (connection failures and query errors become SourceErrors naming the table). Must never be
+ * imported by the engine (it goes through the contracts) and never logs a password.
+ *
+ * @example
+ * const pg = new PostgresSource({ url, lagMs: 5000 });
+ * const { schema, ref } = await pg.introspect({ source: 'public.orders' });
+ * let after = '';
+ * for (;;) {
+ *   const page = await pg.incrementalBatch({ table: ref, cursorColumn: 'updated_at', after, pageSize: 50_000,
+ *                                            posPrefix, ordinalBase: 0, schema, writeMode: 'upsert' });
+ *   // write page.page, commit page.next ...
+ *   if (!page.more) break;
+ *   after = page.next;
+ * }
+ * await pg.close();
+ */
+import { SourceError, TidemarkError } from '../../contracts/errors.js';
+import type {
+  BatchIncrementalSource,
+  IncrementalPage,
+  IncrementalResult,
+  IncrementalSource,
+  Introspector,
+  NullCursorCounter,
+  TableRef,
+  TableSpec,
+  Warning,
+} from '../../contracts/source.js';
+import type { Clock } from '../../contracts/state.js';
+import type { Batch } from '../../dataplane/batch.js';
+import type { Schema } from '../../dataplane/schema.js';
+import { checkActivityPrivilege } from './bound.js';
+import { connect, type Endpoint, type Sql, translateConnectError } from './connect.js';
+import { type BatchPageRequest, type BoundSettings, readBatchPage, readRowPage } from './incremental.js';
+import { countNullCursors, introspectTable, type KeysetPlan, keysetPlan, type TablePlan } from './introspect.js';
+
+export { redactUrl } from './connect.js';
+export type { BoundHeldWarning, BoundHolder } from './bound.js';
+
+/** Options of a Postgres source. Only `url` is required. */
+export interface PostgresSourceOptions {
+  /** `postgres://user:password@host:port/db` (query parameters such as `sslmode=require` pass through). */
+  readonly url: string;
+  /** Connection timeout. Default 10 000 ms. */
+  readonly connectTimeoutMs?: number;
+  /**
+   * Time cursors: rows newer than (oldest open transaction start, or now) minus this wait for a
+   * later page; absorbs clock skew of application-set cursors. Non-time cursors: how long a
+   * page waits for transactions open at the high-water read to end. Default 5 000 ms.
+   */
+  readonly lagMs?: number;
+  /**
+   * Skip the privilege check (pg_read_all_stats) and rely on the lag alone for the transactions
+   * this role cannot see. Default false: refuse without the privilege, with the GRANT to run.
+   */
+  readonly lagOnly?: boolean;
+  /** `application_name` in pg_stat_activity. Default `tidemark`. */
+  readonly applicationName?: string;
+  /** A transaction open longer than this that holds the bound back is reported (`BOUND_HELD`). Default 60 000 ms. */
+  readonly stallAfterMs?: number;
+  /** How the spec names this source (e.g. `sources.app`), for error messages. */
+  readonly sourceName?: string;
+  /** The clock of `__ingest_ts` (epoch ms). Default `Date.now`. */
+  readonly clock?: Clock;
+}
+
+export const DEFAULT_LAG_MS = 5_000;
+export const DEFAULT_STALL_AFTER_MS = 60_000;
+
+/** A spec table, optionally with its cursor column so introspection validates it up front. */
+export type PostgresTableSpec = TableSpec & { readonly cursorColumn?: string };
+
+/**
+ * A Postgres source for cursor-based incremental sync. One connection (opened on first use);
+ * pages are read one at a time. Implements `Introspector`, `IncrementalSource`,
+ * `BatchIncrementalSource` and `NullCursorCounter`.
+ */
+export class PostgresSource implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter {
+  private readonly sql: Sql;
+  private readonly endpoint: Endpoint;
+  private readonly options: PostgresSourceOptions;
+  private readonly settings: BoundSettings;
+  private readonly clock: Clock;
+  private readonly plans = new Map<string, TablePlan>();
+  private readonly keysets = new Map<string, KeysetPlan>();
+  private privilegeChecked = false;
+
+  constructor(options: PostgresSourceOptions) {
+    this.options = options;
+    const { sql, endpoint } = connect({
+      url: options.url,
+      ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
+      ...(options.applicationName !== undefined ? { applicationName: options.applicationName } : {}),
+      ...(options.sourceName !== undefined ? { sourceName: options.sourceName } : {}),
+    });
+    this.sql = sql;
+    this.endpoint = endpoint;
+    const lagMs = options.lagMs ?? DEFAULT_LAG_MS;
+    this.settings = { lagMs, settleMs: lagMs, stallAfterMs: options.stallAfterMs ?? DEFAULT_STALL_AFTER_MS };
+    this.clock = options.clock ?? Date.now;
+  }
+
+  /**
+   * Resolves a table's canonical schema (columns in attnum order, exclusions applied, primary
+   * key in key order). With `cursorColumn`, also validates the cursor and the role's privilege
+   * and returns the cursor warnings (e.g. `CURSOR_NOT_INDEXED`) here instead of with the first page.
+   */
+  async introspect(t: PostgresTableSpec): Promise<{ ref: TableRef; schema: Schema; warnings: Warning[] }> {
+    return this.guard(t.source, async () => {
+      const plan = await introspectTable(this.sql, t);
+      this.plans.set(t.source, plan);
+      for (const key of this.keysets.keys()) if (key.startsWith(`${t.source}\0`)) this.keysets.delete(key);
+      const warnings: Warning[] = [];
+      if (t.cursorColumn !== undefined) warnings.push(...((await this.keyset(plan, t.cursorColumn)).created?.warnings ?? []));
+      return { ref: plan.ref, schema: plan.schema, warnings };
+    });
+  }
+
+  /** Rows whose cursor is NULL; they are never reached by `>` (the engine applies the nullCursor policy). */
+  async countNullCursors(table: TableRef, cursorColumn: string): Promise<number> {
+    return this.guard(table.source, async () => countNullCursors(this.sql, await this.plan(table), cursorColumn));
+  }
+
+  /** One page as row maps (the row path; also the oracle of the batch path). */
+  async incremental(req: IncrementalPage): Promise<IncrementalResult<Record<string, unknown>[]>> {
+    return this.guard(req.table.source, async () => {
+      const plan = await this.plan(req.table);
+      const { keyset, created } = await this.keyset(plan, req.cursorColumn);
+      return withWarnings(await readRowPage(this.sql, plan, keyset, req, this.settings), created?.warnings);
+    });
+  }
+
+  /** One page encoded straight into a wire batch (binary COPY). `page` is undefined when empty. */
+  async incrementalBatch(req: BatchPageRequest): Promise<IncrementalResult<Batch | undefined>> {
+    return this.guard(req.table.source, async () => {
+      const plan = await this.plan(req.table);
+      const { keyset, created } = await this.keyset(plan, req.cursorColumn);
+      return withWarnings(await readBatchPage(this.sql, plan, keyset, req, this.settings, this.clock), created?.warnings);
+    });
+  }
+
+  /** Closes the connection (waits up to 5 s for a running query). */
+  async close(): Promise<void> {
+    await this.sql.end({ timeout: 5 });
+  }
+
+  private async plan(table: TableRef): Promise<TablePlan> {
+    const known = this.plans.get(table.source);
+    if (known) return known;
+    const plan = await introspectTable(this.sql, { source: table.source, target: table.target });
+    this.plans.set(table.source, plan);
+    return plan;
+  }
+
+  /**
+   * The keyset of (table, cursor), validated once per introspection; the first one also checks
+   * the privilege. `created` is set when this call validated it: its warnings are reported once,
+   * by `introspect` when it was given the cursor, else with the first page.
+   */
+  private async keyset(plan: TablePlan, cursorColumn: string): Promise<{ keyset: KeysetPlan; created?: KeysetPlan }> {
+    const key = `${plan.source}\0${cursorColumn}`;
+    const known = this.keysets.get(key);
+    if (known) return { keyset: known };
+    if (!this.privilegeChecked) {
+      await checkActivityPrivilege(this.sql, plan.source, this.options.lagOnly ?? false);
+      this.privilegeChecked = true;
+    }
+    const k = await keysetPlan(this.sql, plan, cursorColumn);
+    this.keysets.set(key, k);
+    return { keyset: k, created: k };
+  }
+
+  /** Runs `fn`, turning connection failures and unexpected query errors into SourceErrors. */
+  private async guard<T>(table: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      if (e instanceof TidemarkError) throw e;
+      const translated = translateConnectError(e, this.endpoint, this.options.connectTimeoutMs);
+      if (translated) throw translated;
+      if (e instanceof Error && e.name === 'AbortError') throw e;
+      const code = String((e as { code?: unknown }).code ?? '');
+      throw new SourceError(
+        'SOURCE_QUERY_FAILED',
+        `${table}: query failed at ${this.endpoint.host}:${this.endpoint.port}/${this.endpoint.database}${code ? ` (${code})` : ''}: ${
+          e instanceof Error ? e.message.split('\n')[0] : String(e)
+        }`,
+        { cause: e },
+      );
+    }
+  }
+}
+
+/** Adds the keyset's one-time warnings (if any) to a page result. */
+function withWarnings<T>(r: IncrementalResult<T>, extra: readonly Warning[] | undefined): IncrementalResult<T> {
+  if (!extra || extra.length === 0) return r;
+  return { ...r, warnings: [...extra, ...(r.warnings ?? [])] };
+}

@@ -1,0 +1,79 @@
+/**
+ * The one logger. In Lambda/Fargate (or whenever stdout is not a TTY) every line is a JSON object
+ * with `level`, `msg`, `time` and fields; on a TTY lines are short and human. Metrics are log lines
+ * in CloudWatch Embedded Metric Format so they cost no extra API call.
+ *
+ * Never logs secrets: callers pass redacted values (shared/config/spec.ts `redactUrl`).
+ */
+
+export type Level = 'debug' | 'info' | 'warn' | 'error';
+const LEVELS: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+  /** Emits metrics (EMF when JSON). `dims` become CloudWatch dimensions. */
+  metric(name: string, value: number, unit: 'Count' | 'Milliseconds' | 'Bytes' | 'Seconds', dims: Record<string, string>): void;
+  child(fields: Record<string, unknown>): Logger;
+}
+
+export interface LoggerOptions {
+  json?: boolean;
+  level?: Level;
+  /** Where lines go; defaults to process.stderr for human output and process.stdout for JSON. */
+  write?: (line: string) => void;
+  fields?: Record<string, unknown>;
+}
+
+function jsonSafe(v: unknown): unknown {
+  if (typeof v === 'bigint') return v.toString();
+  if (v instanceof Error) return { name: v.name, message: v.message, ...('code' in v ? { code: v.code } : {}) };
+  return v;
+}
+
+export function createLogger(opts: LoggerOptions = {}): Logger {
+  const json = opts.json ?? !process.stdout.isTTY;
+  const min = LEVELS[opts.level ?? ((process.env.TIDEMARK_LOG_LEVEL as Level | undefined) ?? 'info')] ?? 20;
+  const write = opts.write ?? ((line: string) => (json ? process.stdout : process.stderr).write(`${line}\n`));
+  const base = opts.fields ?? {};
+
+  const emit = (level: Level, msg: string, fields?: Record<string, unknown>) => {
+    if (LEVELS[level] < min) return;
+    const all = { ...base, ...fields };
+    if (json) {
+      write(JSON.stringify({ level, time: new Date().toISOString(), msg, ...all }, (_k, v) => jsonSafe(v)));
+    } else {
+      const extra = Object.entries(fields ?? {})
+        .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v, (_k, x) => jsonSafe(x))}`)
+        .join(' ');
+      const tag = level === 'info' ? '' : `${level.toUpperCase()} `;
+      write(`${tag}${msg}${extra ? `  ${extra}` : ''}`);
+    }
+  };
+
+  return {
+    debug: (m, f) => emit('debug', m, f),
+    info: (m, f) => emit('info', m, f),
+    warn: (m, f) => emit('warn', m, f),
+    error: (m, f) => emit('error', m, f),
+    metric(name, value, unit, dims) {
+      if (!json) return;
+      write(
+        JSON.stringify({
+          _aws: {
+            Timestamp: Date.now(),
+            CloudWatchMetrics: [{ Namespace: 'tidemark', Dimensions: [Object.keys(dims)], Metrics: [{ Name: name, Unit: unit }] }],
+          },
+          ...dims,
+          [name]: value,
+        }),
+      );
+    },
+    child: (fields) => createLogger({ ...opts, json, write, fields: { ...base, ...fields } }),
+  };
+}
+
+/** A logger that drops everything (tests that assert on return values only). */
+export const silentLogger: Logger = createLogger({ json: true, level: 'error', write: () => {} });

@@ -1,0 +1,113 @@
+/**
+ * The composition root: turns a validated spec into the parts a run needs — the state store
+ * (DynamoDB or a local directory), the lake sink (S3 or a local directory) and the sources (from
+ * the driver registry, one per source and per-table read settings, opened lazily).
+ *
+ * Owns wiring only. Never holds sync logic; the engine does.
+ */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { resolveSourceUrl } from '../config/secrets.js';
+import type { Spec, TableSpecConfig } from '../config/spec.js';
+import type { Sink } from '../contracts/sink.js';
+import type { Clock, CursorStore } from '../contracts/state.js';
+import type { Batch } from '../dataplane/batch.js';
+import { newBatch } from '../dataplane/batch.js';
+import { encodeRows } from '../dataplane/encoder.js';
+import { type ClosableIncrementalSource, driver } from '../drivers/registry.js';
+import type { RowEncoder } from '../engine/incremental-run.js';
+import { openLakeSink } from '../sink/open-lake.js';
+import { DynamoCursorStore } from '../state/dynamo-cursor-store.js';
+import { FileCursorStore } from '../state/file-cursor-store.js';
+
+export interface OpenPipeline {
+  readonly store: CursorStore;
+  readonly sink: Sink;
+  /** The source for a table (cached per source name and read settings). */
+  source(name: string, table: TableSpecConfig): Promise<ClosableIncrementalSource>;
+  /** Encoder for sources that only have the row path. */
+  readonly encodeRows: RowEncoder;
+  close(): Promise<void>;
+}
+
+export interface OpenPipelineOptions {
+  readonly clock?: Clock;
+  /** Do not resolve any source (status/reset only need state). */
+  readonly sourcesLazy?: boolean;
+}
+
+/** The row-path encoder the engine uses when a source has no columnar path. */
+export const rowEncoder: RowEncoder = (schema, rows, meta): Batch =>
+  newBatch({
+    table: meta.table,
+    record: encodeRows(schema, rows, {
+      posPrefix: meta.posPrefix,
+      ordinalBase: meta.ordinalBase,
+      op: 1,
+      phase: 'incremental',
+      ingestTsNanos: BigInt(Date.now()) * 1_000_000n,
+      snapshot: false,
+    }),
+    watermark: undefined,
+    writeMode: meta.writeMode,
+  });
+
+export async function openPipeline(spec: Spec, opts: OpenPipelineOptions = {}): Promise<OpenPipeline> {
+  const clock = opts.clock ?? Date.now;
+  let store: CursorStore;
+  if (spec.state.dynamodb) {
+    const d = spec.state.dynamodb;
+    const dynamo = new DynamoCursorStore({
+      client: new DynamoDBClient({
+        ...(d.region ? { region: d.region } : {}),
+        ...(d.endpoint ? { endpoint: d.endpoint } : {}),
+      }),
+      tableName: d.table,
+      clock,
+    });
+    // With an explicit endpoint (LocalStack, dynalite) nobody ran the CDK app: create the table.
+    if (d.endpoint) await dynamo.ensureTable();
+    store = dynamo;
+  } else {
+    store = new FileCursorStore(spec.state.dir!, clock);
+  }
+  const sink = openLakeSink({
+    uri: spec.lake.uri,
+    compression: spec.lake.compression,
+    ...(spec.lake.region ? { region: spec.lake.region } : {}),
+    ...(spec.lake.endpoint ? { endpoint: spec.lake.endpoint } : {}),
+    ...(spec.lake.forcePathStyle !== undefined ? { forcePathStyle: spec.lake.forcePathStyle } : {}),
+  });
+
+  const sources = new Map<string, Promise<ClosableIncrementalSource>>();
+  return {
+    store,
+    sink,
+    encodeRows: rowEncoder,
+    source(name, table) {
+      const s = spec.sources[name];
+      if (!s) throw new Error(`unknown source "${name}"`);
+      const lagMs = Math.round(table.lagSeconds * 1000);
+      const key = `${name}\0${lagMs}\0${table.lagOnly}`;
+      let p = sources.get(key);
+      if (!p) {
+        p = (async () =>
+          driver(s.kind).openIncremental({
+            url: await resolveSourceUrl(s),
+            sourceName: `sources.${name}`,
+            connectTimeoutMs: s.connectTimeoutSeconds * 1000,
+            lagMs,
+            lagOnly: table.lagOnly,
+            clock,
+          }))();
+        sources.set(key, p);
+        p.catch(() => sources.delete(key));
+      }
+      return p;
+    },
+    async close() {
+      const all = [...sources.values()];
+      sources.clear();
+      await Promise.all(all.map(async (p) => (await p.catch(() => undefined))?.close()));
+    },
+  };
+}

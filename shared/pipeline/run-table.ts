@@ -1,0 +1,68 @@
+/**
+ * Runs one table of a pipeline spec through the incremental engine. The one function the CLI
+ * (`run`, `demo`), the Lambda handler and the local invoke all call, so every entry point has the
+ * same behaviour.
+ *
+ * Owns: turning a spec table into engine options. Never decides sync semantics (the engine does)
+ * and never prints (callers do).
+ */
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import { tableTarget, type Spec, type TableSpecConfig } from '../config/spec.js';
+import type { Clock } from '../contracts/state.js';
+import { type IncrementalSummary, runIncremental } from '../engine/incremental-run.js';
+import type { Logger } from '../observability/log.js';
+import type { OpenPipeline } from './open.js';
+
+/** Lease TTL: longer than a Lambda's 15-minute maximum, so a live run is never taken over. */
+export const DEFAULT_LEASE_TTL_MS = 20 * 60 * 1000;
+
+export interface RunTableOptions {
+  readonly logger: Logger;
+  readonly clock?: Clock;
+  /** Lease owner; defaults to host:pid:uuid. */
+  readonly owner?: string;
+  readonly remainingMs?: () => number;
+  readonly safetyMarginMs?: number;
+  readonly maxPages?: number;
+  readonly progressTty?: boolean;
+  readonly leaseTtlMs?: number;
+}
+
+/** A unique owner id for this process. */
+export function defaultOwner(): string {
+  return `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+}
+
+export async function runTable(
+  spec: Spec,
+  table: TableSpecConfig,
+  pipeline: OpenPipeline,
+  opts: RunTableOptions,
+): Promise<IncrementalSummary> {
+  const source = await pipeline.source(table.source, table);
+  return runIncremental({
+    pipeline: spec.pipeline,
+    table: {
+      source: table.table,
+      target: tableTarget(table),
+      cursor: table.cursor,
+      writeMode: table.writeMode,
+      pageSize: table.pageSize,
+      nullCursor: table.nullCursor,
+      exclude: table.exclude,
+    },
+    source,
+    store: pipeline.store,
+    sink: pipeline.sink,
+    logger: opts.logger,
+    clock: opts.clock ?? Date.now,
+    owner: opts.owner ?? defaultOwner(),
+    leaseTtlMs: opts.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS,
+    encodeRows: pipeline.encodeRows,
+    ...(opts.remainingMs ? { remainingMs: opts.remainingMs } : {}),
+    ...(opts.safetyMarginMs !== undefined ? { safetyMarginMs: opts.safetyMarginMs } : {}),
+    ...(opts.maxPages !== undefined ? { maxPages: opts.maxPages } : {}),
+    ...(opts.progressTty !== undefined ? { progressTty: opts.progressTty } : {}),
+  });
+}

@@ -1,0 +1,138 @@
+/**
+ * An `ObjectStore` over a local directory: keys are relative paths under `root`. Used by local
+ * runs (`file://` lakes) and tests; DuckDB, Spark and friends read the folder as they read S3.
+ *
+ * Owns: durable, atomic file replacement. `put` writes a hidden temp file in the target folder,
+ * fsyncs it, renames it over the target and fsyncs the folder, so after it resolves the object
+ * survives a crash and a reader never sees half a file. Never follows a key outside `root`.
+ * A crash mid-put can leave a hidden `.<name>.<id>.tmp` file; readers skip hidden files and
+ * `list` does not show them.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Dirent } from 'node:fs';
+import { mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { ObjectStore, StoredObject } from './object-store.js';
+
+const TEMP_SUFFIX = '.tmp';
+
+/** A directory-backed object store. */
+export class FileObjectStore implements ObjectStore {
+  /** Absolute root directory. */
+  readonly root: string;
+
+  /** @param root directory that holds the objects (created on first put). */
+  constructor(root: string) {
+    this.root = resolve(root);
+  }
+
+  uri(key: string): string {
+    return pathToFileURL(this.path(key)).href;
+  }
+
+  async put(key: string, bytes: Uint8Array): Promise<void> {
+    const target = this.path(key);
+    const dir = dirname(target);
+    await this.ensureDir(dir);
+    const temp = join(
+      dir,
+      `.${target.slice(dir.length + 1)}.${randomBytes(6).toString('hex')}${TEMP_SUFFIX}`,
+    );
+    let renamed = false;
+    try {
+      const fh = await open(temp, 'w');
+      try {
+        await fh.writeFile(bytes);
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      await rename(temp, target);
+      renamed = true;
+      await fsyncDir(dir);
+    } finally {
+      if (!renamed) await unlink(temp).catch(() => {});
+    }
+  }
+
+  async get(key: string): Promise<Uint8Array | undefined> {
+    try {
+      return await readFile(this.path(key));
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw e;
+    }
+  }
+
+  async list(prefix: string): Promise<StoredObject[]> {
+    const folder = prefix.slice(0, prefix.lastIndexOf('/') + 1);
+    const out: StoredObject[] = [];
+    const walk = async (dir: string): Promise<void> => {
+      let entries: Dirent[];
+      try {
+        entries = await readdir(dir, { withFileTypes: true });
+      } catch (e) {
+        if (isNotFound(e)) return;
+        throw e;
+      }
+      for (const entry of entries) {
+        const full = join(dir, entry.name);
+        if (entry.isDirectory()) {
+          await walk(full);
+        } else if (entry.isFile() && !(entry.name.startsWith('.') && entry.name.endsWith(TEMP_SUFFIX))) {
+          const key = relative(this.root, full).split(sep).join('/');
+          if (key.startsWith(prefix)) out.push({ key, size: (await stat(full)).size });
+        }
+      }
+    };
+    await walk(folder ? this.path(folder.slice(0, -1)) : this.root);
+    return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  async delete(keys: readonly string[]): Promise<void> {
+    const dirs = new Set<string>();
+    for (const key of keys) {
+      const path = this.path(key);
+      try {
+        await unlink(path);
+        dirs.add(dirname(path));
+      } catch (e) {
+        if (!isNotFound(e)) throw e;
+      }
+    }
+    for (const dir of dirs) await fsyncDir(dir);
+  }
+
+  /** Maps a key to a path under root; refuses keys that would escape it. */
+  private path(key: string): string {
+    const parts = key.split('/');
+    if (key.includes('\\') || key.includes('\0') || parts.some((p) => p === '' || p === '.' || p === '..')) {
+      throw new Error(`object key ${JSON.stringify(key)} is not a clean relative path`);
+    }
+    return join(this.root, ...parts);
+  }
+
+  /** Creates `dir` and fsyncs the parent of every folder it had to create. */
+  private async ensureDir(dir: string): Promise<void> {
+    const first = await mkdir(dir, { recursive: true });
+    if (first === undefined) return;
+    for (let d = resolve(first); ; d = join(d, relative(d, dir).split(sep)[0]!)) {
+      await fsyncDir(dirname(d));
+      if (d === dir) break;
+    }
+  }
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+function isNotFound(e: unknown): boolean {
+  return (e as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
+}

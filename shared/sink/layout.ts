@@ -1,0 +1,178 @@
+/**
+ * Object layout of the lake: where the object that starts at a position lives, and back.
+ * `<prefix>/<table>/<startPosition>.parquet` (docs/decisions/0002-object-layout.md).
+ *
+ * Owns: the ASCII-safe, deterministic, reversible encoding of table names and start positions
+ * into object keys. Names derive ONLY from the table and the committed start position, so a retry
+ * from the same position overwrites its own object and recovery can tell, from a listing, which
+ * objects start at or after the committed position. Never uses the wall clock, a random id or
+ * the attempt's identity in a name.
+ *
+ * Encoding of one path segment: bytes of the UTF-8 text in [a-z0-9._-] stay, every other byte
+ * (uppercase letters included, so the encoding stays injective) becomes `%XX` (uppercase hex).
+ * A leading `.` or `_` is escaped too: Athena, Hive, Spark and Trino skip files and folders whose
+ * names start with either.
+ *
+ * Long positions: a position whose encoded form exceeds `MAX_PLAIN_NAME` characters is named
+ * `<first 80 encoded chars>~<16 hex of sha256(position)>.parquet` (file names stay far below the
+ * 255-byte limit of local file systems). `~` sorts after every plain character, and the visible
+ * prefix still orders the name against most positions; when it cannot (another position shares
+ * that prefix), the full position is read from the object's sidecar `_<name>.pos`, a hidden
+ * object readers skip (see `parquet-sink.ts`).
+ */
+import { createHash } from 'node:crypto';
+import { SinkError } from '../contracts/errors.js';
+import type { Position } from '../contracts/source.js';
+
+/** File extension of data objects. */
+export const PARQUET_SUFFIX = '.parquet';
+/** File extension of the sidecar that holds the full start position of a hashed name. */
+export const SIDECAR_SUFFIX = '.pos';
+/** Prefix of sidecar names: `_` makes readers skip them. */
+export const SIDECAR_PREFIX = '_';
+/** Encoded positions longer than this are shortened to a prefix and a hash. */
+export const MAX_PLAIN_NAME = 100;
+/** Length of the visible prefix of a shortened name (may be less so no `%XX` is cut). */
+export const HASHED_PREFIX_LENGTH = 80;
+/** Separator between the visible prefix and the hash; sorts after every encoded character. */
+export const HASH_SEPARATOR = '~';
+const HASH_HEX_LENGTH = 16;
+
+const SAFE_BYTE = /[a-z0-9._-]/;
+const PLAIN_NAME = /^(?:[a-z0-9-]|%[0-9A-F]{2})(?:[a-z0-9._-]|%[0-9A-F]{2})*$/;
+const HASHED_NAME = /^((?:[a-z0-9-]|%[0-9A-F]{2})(?:[a-z0-9._-]|%[0-9A-F]{2})*)~([0-9a-f]{16})$/;
+
+/** Encodes one path segment as the module comment says. Empty text stays empty. */
+export function encodeSegment(text: string): string {
+  let out = '';
+  const bytes = Buffer.from(text, 'utf8');
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i]!;
+    const ch = String.fromCharCode(b);
+    const hiddenStart = i === 0 && (ch === '.' || ch === '_');
+    out +=
+      b < 0x80 && SAFE_BYTE.test(ch) && !hiddenStart
+        ? ch
+        : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+/** Inverse of `encodeSegment`. */
+export function decodeSegment(segment: string): string {
+  return decodeURIComponent(segment);
+}
+
+/** The key prefix (ending in `/`) under which a table's objects live. */
+export function tablePrefix(prefix: string, table: string): string {
+  if (table.length === 0)
+    throw new SinkError('SINK_TABLE_NAME', table, 'lake table name is empty; set a target name');
+  const root = prefix.replace(/^\/+|\/+$/g, '');
+  return `${root ? `${root}/` : ''}${encodeSegment(table)}/`;
+}
+
+/** How a start position appears in an object name. */
+export interface ObjectName {
+  /** The name without its folder, e.g. `i0000000000000001.parquet`. */
+  readonly name: string;
+  /** Set when the name is shortened: the name of the sidecar that holds the full position. */
+  readonly sidecar: string | undefined;
+}
+
+/** Names the object that starts at `startPosition` (and its sidecar, when shortened). */
+export function objectName(table: string, startPosition: Position): ObjectName {
+  if (startPosition.length === 0) {
+    throw new SinkError(
+      'SINK_START_POSITION',
+      table,
+      `cannot name an object of ${table} for an empty start position; the engine must pass the committed position`,
+    );
+  }
+  const encoded = encodeSegment(startPosition);
+  if (encoded.length <= MAX_PLAIN_NAME) return { name: encoded + PARQUET_SUFFIX, sidecar: undefined };
+  let cut = HASHED_PREFIX_LENGTH;
+  // Never cut a %XX escape in half: the visible prefix must decode to a prefix of the position.
+  const lastEscape = encoded.lastIndexOf('%', cut - 1);
+  if (lastEscape >= 0 && lastEscape > cut - 3) cut = lastEscape;
+  const hash = createHash('sha256').update(startPosition, 'utf8').digest('hex').slice(0, HASH_HEX_LENGTH);
+  const stem = `${encoded.slice(0, cut)}${HASH_SEPARATOR}${hash}`;
+  return { name: stem + PARQUET_SUFFIX, sidecar: SIDECAR_PREFIX + stem + SIDECAR_SUFFIX };
+}
+
+/** The full key of the object that starts at `startPosition`, and of its sidecar when shortened. */
+export function objectKey(
+  prefix: string,
+  table: string,
+  startPosition: Position,
+): { key: string; sidecarKey: string | undefined } {
+  const dir = tablePrefix(prefix, table);
+  const { name, sidecar } = objectName(table, startPosition);
+  return { key: dir + name, sidecarKey: sidecar === undefined ? undefined : dir + sidecar };
+}
+
+/** What an object name says about its start position. */
+export type ParsedName =
+  /** The whole start position. */
+  | { readonly kind: 'plain'; readonly position: Position }
+  /**
+   * A shortened name: `visible` is a proper prefix of the start position, `hash` the first 16 hex
+   * digits of its sha256, `sidecar` the sidecar's name in the same folder.
+   */
+  | { readonly kind: 'hashed'; readonly visible: string; readonly hash: string; readonly sidecar: string };
+
+/**
+ * Parses an object name (no folder) back to its start position. Returns undefined for anything
+ * this layout did not write (sidecars, temp files, foreign objects): the sink never touches those.
+ */
+export function parseObjectName(name: string): ParsedName | undefined {
+  if (!name.endsWith(PARQUET_SUFFIX)) return undefined;
+  const stem = name.slice(0, -PARQUET_SUFFIX.length);
+  if (PLAIN_NAME.test(stem)) {
+    // Reject non-canonical spellings (e.g. `%61` for `a`): they cannot be ours, and accepting
+    // them would let two keys claim one position.
+    const position = safeDecode(stem);
+    if (position === undefined || encodeSegment(position) !== stem || stem.length > MAX_PLAIN_NAME)
+      return undefined;
+    return { kind: 'plain', position };
+  }
+  const m = HASHED_NAME.exec(stem);
+  if (!m) return undefined;
+  const visible = safeDecode(m[1]!);
+  if (visible === undefined || encodeSegment(visible) !== m[1]) return undefined;
+  return { kind: 'hashed', visible, hash: m[2]!, sidecar: SIDECAR_PREFIX + stem + SIDECAR_SUFFIX };
+}
+
+/** If `name` is a sidecar, the name of the data object it belongs to. */
+export function sidecarTarget(name: string): string | undefined {
+  if (!name.startsWith(SIDECAR_PREFIX) || !name.endsWith(SIDECAR_SUFFIX)) return undefined;
+  const data = name.slice(SIDECAR_PREFIX.length, -SIDECAR_SUFFIX.length) + PARQUET_SUFFIX;
+  return parseObjectName(data)?.kind === 'hashed' ? data : undefined;
+}
+
+function safeDecode(s: string): string | undefined {
+  try {
+    return decodeSegment(s);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Compares a parsed name's start position with `position` (plain string order, the order
+ * positions are defined to sort in). Returns -1, 0 or 1, or `undefined` when a shortened name
+ * cannot be ordered from its visible prefix alone (the caller reads the sidecar).
+ */
+export function compareNameToPosition(parsed: ParsedName, position: Position): -1 | 0 | 1 | undefined {
+  if (parsed.kind === 'plain') return compareStrings(parsed.position, position);
+  const { visible } = parsed;
+  const head = position.slice(0, visible.length);
+  if (head !== visible) return compareStrings(visible, head);
+  // The object's position is `visible` plus at least one more character.
+  if (position.length === visible.length) return 1;
+  return undefined;
+}
+
+/** Plain code-unit string order, the order positions sort in. */
+export function compareStrings(a: string, b: string): -1 | 0 | 1 {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

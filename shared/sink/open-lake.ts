@@ -1,0 +1,54 @@
+/**
+ * Opens the Parquet sink for a lake URI from the pipeline spec: `s3://bucket/prefix` (AWS,
+ * LocalStack, s3rver) or `file:///abs/dir` (a local folder).
+ *
+ * Owns: URI parsing and the choice of object store. Never reads the environment: endpoint, region
+ * and credentials come in as options (the caller maps `AWS_ENDPOINT_URL` etc.).
+ */
+import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3';
+import { ConfigError } from '../contracts/errors.js';
+import { FileObjectStore } from './file-object-store.js';
+import { ParquetSink } from './parquet-sink.js';
+import type { ParquetCompression } from './parquet-writer.js';
+import { S3ObjectStore } from './s3-object-store.js';
+
+export interface LakeSinkOptions {
+  /** `s3://bucket[/prefix]` or `file:///absolute/dir`. */
+  readonly uri: string;
+  readonly compression?: ParquetCompression;
+  readonly maxRowGroupRows?: number;
+  /** S3 only: a ready client (then the connection options are ignored). */
+  readonly client?: S3Client;
+  readonly region?: string;
+  readonly endpoint?: string;
+  readonly forcePathStyle?: boolean;
+  readonly credentials?: S3ClientConfig['credentials'];
+}
+
+/** Builds the sink for a lake URI. @throws ConfigError for a URI that is neither s3:// nor file://. */
+export function openLakeSink(options: LakeSinkOptions): ParquetSink {
+  const { uri } = options;
+  const common = {
+    ...(options.compression ? { compression: options.compression } : {}),
+    ...(options.maxRowGroupRows ? { maxRowGroupRows: options.maxRowGroupRows } : {}),
+  };
+  const s3 = /^s3:\/\/([^/]+)(?:\/(.*))?$/.exec(uri);
+  if (s3) {
+    const store = new S3ObjectStore({
+      bucket: s3[1]!,
+      ...(options.client ? { client: options.client } : {}),
+      ...(options.region ? { region: options.region } : {}),
+      ...(options.endpoint ? { endpoint: options.endpoint } : {}),
+      ...(options.forcePathStyle !== undefined ? { forcePathStyle: options.forcePathStyle } : {}),
+      ...(options.credentials ? { credentials: options.credentials } : {}),
+    });
+    return new ParquetSink({ store, prefix: s3[2] ?? '', ...common });
+  }
+  if (uri.startsWith('file://')) {
+    const dir = uri.slice('file://'.length);
+    if (!dir.startsWith('/'))
+      throw new ConfigError('lake.uri', `file:// lake "${uri}" must name an absolute directory`);
+    return new ParquetSink({ store: new FileObjectStore(dir), ...common });
+  }
+  throw new ConfigError('lake.uri', `"${uri}" is neither s3://bucket/prefix nor file:///dir`);
+}

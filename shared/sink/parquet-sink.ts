@@ -1,0 +1,248 @@
+/**
+ * The Parquet lake sink (`Sink` in shared/contracts/sink.ts): one write = one Parquet object named
+ * from the write's start position (`layout.ts`), stored through an `ObjectStore` (S3 or a folder).
+ *
+ * Owns: turning a table's batches into one durable object (upsert collapse, lake cast, Parquet
+ * encoding), the position-based recovery of a crashed attempt's objects, and the table listing.
+ * Never commits a position and never reads state: the engine commits after `write` resolves, and
+ * tells `recover` what is committed. Never deletes an object it cannot place at or after the
+ * committed position: deleting a committed object is data loss, keeping a leftover only a
+ * duplicate that readers drop by (primary key, `__pos`).
+ *
+ * `ObjectRef.rows` from `list` and `recover` is -1: a listing only knows keys and sizes, and
+ * reading every footer to count rows would cost a GET per object.
+ */
+import { util } from 'apache-arrow';
+import { BatchError, type Batch, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
+import { toLakeRecord } from '../dataplane/lake.js';
+import { METADATA_COLUMNS } from '../dataplane/metadata.js';
+import type { Schema } from '../dataplane/schema.js';
+import { wireSchema } from '../dataplane/wire.js';
+import { SinkError } from '../contracts/errors.js';
+import type { ObjectRef, Sink } from '../contracts/sink.js';
+import type { Position } from '../contracts/source.js';
+import { collapseToLatest } from './collapse.js';
+import {
+  compareNameToPosition,
+  compareStrings,
+  objectKey,
+  type ParsedName,
+  parseObjectName,
+  sidecarTarget,
+  tablePrefix,
+} from './layout.js';
+import type { ObjectStore, StoredObject } from './object-store.js';
+import { encodeParquet, type ParquetCompression } from './parquet-writer.js';
+
+export type { ObjectStore, StoredObject } from './object-store.js';
+
+export interface ParquetSinkOptions {
+  readonly store: ObjectStore;
+  /** Key prefix inside the store (e.g. `lake/raw`); '' or undefined = the store's root. */
+  readonly prefix?: string;
+  /** Page compression; default zstd (docs/decisions/0006-parquet-writer.md). */
+  readonly compression?: ParquetCompression;
+  /** Upper bound on rows per row group; default 1Mi rows. */
+  readonly maxRowGroupRows?: number;
+}
+
+/** Footer key/value metadata every object carries, readable with any Parquet tool. */
+export const FOOTER_START_POSITION = 'tidemark.start_position';
+export const FOOTER_TABLE = 'tidemark.table';
+export const FOOTER_WRITE_MODE = 'tidemark.write_mode';
+
+/** A data object of a table with its start position (or best ordering key when unresolved). */
+interface PlacedObject {
+  readonly object: StoredObject;
+  readonly parsed: ParsedName;
+}
+
+export class ParquetSink implements Sink {
+  private readonly store: ObjectStore;
+  private readonly prefix: string;
+  private readonly compression: ParquetCompression;
+  private readonly maxRowGroupRows: number | undefined;
+
+  constructor(options: ParquetSinkOptions) {
+    this.store = options.store;
+    this.prefix = options.prefix ?? '';
+    this.compression = options.compression ?? 'zstd';
+    this.maxRowGroupRows = options.maxRowGroupRows;
+  }
+
+  /**
+   * Writes all rows of `batches` as ONE object named from `startPosition`, replacing any object
+   * of an earlier attempt from the same position. In upsert mode the rows are first collapsed to
+   * the last change per primary key. Durable when it resolves. An empty write stores nothing and
+   * returns [].
+   */
+  async write(
+    table: string,
+    schema: Schema,
+    startPosition: Position,
+    batches: readonly Batch[],
+  ): Promise<ObjectRef[]> {
+    const live = batches.filter((b) => b.record.numRows > 0);
+    if (live.length === 0) return [];
+    const writeMode = checkBatches(table, schema, live);
+    let records = live.map((b) => b.record);
+    if (writeMode === 'upsert') {
+      requireUpsertKey(table, writeMode, schema);
+      records = collapseToLatest(records, schema.primaryKey);
+    }
+    const lake = records.map(toLakeRecord);
+    const rows = lake.reduce((n, r) => n + r.numRows, 0);
+    const bytes = encodeParquet(lake, {
+      compression: this.compression,
+      ...(this.maxRowGroupRows ? { maxRowGroupRows: this.maxRowGroupRows } : {}),
+      keyValueMetadata: {
+        [FOOTER_TABLE]: table,
+        [FOOTER_START_POSITION]: startPosition,
+        [FOOTER_WRITE_MODE]: writeMode,
+      },
+    });
+    const { key, sidecarKey } = objectKey(this.prefix, table, startPosition);
+    // The sidecar goes first: whenever a shortened object exists, its full position does too.
+    if (sidecarKey) await this.store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
+    await this.store.put(key, bytes);
+    return [{ uri: this.store.uri(key), bytes: bytes.byteLength, rows }];
+  }
+
+  /**
+   * Deletes the table's objects whose start position is at or after `committed` (plain string
+   * order), and the sidecars that belong to them. Returns the deleted data objects.
+   *
+   * @throws SinkError `SINK_SIDECAR_MISSING` when a shortened name can only be placed through its
+   *   sidecar and the sidecar is gone or does not match; nothing is deleted then.
+   */
+  async recover(table: string, committed: Position): Promise<ObjectRef[]> {
+    const dir = tablePrefix(this.prefix, table);
+    const { placed, sidecars } = await this.scan(dir);
+    const doomed: PlacedObject[] = [];
+    for (const p of placed) {
+      let cmp = compareNameToPosition(p.parsed, committed);
+      if (cmp === undefined) {
+        const full = await this.readSidecar(dir, p, table);
+        if (full === undefined) {
+          throw new SinkError(
+            'SINK_SIDECAR_MISSING',
+            table,
+            `cannot tell whether ${this.store.uri(p.object.key)} starts before or after the committed position ${committed}: its sidecar ${p.parsed.kind === 'hashed' ? p.parsed.sidecar : ''} is missing or does not match. Restore the sidecar, or read the object's footer key "${FOOTER_START_POSITION}" and delete the object by hand if that position is >= the committed one`,
+          );
+        }
+        cmp = compareStrings(full, committed);
+      }
+      if (cmp >= 0) doomed.push(p);
+    }
+    // Sidecars whose data object is gone (a crash between the two PUTs) are exact: drop those
+    // at or past the committed position.
+    const orphans: string[] = [];
+    const names = new Set(placed.map((p) => nameOf(p.object.key)));
+    for (const [name, object] of sidecars) {
+      const target = sidecarTarget(name);
+      if (target === undefined || names.has(target)) continue;
+      const full = await this.store.get(object.key);
+      if (full !== undefined && compareStrings(Buffer.from(full).toString('utf8'), committed) >= 0)
+        orphans.push(object.key);
+    }
+    // Data objects first, then their sidecars: an interrupted recovery never leaves a shortened
+    // object without the sidecar that places it.
+    await this.store.delete(doomed.map((p) => p.object.key));
+    const doomedSidecars = doomed.flatMap((p) =>
+      p.parsed.kind === 'hashed' ? [dir + p.parsed.sidecar] : [],
+    );
+    await this.store.delete([...doomedSidecars, ...orphans]);
+    return doomed.map((p) => this.ref(p.object));
+  }
+
+  /** Lists the table's data objects in start-position order. */
+  async list(table: string): Promise<ObjectRef[]> {
+    const dir = tablePrefix(this.prefix, table);
+    const { placed } = await this.scan(dir);
+    const sortKeys = new Map<PlacedObject, string>();
+    for (const p of placed) {
+      if (p.parsed.kind === 'plain') {
+        sortKeys.set(p, p.parsed.position);
+      } else {
+        // Best effort without a sidecar: the visible prefix orders it against most names.
+        const full = await this.readSidecar(dir, p, table);
+        sortKeys.set(p, full ?? `${p.parsed.visible}\uffff${p.parsed.hash}`);
+      }
+    }
+    return [...placed]
+      .sort((a, b) => compareStrings(sortKeys.get(a)!, sortKeys.get(b)!))
+      .map((p) => this.ref(p.object));
+  }
+
+  /** Lists a table folder: its data objects (parsed) and its sidecars by name. */
+  private async scan(dir: string): Promise<{ placed: PlacedObject[]; sidecars: Map<string, StoredObject> }> {
+    const placed: PlacedObject[] = [];
+    const sidecars = new Map<string, StoredObject>();
+    for (const object of await this.store.list(dir)) {
+      const name = object.key.slice(dir.length);
+      const parsed = parseObjectName(name);
+      if (parsed) placed.push({ object, parsed });
+      else if (sidecarTarget(name) !== undefined) sidecars.set(name, object);
+      // Anything else (temp files, foreign objects, sub-folders) is not ours: leave it alone.
+    }
+    return { placed, sidecars };
+  }
+
+  /** The full start position of a shortened name, if its sidecar exists and matches the name. */
+  private async readSidecar(dir: string, p: PlacedObject, table: string): Promise<string | undefined> {
+    if (p.parsed.kind !== 'hashed') return p.parsed.position;
+    const bytes = await this.store.get(dir + p.parsed.sidecar);
+    if (bytes === undefined) return undefined;
+    const full = Buffer.from(bytes).toString('utf8');
+    const expected = objectKey(this.prefix, table, full).key;
+    return expected === p.object.key ? full : undefined;
+  }
+
+  private ref(object: StoredObject): ObjectRef {
+    return { uri: this.store.uri(object.key), bytes: object.size, rows: -1 };
+  }
+}
+
+function nameOf(key: string): string {
+  return key.slice(key.lastIndexOf('/') + 1);
+}
+
+/**
+ * Checks that every batch belongs to `table`, shares one write mode, and carries the table's
+ * wire schema (same data columns, names and Arrow types, in order). Returns the write mode.
+ */
+function checkBatches(table: string, schema: Schema, batches: readonly Batch[]): WriteMode {
+  const mode = batches[0]!.writeMode;
+  const expected = wireSchema(schema).fields;
+  for (const b of batches) {
+    if (b.table !== table) {
+      throw new SinkError(
+        'SINK_BATCH_MISMATCH',
+        table,
+        `a batch for table ${b.table} was passed to the write of ${table}`,
+      );
+    }
+    if (b.writeMode !== mode) {
+      throw new BatchError(
+        `batches of one write to ${table} mix write modes ${mode} and ${b.writeMode}; write them separately`,
+      );
+    }
+    const got = b.record.schema.fields;
+    const same =
+      got.length === expected.length &&
+      got.every((f, i) => f.name === expected[i]!.name && util.compareTypes(f.type, expected[i]!.type));
+    if (!same) {
+      const describe = (fs: readonly { name: string; type: unknown }[]) =>
+        fs
+          .slice(0, fs.length - METADATA_COLUMNS.length)
+          .map((f) => `${f.name} ${String(f.type)}`)
+          .join(', ');
+      throw new SinkError(
+        'SINK_BATCH_MISMATCH',
+        table,
+        `a batch of ${table} does not match the table's wire schema: got [${describe(got)}], expected [${describe(expected)}]; the source's schema changed under the run, rerun to re-introspect`,
+      );
+    }
+  }
+  return mode;
+}

@@ -1,0 +1,160 @@
+/**
+ * An `ObjectStore` over one S3 bucket (AWS, LocalStack or s3rver: endpoint, region, path style
+ * and credentials are all options, so one code path serves all three).
+ *
+ * Owns: the S3 calls of the sink. PutObject sends the body as bytes with its ContentLength and
+ * Content-MD5 (never a stream: a streamed body is sent aws-chunked, which some emulators store
+ * verbatim); ListObjectsV2 follows continuation tokens; DeleteObjects goes in chunks of 1000 keys
+ * (the API limit) and fails loudly on any per-key error. Never retries by itself beyond the SDK's
+ * own retry policy, and never creates buckets.
+ */
+import { createHash } from 'node:crypto';
+import {
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  ListObjectsV2Command,
+  NoSuchKey,
+  PutObjectCommand,
+  S3Client,
+  type S3ClientConfig,
+} from '@aws-sdk/client-s3';
+import { SinkError } from '../contracts/errors.js';
+import type { ObjectStore, StoredObject } from './object-store.js';
+
+/** DeleteObjects accepts at most this many keys per request. */
+const DELETE_CHUNK = 1000;
+
+export interface S3ObjectStoreOptions {
+  readonly bucket: string;
+  /** A ready client; when given, the connection options below are ignored. */
+  readonly client?: S3Client;
+  readonly region?: string;
+  /** e.g. `http://127.0.0.1:4568` for s3rver or `http://localhost:4566` for LocalStack. */
+  readonly endpoint?: string;
+  /** Path-style URLs (`endpoint/bucket/key`); emulators need it. */
+  readonly forcePathStyle?: boolean;
+  /** Static credentials; default: the SDK's credential chain (Lambda role, env, profile). */
+  readonly credentials?: S3ClientConfig['credentials'];
+  /** Keys per ListObjectsV2 page (default 1000, the API maximum); small values test pagination. */
+  readonly listPageSize?: number;
+}
+
+/** An S3-bucket-backed object store. */
+export class S3ObjectStore implements ObjectStore {
+  readonly bucket: string;
+  readonly client: S3Client;
+  private readonly listPageSize: number;
+
+  constructor(options: S3ObjectStoreOptions) {
+    this.bucket = options.bucket;
+    this.listPageSize = options.listPageSize ?? 1000;
+    this.client =
+      options.client ??
+      new S3Client({
+        ...(options.region ? { region: options.region } : {}),
+        ...(options.endpoint ? { endpoint: options.endpoint } : {}),
+        ...(options.forcePathStyle !== undefined ? { forcePathStyle: options.forcePathStyle } : {}),
+        ...(options.credentials ? { credentials: options.credentials } : {}),
+        // SDK checksums only where the API requires them (DeleteObjects): with the default, a
+        // streamed body goes aws-chunked, which s3rver stores verbatim. `put` sends its own
+        // Content-MD5 instead, which S3 verifies (s3rver ignores it).
+        requestChecksumCalculation: 'WHEN_REQUIRED',
+        responseChecksumValidation: 'WHEN_REQUIRED',
+      });
+  }
+
+  uri(key: string): string {
+    return `s3://${this.bucket}/${key}`;
+  }
+
+  async put(key: string, bytes: Uint8Array): Promise<void> {
+    try {
+      await this.client.send(
+        new PutObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          Body: bytes,
+          ContentLength: bytes.byteLength,
+          // End-to-end integrity: S3 rejects the PUT (BadDigest) if the body it got has another MD5.
+          ContentMD5: createHash('md5').update(bytes).digest('base64'),
+          ContentType: key.endsWith('.parquet')
+            ? 'application/vnd.apache.parquet'
+            : 'application/octet-stream',
+        }),
+      );
+    } catch (e) {
+      throw this.failed('PutObject', key, e);
+    }
+  }
+
+  async get(key: string): Promise<Uint8Array | undefined> {
+    try {
+      const out = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+      return out.Body ? await out.Body.transformToByteArray() : new Uint8Array(0);
+    } catch (e) {
+      if (e instanceof NoSuchKey || (e as { name?: string }).name === 'NoSuchKey') return undefined;
+      throw this.failed('GetObject', key, e);
+    }
+  }
+
+  async list(prefix: string): Promise<StoredObject[]> {
+    const out: StoredObject[] = [];
+    let token: string | undefined;
+    try {
+      do {
+        const page = await this.client.send(
+          new ListObjectsV2Command({
+            Bucket: this.bucket,
+            Prefix: prefix,
+            MaxKeys: this.listPageSize,
+            ...(token ? { ContinuationToken: token } : {}),
+          }),
+        );
+        for (const o of page.Contents ?? []) {
+          if (o.Key !== undefined) out.push({ key: o.Key, size: o.Size ?? 0 });
+        }
+        token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      } while (token);
+    } catch (e) {
+      throw this.failed('ListObjectsV2', prefix, e);
+    }
+    // S3 lists in UTF-8 byte order; sort anyway so every store keeps the same contract.
+    return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  async delete(keys: readonly string[]): Promise<void> {
+    for (let i = 0; i < keys.length; i += DELETE_CHUNK) {
+      const chunk = keys.slice(i, i + DELETE_CHUNK);
+      let errors: { Key?: string; Code?: string; Message?: string }[];
+      try {
+        const out = await this.client.send(
+          new DeleteObjectsCommand({
+            Bucket: this.bucket,
+            Delete: { Objects: chunk.map((Key) => ({ Key })), Quiet: true },
+          }),
+        );
+        errors = out.Errors ?? [];
+      } catch (e) {
+        throw this.failed('DeleteObjects', chunk[0]!, e);
+      }
+      if (errors.length > 0) {
+        const first = errors[0]!;
+        throw new SinkError(
+          'SINK_STORE_FAILED',
+          '',
+          `DeleteObjects on s3://${this.bucket} failed for ${errors.length} key(s), first ${first.Key}: ${first.Code} ${first.Message ?? ''}; check the role has s3:DeleteObject on the lake prefix, then rerun (recovery is idempotent)`,
+        );
+      }
+    }
+  }
+
+  private failed(op: string, key: string, cause: unknown): SinkError {
+    const why = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+    return new SinkError(
+      'SINK_STORE_FAILED',
+      '',
+      `${op} s3://${this.bucket}/${key} failed (${why}); check the bucket exists, the endpoint/region, and that the role may ${op === 'ListObjectsV2' ? 's3:ListBucket' : op === 'DeleteObjects' ? 's3:DeleteObject' : op === 'GetObject' ? 's3:GetObject' : 's3:PutObject'} on it`,
+      { cause },
+    );
+  }
+}

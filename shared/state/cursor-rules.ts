@@ -1,0 +1,144 @@
+/**
+ * The rules of the cursor store as pure functions: who may take, extend and give up a lease, when
+ * a compare-and-set commit wins, and how big a value may be. The memory and file stores apply
+ * them to the state they read under their lock; the DynamoDB store states the same rules as
+ * ConditionExpressions and uses these functions to explain a failed condition.
+ *
+ * Owns: the decision for one operation on one key's state at one instant. Never does I/O, never
+ * reads a clock (the caller passes `now`), never mutates its input.
+ *
+ * The rules (the same for every store):
+ * - A lease is live at `now` while `now < expiresAt`; at `expiresAt` anyone may take it over.
+ * - acquire: allowed when there is no live lease or the live lease is ours; sets
+ *   `expiresAt = now + ttlMs`. Otherwise LeaseHeldError.
+ * - renew: allowed only while our lease is live (an expired lease is lost even if nobody took
+ *   it: the holder must re-acquire and reload). Otherwise LeaseLostError.
+ * - commit: lease first (LeaseLostError without a live lease of ours, because such a writer must
+ *   stop at once whatever the version), then version (CursorConflictError when the stored
+ *   version is not `expectedVersion`). A win stores the value with version + 1.
+ * - release: drops the lease if its owner is the caller (live or not); otherwise nothing.
+ * - The version only moves on commit; a lease change never touches it.
+ */
+import { CursorConflictError, LeaseHeldError, LeaseLostError, StateError } from '../contracts/errors.js';
+import type { CommitRequest, Lease, StateValue } from '../contracts/state.js';
+
+/**
+ * Largest serialized value (UTF-8 bytes of its JSON) any store accepts. DynamoDB's item limit is
+ * 400 KB including attribute names and the other fields; 350 KB leaves room for them. Every store
+ * enforces it, so a state shape that outgrows it fails on a laptop before it fails in the cloud.
+ */
+export const MAX_STATE_VALUE_BYTES = 350 * 1024;
+
+/** One key's state as every store persists it (the record without its key). */
+export interface StoredState {
+  readonly version: number;
+  readonly value: StateValue | undefined;
+  readonly lease: Lease | undefined;
+}
+
+/** The state of a key nothing was ever written for. */
+export const EMPTY_STATE: StoredState = { version: 0, value: undefined, lease: undefined };
+
+/** True when `owner` holds a lease that is still live at `now`. */
+export function holdsLiveLease(lease: Lease | undefined, owner: string, now: number): boolean {
+  return lease !== undefined && lease.owner === owner && now < lease.expiresAt;
+}
+
+/** True when someone other than `owner` holds a lease that is still live at `now`. */
+export function heldByOther(lease: Lease | undefined, owner: string, now: number): lease is Lease {
+  return lease !== undefined && lease.owner !== owner && now < lease.expiresAt;
+}
+
+/** Refuses a non-positive or non-integer TTL: a lease that expires at once fences nothing. */
+export function checkTtl(key: string, ttlMs: number, what = 'ttlMs'): void {
+  if (!Number.isSafeInteger(ttlMs) || ttlMs <= 0) {
+    throw new StateError(
+      'STATE_INVALID_ARGUMENT',
+      key,
+      `${what} for ${key} must be a positive integer of milliseconds, got ${ttlMs}`,
+    );
+  }
+}
+
+/** Refuses an empty owner: an empty string would match a missing owner in some stores. */
+export function checkOwner(key: string, owner: string): void {
+  if (typeof owner !== 'string' || owner.length === 0) {
+    throw new StateError('STATE_INVALID_ARGUMENT', key, `lease owner for ${key} must be a non-empty string`);
+  }
+}
+
+/**
+ * Serializes a value to the JSON text a store persists, refusing one that is not JSON or larger
+ * than MAX_STATE_VALUE_BYTES. The error says how big it is and what to do.
+ */
+export function serializeValue(key: string, value: StateValue): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (cause) {
+    throw new StateError(
+      'STATE_NOT_JSON',
+      key,
+      `state value for ${key} is not JSON-serializable (${(cause as Error).message}); store bigint and binary values as strings`,
+      { cause },
+    );
+  }
+  if (text === undefined || value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new StateError('STATE_NOT_JSON', key, `state value for ${key} must be a JSON object`);
+  }
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > MAX_STATE_VALUE_BYTES) {
+    throw new StateError(
+      'STATE_TOO_LARGE',
+      key,
+      `state value for ${key} is ${bytes} bytes as JSON, over the ${MAX_STATE_VALUE_BYTES}-byte limit of one state item (DynamoDB items stop at 400 KB); store large parts (e.g. snapshot chunk plans) in S3 and keep a reference in the state`,
+    );
+  }
+  return text;
+}
+
+/** Applies `acquire`; throws LeaseHeldError when another owner's lease is live. */
+export function decideAcquire(
+  key: string,
+  state: StoredState,
+  owner: string,
+  ttlMs: number,
+  now: number,
+): StoredState {
+  if (heldByOther(state.lease, owner, now)) {
+    throw new LeaseHeldError(key, state.lease.owner, state.lease.expiresAt);
+  }
+  return { ...state, lease: { owner, expiresAt: now + ttlMs } };
+}
+
+/** Applies `renew`; throws LeaseLostError unless our lease is live. */
+export function decideRenew(
+  key: string,
+  state: StoredState,
+  owner: string,
+  ttlMs: number,
+  now: number,
+): StoredState {
+  if (!holdsLiveLease(state.lease, owner, now)) throw new LeaseLostError(key, owner);
+  return { ...state, lease: { owner, expiresAt: now + ttlMs } };
+}
+
+/**
+ * Applies `commit`: lease first, then version. Returns the new state with version + 1 and the
+ * value as given (the caller stores its serialized form).
+ */
+export function decideCommit(key: string, state: StoredState, req: CommitRequest, now: number): StoredState {
+  if (!holdsLiveLease(state.lease, req.owner, now)) throw new LeaseLostError(key, req.owner);
+  if (state.version !== req.expectedVersion) {
+    throw new CursorConflictError(key, req.expectedVersion, state.version);
+  }
+  const lease =
+    req.renewTtlMs === undefined ? state.lease : { owner: req.owner, expiresAt: now + req.renewTtlMs };
+  return { version: state.version + 1, value: req.value, lease };
+}
+
+/** Applies `release`; returns undefined when there is nothing to change (not our lease). */
+export function decideRelease(state: StoredState, owner: string): StoredState | undefined {
+  if (state.lease === undefined || state.lease.owner !== owner) return undefined;
+  return { ...state, lease: undefined };
+}

@@ -1,0 +1,322 @@
+/**
+ * DynamoCursorStore: the production cursor store, one DynamoDB item per state key.
+ *
+ * Owns: the items of its table (partition key `pk`, a string) and their attributes
+ *   version (N)          commit counter; 0 until the first commit
+ *   value (S)            the state value as JSON; absent until the first commit
+ *   leaseOwner (S)       absent when nobody holds the lease
+ *   leaseExpiresAt (N)   epoch ms (injected clock) after which anyone may take the lease
+ *   updatedAt (N)        epoch ms (injected clock) of the last change
+ * Never changes state with more than ONE conditional PutItem/UpdateItem per operation: DynamoDB
+ * Local emulators (dynalite) have no transactions, and one item written once is one atomic step
+ * (docs/decisions/0001-state-item-schema.md). Every read is ConsistentRead, so a run never acts
+ * on a cursor older than the last acknowledged commit.
+ *
+ * The conditions state the rules of cursor-rules.ts; when one fails, a consistent read tells which
+ * rule was broken (DynamoDB says only "failed"), and the same functions name the error, so every
+ * store throws the same error for the same situation. Lease expiry compares against the caller's
+ * clock: writers' clocks must agree to well within the lease TTL (Lambda clocks are NTP-synced;
+ * the TTL is 20 min for a 15 min maximum run).
+ */
+import {
+  ConditionalCheckFailedException,
+  CreateTableCommand,
+  DescribeTableCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  ResourceNotFoundException,
+  UpdateItemCommand,
+  type UpdateItemCommandInput,
+  type AttributeValue,
+} from '@aws-sdk/client-dynamodb';
+import { StateError } from '../contracts/errors.js';
+import type {
+  Clock,
+  CommitRequest,
+  CursorStore,
+  Lease,
+  StateRecord,
+  StateValue,
+} from '../contracts/state.js';
+import {
+  type StoredState,
+  checkOwner,
+  checkTtl,
+  decideAcquire,
+  decideCommit,
+  decideRenew,
+  serializeValue,
+} from './cursor-rules.js';
+
+/** How the store is built. The client carries region, endpoint and credentials. */
+export interface DynamoCursorStoreOptions {
+  readonly client: DynamoDBClient;
+  readonly tableName: string;
+  /** Epoch milliseconds deciding lease expiry. Default Date.now. */
+  readonly clock?: Clock;
+}
+
+/**
+ * A failed condition can be explained by a read that shows a state where the write would have
+ * passed (the blocker left in between, e.g. a lease released). Then the write is tried again,
+ * this many times at most, before the read's verdict is final.
+ */
+const MAX_CONDITION_ATTEMPTS = 3;
+/** ensureTable waits this long for CREATING to become ACTIVE. */
+const TABLE_ACTIVE_TIMEOUT_MS = 120_000;
+
+type Item = Record<string, AttributeValue>;
+
+/** A CursorStore on one DynamoDB table; see the module comment for the item layout. */
+export class DynamoCursorStore implements CursorStore {
+  readonly #client: DynamoDBClient;
+  readonly #table: string;
+  readonly #clock: Clock;
+
+  constructor(options: DynamoCursorStoreOptions) {
+    this.#client = options.client;
+    this.#table = options.tableName;
+    this.#clock = options.clock ?? Date.now;
+  }
+
+  /**
+   * Creates the table (PAY_PER_REQUEST, partition key `pk`) if it is missing and waits until it is
+   * ACTIVE. For local runs and tests; production tables come from the CDK stack.
+   */
+  async ensureTable(): Promise<void> {
+    const status = await this.#tableStatus();
+    if (status === undefined) {
+      try {
+        await this.#client.send(
+          new CreateTableCommand({
+            TableName: this.#table,
+            AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+            KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+            BillingMode: 'PAY_PER_REQUEST',
+          }),
+        );
+      } catch (err) {
+        // Another process created it between our describe and create: fine, wait for it.
+        if ((err as Error).name !== 'ResourceInUseException') throw err;
+      }
+    }
+    const deadline = Date.now() + TABLE_ACTIVE_TIMEOUT_MS;
+    let delay = 50;
+    while ((await this.#tableStatus()) !== 'ACTIVE') {
+      if (Date.now() >= deadline) {
+        throw new StateError(
+          'STATE_TABLE_NOT_ACTIVE',
+          '',
+          `DynamoDB table ${this.#table} did not become ACTIVE within ${TABLE_ACTIVE_TIMEOUT_MS} ms; check it in the console`,
+        );
+      }
+      await sleep(delay);
+      delay = Math.min(delay * 2, 1_000);
+    }
+  }
+
+  async load(key: string): Promise<StateRecord> {
+    return toRecord(key, await this.#read(key));
+  }
+
+  async acquire(key: string, owner: string, ttlMs: number): Promise<StateRecord> {
+    checkOwner(key, owner);
+    checkTtl(key, ttlMs);
+    for (let attempt = 1; ; attempt++) {
+      const now = this.#clock();
+      const updated = await this.#update(key, {
+        UpdateExpression:
+          'SET leaseOwner = :owner, leaseExpiresAt = :expiresAt, updatedAt = :now, version = if_not_exists(version, :zero)',
+        // Prevents two runs holding the lease at once: both read "free", both write their
+        // name, the second silently overwrites the first and both sync the table. The write
+        // passes only if, at write time, the item is new, has no lease, has an expired one,
+        // or the lease is already ours (re-acquire after a restart of the same run).
+        ConditionExpression:
+          'attribute_not_exists(pk) OR attribute_not_exists(leaseOwner) OR leaseExpiresAt <= :now OR leaseOwner = :owner',
+        ExpressionAttributeValues: {
+          ':owner': { S: owner },
+          ':expiresAt': num(now + ttlMs),
+          ':now': num(now),
+          ':zero': num(0),
+        },
+      });
+      if (updated !== undefined) return toRecord(key, updated);
+      // The read throws LeaseHeldError naming the holder; if it shows the lease free, the
+      // holder released it in between and the write is tried again.
+      decideAcquire(key, await this.#read(key), owner, ttlMs, now);
+      if (attempt >= MAX_CONDITION_ATTEMPTS) throw contended(key, 'acquire');
+    }
+  }
+
+  async renew(key: string, owner: string, ttlMs: number): Promise<Lease> {
+    checkOwner(key, owner);
+    checkTtl(key, ttlMs);
+    const now = this.#clock();
+    const updated = await this.#update(key, {
+      UpdateExpression: 'SET leaseExpiresAt = :expiresAt, updatedAt = :now',
+      // Prevents a run whose lease already expired (and may have been taken over) from
+      // extending it again and running on beside the new holder.
+      ConditionExpression: 'leaseOwner = :owner AND leaseExpiresAt > :now',
+      ExpressionAttributeValues: { ':owner': { S: owner }, ':expiresAt': num(now + ttlMs), ':now': num(now) },
+    });
+    if (updated !== undefined) return updated.lease!;
+    // Versions and leases only move forward, so a failed renew is final: the read only names it.
+    decideRenew(key, await this.#read(key), owner, ttlMs, now);
+    throw contended(key, 'renew');
+  }
+
+  async commit(key: string, req: CommitRequest): Promise<StateRecord> {
+    checkOwner(key, req.owner);
+    if (req.renewTtlMs !== undefined) checkTtl(key, req.renewTtlMs, 'renewTtlMs');
+    // Size check before any write: DynamoDB would refuse an item over 400 KB after the fact.
+    const text = serializeValue(key, req.value);
+    for (let attempt = 1; ; attempt++) {
+      const now = this.#clock();
+      const values: Record<string, AttributeValue> = {
+        ':expected': num(req.expectedVersion),
+        ':next': num(req.expectedVersion + 1),
+        ':value': { S: text },
+        ':owner': { S: req.owner },
+        ':now': num(now),
+      };
+      let set = 'SET version = :next, #value = :value, updatedAt = :now';
+      if (req.renewTtlMs !== undefined) {
+        set += ', leaseExpiresAt = :expiresAt';
+        values[':expiresAt'] = num(now + req.renewTtlMs);
+      }
+      const updated = await this.#update(key, {
+        UpdateExpression: set,
+        // version = :expected prevents the lost update: two writers that loaded version N both
+        // commit N+1 and the later one erases the earlier one's cursor (and its object refs).
+        // leaseOwner/leaseExpiresAt prevent a zombie commit: a run whose lease expired and was
+        // taken over must not move the cursor under the new holder, even with the right version.
+        // The item exists only if someone acquired, so no attribute_not_exists branch is needed.
+        ConditionExpression: 'version = :expected AND leaseOwner = :owner AND leaseExpiresAt > :now',
+        ExpressionAttributeNames: { '#value': 'value' },
+        ExpressionAttributeValues: values,
+      });
+      if (updated !== undefined) return toRecord(key, updated);
+      const current = await this.#read(key);
+      // Throws LeaseLostError or CursorConflictError (with both versions) like the other stores.
+      decideCommit(key, current, req, now);
+      if (attempt >= MAX_CONDITION_ATTEMPTS) throw contended(key, 'commit');
+    }
+  }
+
+  async release(key: string, owner: string): Promise<void> {
+    await this.#update(key, {
+      UpdateExpression: 'REMOVE leaseOwner, leaseExpiresAt SET updatedAt = :now',
+      // Prevents releasing a lease that a new holder took after ours expired: only the owner
+      // named in the item may drop it. A failed condition means "not ours": nothing to do.
+      ConditionExpression: 'leaseOwner = :owner',
+      ExpressionAttributeValues: { ':owner': { S: owner }, ':now': num(this.#clock()) },
+    });
+  }
+
+  /** One conditional UpdateItem; undefined when the condition failed (nothing was written). */
+  async #update(
+    key: string,
+    input: Omit<UpdateItemCommandInput, 'TableName' | 'Key' | 'ReturnValues'>,
+  ): Promise<StoredState | undefined> {
+    try {
+      const out = await this.#client.send(
+        new UpdateItemCommand({
+          ...input,
+          TableName: this.#table,
+          Key: { pk: { S: key } },
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      return fromItem(key, out.Attributes);
+    } catch (err) {
+      if (
+        err instanceof ConditionalCheckFailedException ||
+        (err as Error).name === 'ConditionalCheckFailedException'
+      ) {
+        return undefined;
+      }
+      throw this.#explain(key, err);
+    }
+  }
+
+  async #read(key: string): Promise<StoredState> {
+    try {
+      const out = await this.#client.send(
+        new GetItemCommand({ TableName: this.#table, Key: { pk: { S: key } }, ConsistentRead: true }),
+      );
+      return fromItem(key, out.Item);
+    } catch (err) {
+      throw this.#explain(key, err);
+    }
+  }
+
+  async #tableStatus(): Promise<string | undefined> {
+    try {
+      const out = await this.#client.send(new DescribeTableCommand({ TableName: this.#table }));
+      return out.Table?.TableStatus ?? 'UNKNOWN';
+    } catch (err) {
+      if (isMissingTable(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** A missing table is a deployment problem with a known fix; other errors pass unchanged. */
+  #explain(key: string, err: unknown): unknown {
+    if (!isMissingTable(err)) return err;
+    return new StateError(
+      'STATE_TABLE_MISSING',
+      key,
+      `DynamoDB table ${this.#table} does not exist (reading state of ${key}); deploy the stack, or call ensureTable() for a local run`,
+      { cause: err },
+    );
+  }
+}
+
+function isMissingTable(err: unknown): boolean {
+  return err instanceof ResourceNotFoundException || (err as Error)?.name === 'ResourceNotFoundException';
+}
+
+/** Decodes an item; an absent item is the empty state. */
+function fromItem(key: string, item: Item | undefined): StoredState {
+  if (item === undefined) return { version: 0, value: undefined, lease: undefined };
+  const version = Number(item.version?.N ?? '0');
+  let value: StateValue | undefined;
+  if (item.value?.S !== undefined) {
+    try {
+      value = JSON.parse(item.value.S) as StateValue;
+    } catch (cause) {
+      throw new StateError(
+        'STATE_CORRUPT',
+        key,
+        `state item ${key} has a value that is not JSON; fix or delete the item to start ${key} over`,
+        { cause },
+      );
+    }
+  }
+  const owner = item.leaseOwner?.S;
+  const expiresAt = item.leaseExpiresAt?.N;
+  const lease =
+    owner !== undefined && expiresAt !== undefined ? { owner, expiresAt: Number(expiresAt) } : undefined;
+  return { version, value, lease };
+}
+
+function toRecord(key: string, state: StoredState): StateRecord {
+  return { key, version: state.version, value: state.value, lease: state.lease };
+}
+
+function num(n: number): AttributeValue {
+  return { N: String(n) };
+}
+
+/** The condition failed, yet every read after it shows a state where it would pass. */
+function contended(key: string, op: string): StateError {
+  return new StateError(
+    'STATE_CONTENDED',
+    key,
+    `${op} of ${key} failed its condition ${MAX_CONDITION_ATTEMPTS} times while consistent reads showed it would pass; the item is changing too fast (several runs racing?), retry later`,
+  );
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

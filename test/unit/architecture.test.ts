@@ -1,0 +1,214 @@
+/**
+ * Who may import whom (DESIGN.md), checked on the real source files:
+ * - shared/contracts, shared/dataplane and shared/position are the seams: they import only each
+ *   other and `apache-arrow` (no other internal module, no Node builtin, no other package);
+ *   position is the pure `__pos`/cursor codec the data plane stamps into every row;
+ * - nothing under shared/ imports functions/ or infra/;
+ * - shared/engine never names a database client (`postgres`, `mysql2`) or a driver;
+ * - drivers never import the engine.
+ *
+ * Imports are read with TypeScript's own pre-processor (static, type-only, re-exports, dynamic
+ * `import()` and `require`). The rule checker is first tested on synthetic files, so a broken
+ * checker cannot pass silently.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, posix, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** One import statement of one file, resolved far enough to judge it. */
+interface ImportEdge {
+  /** Repo-relative path of the importing file, `/`-separated. */
+  readonly from: string;
+  readonly specifier: string;
+  /** Repo-relative target for relative imports, e.g. `shared/engine/run.js`. */
+  readonly internal: string | undefined;
+  /** Package name for bare imports (`@aws-sdk/client-s3`, `postgres`, `node:fs`). */
+  readonly packageName: string | undefined;
+}
+
+interface Rule {
+  readonly name: string;
+  readonly appliesTo: (file: string) => boolean;
+  /** A reason when the edge breaks the rule. */
+  readonly check: (edge: ImportEdge) => string | undefined;
+}
+
+const under = (path: string, dir: string): boolean => path.startsWith(`${dir}/`);
+const SEAMS = ['shared/contracts', 'shared/dataplane', 'shared/position'];
+
+const RULES: readonly Rule[] = [
+  {
+    name: 'contracts, dataplane and position import only each other and apache-arrow',
+    appliesTo: (file) => SEAMS.some((dir) => under(file, dir)),
+    check: (edge) => {
+      if (edge.internal !== undefined) {
+        return SEAMS.some((dir) => under(edge.internal!, dir))
+          ? undefined
+          : `internal module ${edge.internal}`;
+      }
+      return edge.packageName === 'apache-arrow' ? undefined : `package ${edge.packageName}`;
+    },
+  },
+  {
+    name: 'shared/ never imports functions/ or infra/',
+    appliesTo: (file) => under(file, 'shared'),
+    check: (edge) =>
+      edge.internal !== undefined && (under(edge.internal, 'functions') || under(edge.internal, 'infra'))
+        ? `internal module ${edge.internal}`
+        : undefined,
+  },
+  {
+    name: 'the engine never names postgres, mysql2 or a driver',
+    appliesTo: (file) => under(file, 'shared/engine'),
+    check: (edge) => {
+      if (edge.packageName === 'postgres' || edge.packageName === 'mysql2')
+        return `package ${edge.packageName}`;
+      if (edge.internal !== undefined && under(edge.internal, 'shared/drivers'))
+        return `driver ${edge.internal}`;
+      return undefined;
+    },
+  },
+  {
+    name: 'drivers never import the engine',
+    appliesTo: (file) => under(file, 'shared/drivers'),
+    check: (edge) =>
+      edge.internal !== undefined && under(edge.internal, 'shared/engine')
+        ? `engine ${edge.internal}`
+        : undefined,
+  },
+];
+
+/** The imports of one file's text. */
+function importsOf(file: string, text: string): ImportEdge[] {
+  const { importedFiles } = ts.preProcessFile(text, true, true);
+  return importedFiles.map(({ fileName: specifier }) => {
+    if (specifier.startsWith('.')) {
+      return {
+        from: file,
+        specifier,
+        internal: posix.normalize(posix.join(posix.dirname(file), specifier)),
+        packageName: undefined,
+      };
+    }
+    const parts = specifier.split('/');
+    const packageName = specifier.startsWith('@') ? parts.slice(0, 2).join('/') : (parts[0] ?? specifier);
+    return { from: file, specifier, internal: undefined, packageName };
+  });
+}
+
+/** Every rule violation in `files` (repo-relative path → source text). */
+function violations(files: ReadonlyMap<string, string>): string[] {
+  const found: string[] = [];
+  for (const [file, text] of files) {
+    const rules = RULES.filter((rule) => rule.appliesTo(file));
+    if (rules.length === 0) continue;
+    for (const edge of importsOf(file, text)) {
+      for (const rule of rules) {
+        const reason = rule.check(edge);
+        if (reason) found.push(`${file}: imports '${edge.specifier}' (${reason}): breaks "${rule.name}"`);
+      }
+    }
+  }
+  return found;
+}
+
+/** All .ts files under `dir` (repo-relative), skipping node_modules. */
+function sourceFiles(dir: string): Map<string, string> {
+  const files = new Map<string, string>();
+  const walk = (absolute: string): void => {
+    for (const entry of readdirSync(absolute, { withFileTypes: true })) {
+      const path = join(absolute, entry.name);
+      if (entry.isDirectory()) {
+        if (entry.name !== 'node_modules') walk(path);
+      } else if (entry.name.endsWith('.ts')) {
+        files.set(relative(ROOT, path).split(sep).join('/'), readFileSync(path, 'utf8'));
+      }
+    }
+  };
+  walk(join(ROOT, dir));
+  return files;
+}
+
+describe('the import rule checker', () => {
+  it('reads every kind of import', () => {
+    const edges = importsOf(
+      'shared/engine/run.ts',
+      [
+        "import { a } from './a.js';",
+        "import type { B } from '../contracts/source.js';",
+        "export * from '../drivers/postgres/reader.js';",
+        "const m = await import('mysql2/promise');",
+        "import '@aws-sdk/client-s3';",
+      ].join('\n'),
+    );
+    expect(edges.map((edge) => edge.internal ?? edge.packageName)).toEqual([
+      'shared/engine/a.js',
+      'shared/contracts/source.js',
+      'shared/drivers/postgres/reader.js',
+      'mysql2',
+      '@aws-sdk/client-s3',
+    ]);
+  });
+
+  it('reports each forbidden edge and accepts the allowed ones', () => {
+    const files = new Map([
+      [
+        'shared/contracts/ok.ts',
+        "import type { Schema } from '../dataplane/schema.js';\nimport { Table } from 'apache-arrow';",
+      ],
+      [
+        'shared/contracts/bad.ts',
+        "import { x } from '../engine/run.js';\nimport { readFileSync } from 'node:fs';\nimport { z } from 'zod';",
+      ],
+      ['shared/dataplane/bad.ts', "import type { S3Client } from '@aws-sdk/client-s3';"],
+      [
+        'shared/state/bad.ts',
+        "import { handler } from '../../functions/incremental/handler.js';\nimport '../../infra/app.js';",
+      ],
+      [
+        'shared/engine/bad.ts',
+        "import postgres from 'postgres';\nimport mysql from 'mysql2/promise';\nimport { r } from '../drivers/mysql/reader.js';",
+      ],
+      ['shared/engine/ok.ts', "import type { Source } from '../contracts/source.js';"],
+      ['shared/drivers/postgres/bad.ts', "import { loop } from '../../engine/page-loop.js';"],
+      [
+        'shared/drivers/postgres/ok.ts',
+        "import postgres from 'postgres';\nimport type { Batch } from '../../dataplane/batch.js';",
+      ],
+      ['functions/cli/ok.ts', "import { run } from '../../shared/engine/run.js';"],
+    ]);
+    const found = violations(files);
+    expect(found.filter((v) => v.includes('/ok.ts'))).toEqual([]);
+    expect(found.filter((v) => v.startsWith('shared/contracts/bad.ts'))).toHaveLength(3);
+    expect(found.filter((v) => v.startsWith('shared/dataplane/bad.ts'))).toHaveLength(1);
+    expect(found.filter((v) => v.startsWith('shared/state/bad.ts'))).toHaveLength(2);
+    expect(found.filter((v) => v.startsWith('shared/engine/bad.ts'))).toHaveLength(3);
+    expect(found.filter((v) => v.startsWith('shared/drivers/postgres/bad.ts'))).toHaveLength(1);
+  });
+});
+
+describe('the real source tree', () => {
+  const files = sourceFiles('shared');
+
+  it('is found (the rules below would pass vacuously on an empty tree)', () => {
+    const paths = [...files.keys()];
+    expect(paths.length).toBeGreaterThanOrEqual(10);
+    for (const seed of [
+      'shared/contracts/source.ts',
+      'shared/contracts/errors.ts',
+      'shared/dataplane/batch.ts',
+    ]) {
+      expect(paths).toContain(seed);
+    }
+    const edges = [...files].flatMap(([file, text]) => importsOf(file, text));
+    expect(edges.length).toBeGreaterThanOrEqual(10);
+  });
+
+  it('obeys who-may-import-whom', () => {
+    expect(violations(files)).toEqual([]);
+  });
+});
