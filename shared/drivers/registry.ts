@@ -63,7 +63,37 @@ const postgres: DriverRegistration = {
   },
 };
 
-const REGISTRY: ReadonlyMap<DriverKind, DriverRegistration> = new Map([['postgres', postgres]]);
+const mysql: DriverRegistration = {
+  kind: 'mysql',
+  // Stream/snapshot arrive with the CDC issues; binlog row events carry the full before image
+  // (binlog_row_image=FULL) and a GTID or file:pos resumes exactly.
+  capabilities: Object.freeze({
+    snapshot: false,
+    chunkQuery: false,
+    stream: false,
+    maxConnections: 0,
+    modes: Object.freeze(['incremental'] as const),
+    beforeImage: true,
+    monotonicSequence: false,
+    recoverablePosition: true,
+  }),
+  async openIncremental(s) {
+    const { MysqlSource } = await import('./mysql/index.js');
+    return new MysqlSource({
+      url: s.url,
+      sourceName: s.sourceName,
+      connectTimeoutMs: s.connectTimeoutMs,
+      lagMs: s.lagMs,
+      lagOnly: s.lagOnly,
+      ...(s.clock ? { clock: s.clock } : {}),
+    });
+  },
+};
+
+const REGISTRY: ReadonlyMap<DriverKind, DriverRegistration> = new Map([
+  ['postgres', postgres],
+  ['mysql', mysql],
+]);
 
 /** The registration of a driver kind, or a clear error when that driver is not built yet. */
 export function driver(kind: DriverKind): DriverRegistration {

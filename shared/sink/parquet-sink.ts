@@ -15,7 +15,7 @@
 import { util } from 'apache-arrow';
 import { BatchError, type Batch, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
 import { toLakeRecord } from '../dataplane/lake.js';
-import { METADATA_COLUMNS } from '../dataplane/metadata.js';
+import { META_POS, METADATA_COLUMNS } from '../dataplane/metadata.js';
 import type { Schema } from '../dataplane/schema.js';
 import { wireSchema } from '../dataplane/wire.js';
 import { SinkError } from '../contracts/errors.js';
@@ -95,6 +95,8 @@ export class ParquetSink implements Sink {
     const bytes = encodeParquet(lake, {
       compression: this.compression,
       ...(this.maxRowGroupRows ? { maxRowGroupRows: this.maxRowGroupRows } : {}),
+      // Every row has its own position: a dictionary for it would only overflow.
+      plainColumns: [META_POS],
       keyValueMetadata: {
         [FOOTER_TABLE]: table,
         [FOOTER_START_POSITION]: startPosition,

@@ -219,6 +219,14 @@ describe.each(['zstd', 'snappy'] as const)('lake types through DuckDB (%s)', (co
     expect(byName('d38_10').type).toBe('FIXED_LEN_BYTE_ARRAY');
     expect(byName('d12_2').type).toBe('INT64');
     expect(byName('__op')).toMatchObject({ type: 'BYTE_ARRAY', converted_type: 'UTF8' });
+    // `__pos` is unique per row: written plain; low-cardinality text keeps its dictionary.
+    const encodings = await query(
+      `SELECT path_in_schema AS col, encodings, compression FROM parquet_metadata('${file}')`,
+    );
+    const enc = (c: string) => String(encodings.find((e) => e.col === c)!.encodings);
+    expect(enc('__pos')).not.toMatch(/DICTIONARY/);
+    expect(enc('__phase')).toMatch(/DICTIONARY/);
+    expect(new Set(encodings.map((e) => e.compression))).toEqual(new Set([compression.toUpperCase()]));
     // Three-level lists whose leaf is named `element`.
     expect(schema.filter((s) => s.name === 'element')).toHaveLength(2);
   });

@@ -246,13 +246,22 @@ export async function readBatchPage(
     // A decode failure must not leave the connection mid-COPY: drain the (bounded) rest of
     // the page, then throw.
     let failure: unknown;
-    for await (const chunk of stream) {
-      if (failure !== undefined) continue;
-      try {
-        decoder.push(chunk as Buffer);
-      } catch (e) {
-        failure = e;
+    // postgres.js 3.4 pauses the socket when its COPY stream buffer passes the high-water mark
+    // and resumes it only from the stream's read(); if CopyDone arrives in the same socket chunk
+    // the stream has ended by then, read() is never called again, and the NEXT query on this
+    // connection hangs forever (porsager/postgres#1016). Calling the stream's own read() once
+    // after the end resumes the socket (a no-op when it was never paused).
+    try {
+      for await (const chunk of stream) {
+        if (failure !== undefined) continue;
+        try {
+          decoder.push(chunk as Buffer);
+        } catch (e) {
+          failure = e;
+        }
       }
+    } finally {
+      (stream as unknown as { _read(n: number): void })._read(0);
     }
     if (failure !== undefined) throw failure;
     decoder.end();

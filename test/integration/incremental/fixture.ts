@@ -1,18 +1,21 @@
 /**
  * What the incremental engine tests need of a source database, so the same scenarios (ties, late
- * commit, crash, overlap, deadline, bad input) run against PostgreSQL now and MySQL/MariaDB with
- * the next driver. Each fixture owns its dialect's SQL; the scenarios own the assertions.
+ * commit, crash, overlap, deadline, bad input) run against PostgreSQL and MySQL/MariaDB. Each
+ * fixture owns its dialect's SQL (including the few expressions the scenarios build: `ts`,
+ * `plus`, `now`); the scenarios own the assertions.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
+import mysql from 'mysql2/promise';
 import postgres from 'postgres';
 import { parseSpec, type Spec } from '../../../shared/config/spec.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { type RunTableOptions, runTable } from '../../../shared/pipeline/run-table.js';
 import type { IncrementalSummary } from '../../../shared/engine/incremental-run.js';
+import { freshMysqlDatabase } from '../../harness/mysql.js';
 import { freshPgDatabase, type FreshDatabase } from '../../harness/pg.js';
 
 /** One row of the test table as both sides compare it. */
@@ -31,10 +34,20 @@ export interface SourceFixture {
   exec(sql: string): Promise<void>;
   /** Creates the test table: id bigint pk, v int, note text, updated_at (micro precision, indexed). */
   createTable(name?: string): Promise<void>;
-  /** Inserts ids [from, to) with updated_at = the given SQL expression. */
+  /** Inserts ids [from, to) with updated_at = the given SQL expression (over the id, named `g`). */
   insertRange(from: number, to: number, updatedAtSql: string): Promise<void>;
+  /** A timestamp literal, e.g. `ts('2024-01-01 00:00:00.123456')`. */
+  ts(text: string): string;
+  /** `expr` plus `count` (an SQL integer expression, e.g. `g` or `-1`) units. */
+  plus(expr: string, count: string, unit: 'microsecond' | 'millisecond' | 'second' | 'hour'): string;
+  /** The current time at microsecond precision, as a writer's default would take it. */
+  readonly now: string;
   /** The table's rows, ordered by id. */
   rows(): Promise<TestRow[]>;
+  /** A login that may SELECT the test table but cannot see other sessions' transactions. */
+  limitedUserUrl(): Promise<string>;
+  /** The same server with a wrong password / an unreachable port. */
+  wrongPasswordUrl(): string;
   /** A second session that can hold a transaction open. */
   session(): Promise<{ exec(sql: string): Promise<void>; close(): Promise<void> }>;
   drop(): Promise<void>;
@@ -48,6 +61,9 @@ export async function postgresFixture(prefix: string): Promise<SourceFixture> {
     kind: 'postgres',
     url: db.url,
     table,
+    ts: (text) => `TIMESTAMP '${text}'`,
+    plus: (expr, count, unit) => `(${expr} + (${count}) * INTERVAL '1 ${unit}')`,
+    now: 'now()',
     exec: async (s) => {
       await sql.unsafe(s);
     },
@@ -66,6 +82,19 @@ export async function postgresFixture(prefix: string): Promise<SourceFixture> {
       );
       return r.map((x) => ({ id: x.pk, v: x.v, updatedAt: x.u }));
     },
+    async limitedUserUrl() {
+      const role = `${db.name}_ro`;
+      await sql.unsafe(`CREATE ROLE ${role} LOGIN PASSWORD 'ro-pass'; GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role};`);
+      const u = new URL(db.url);
+      u.username = role;
+      u.password = 'ro-pass';
+      return u.toString();
+    },
+    wrongPasswordUrl() {
+      const u = new URL(db.url);
+      u.password = 'definitely-wrong';
+      return u.toString();
+    },
     async session() {
       const s = postgres(db.url, { max: 1, onnotice: () => {} });
       const reserved = await s.reserve();
@@ -81,6 +110,87 @@ export async function postgresFixture(prefix: string): Promise<SourceFixture> {
     },
     async drop() {
       await sql.end({ timeout: 1 });
+      await db.drop();
+    },
+  };
+}
+
+/** `SELECT g` for g in [from, to): a cross join of digit tables (no recursive CTE: MariaDB caps its depth). */
+function mysqlSeries(from: number, to: number): string {
+  const digits = '(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)';
+  const levels = Math.max(1, Math.ceil(Math.log10(Math.max(2, to - from))));
+  const parts = Array.from({ length: levels }, (_, i) => `${10 ** i} * d${i}.n`);
+  const joins = Array.from({ length: levels }, (_, i) => `${digits} AS d${i}`).join(' CROSS JOIN ');
+  return `SELECT g FROM (SELECT ${from} + ${parts.join(' + ')} AS g FROM ${joins}) AS series WHERE g < ${to}`;
+}
+
+const MYSQL_UNITS = { microsecond: ['MICROSECOND', 1], millisecond: ['MICROSECOND', 1000], second: ['SECOND', 1], hour: ['HOUR', 1] } as const;
+
+/** The MySQL/MariaDB fixture: table `items` (DATETIME(6) cursor) in a fresh database. */
+export async function mysqlFixture(prefix: string): Promise<SourceFixture> {
+  const db: FreshDatabase = await freshMysqlDatabase(prefix);
+  const conn = await mysql.createConnection({ uri: db.url, supportBigNumbers: true, bigNumberStrings: true, dateStrings: true });
+  const table = `${db.name}.items`;
+  const limitedUser = `${db.name}_ro`;
+  return {
+    kind: 'mysql',
+    url: db.url,
+    table,
+    ts: (text) => `TIMESTAMP'${text}'`,
+    plus: (expr, count, unit) => {
+      const [name, factor] = MYSQL_UNITS[unit];
+      return `(${expr} + INTERVAL ((${count}) * ${factor}) ${name})`;
+    },
+    now: 'NOW(6)',
+    exec: async (s) => {
+      await conn.query(s);
+    },
+    async limitedUserUrl() {
+      // SELECT on the database, no PROCESS: INNODB_TRX is unreadable.
+      await conn.query(`CREATE USER IF NOT EXISTS '${limitedUser}'@'%' IDENTIFIED BY 'ro-pass'`);
+      await conn.query(`GRANT SELECT ON \`${db.name}\`.* TO '${limitedUser}'@'%'`);
+      const u = new URL(db.url);
+      u.username = limitedUser;
+      u.password = 'ro-pass';
+      return u.toString();
+    },
+    wrongPasswordUrl() {
+      const u = new URL(db.url);
+      u.password = 'definitely-wrong';
+      return u.toString();
+    },
+    async createTable(name = table) {
+      await conn.query(
+        `CREATE TABLE ${name} (id BIGINT PRIMARY KEY, v INT NOT NULL, note TEXT, updated_at DATETIME(6) NOT NULL, INDEX (updated_at, id))`,
+      );
+    },
+    async insertRange(from, to, updatedAtSql) {
+      await conn.query(
+        `INSERT INTO ${table} (id, v, note, updated_at) SELECT g, g % 1000, CONCAT('note ', g), ${updatedAtSql} FROM (${mysqlSeries(from, to)}) AS s`,
+      );
+    },
+    async rows() {
+      // DATETIME is a wall clock: the difference to the epoch's wall clock is exact in any time zone.
+      const [r] = await conn.query(
+        `SELECT CAST(id AS CHAR) AS pk, v, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', updated_at) AS CHAR) AS u
+         FROM ${table} ORDER BY id`,
+      );
+      return (r as { pk: string; v: number; u: string }[]).map((x) => ({ id: x.pk, v: x.v, updatedAt: x.u }));
+    },
+    async session() {
+      const s = await mysql.createConnection({ uri: db.url });
+      return {
+        exec: async (q: string) => {
+          await s.query(q);
+        },
+        close: async () => {
+          await s.end();
+        },
+      };
+    },
+    async drop() {
+      await conn.query(`DROP USER IF EXISTS '${limitedUser}'@'%'`);
+      await conn.end();
       await db.drop();
     },
   };

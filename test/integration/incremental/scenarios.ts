@@ -4,12 +4,14 @@
  * the Lambda deadline, and bad input. Each scenario uses its own table and temp dirs.
  */
 import { spawn } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
 import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
 import { incrementalPosPrefix } from '../../../shared/position/position.js';
+import { invokeLocal } from '../../../functions/cli/invoke.js';
+import { bundleHandler } from '../../../functions/bundle.js';
 import { type SourceFixture, lakeRows, latest, localSpec, runOnce } from './fixture.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
@@ -36,7 +38,7 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
     it('delivers 10,000 rows sharing one cursor value exactly once at page size 97', async () => {
       await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
       await fx.createTable();
-      await fx.insertRange(1, 10_001, `TIMESTAMP '2024-01-01 00:00:00.123456'`);
+      await fx.insertRange(1, 10_001, fx.ts('2024-01-01 00:00:00.123456'));
       const { spec, lakeDir } = localSpec(fx, { pageSize: 97 });
       const s = await runOnce(spec);
       expect(s.status).toBe('ok');
@@ -57,7 +59,7 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
       await fx.createTable();
       // 500 rows, each 1 µs after the previous; page size 7 puts boundaries between neighbours.
-      await fx.insertRange(1, 501, `TIMESTAMP '2023-05-06 07:08:09.000001' + (g * INTERVAL '1 microsecond')`);
+      await fx.insertRange(1, 501, fx.plus(fx.ts('2023-05-06 07:08:09.000001'), 'g', 'microsecond'));
       const { spec, lakeDir } = localSpec(fx, { pageSize: 7 });
       await syncAll(spec);
       const lake = await lakeRows(lakeDir, spec.tables[0]!.table);
@@ -68,14 +70,14 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
     it('does not skip a transaction that commits after a run with an older cursor value', async () => {
       await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
       await fx.createTable();
-      await fx.insertRange(1, 101, `now() - INTERVAL '1 hour'`);
+      await fx.insertRange(1, 101, fx.plus(fx.now, '-1', 'hour'));
       const late = await fx.session();
       try {
         // The late transaction takes its timestamp now, but commits only after the next run.
         await late.exec('BEGIN');
-        await late.exec(`INSERT INTO ${fx.table} VALUES (1000001, 1, 'late', now())`);
+        await late.exec(`INSERT INTO ${fx.table} VALUES (1000001, 1, 'late', ${fx.now})`);
         await new Promise((r) => setTimeout(r, 50));
-        await fx.insertRange(101, 201, 'now()'); // committed, newer than the open transaction
+        await fx.insertRange(101, 201, fx.now); // committed, newer than the open transaction
         const { spec, lakeDir } = localSpec(fx, { pageSize: 50 });
         const first = await runOnce(spec);
         expect(first.status).toBe('ok');
@@ -99,7 +101,7 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
     it('lets only one of two overlapping runs sync; the other exits saying the lease is held', async () => {
       await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
       await fx.createTable();
-      await fx.insertRange(1, 5001, `TIMESTAMP '2024-01-01' + g * INTERVAL '1 second'`);
+      await fx.insertRange(1, 5001, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
       const { spec, lakeDir } = localSpec(fx, { pageSize: 500 });
       const [a, b] = await Promise.all([runOnce(spec, { owner: 'run-a' }), runOnce(spec, { owner: 'run-b' })]);
       const statuses = [a.status, b.status].sort();
@@ -114,16 +116,16 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
     it('survives SIGKILL between the lake write and the commit, and at random points, 20 times', async () => {
       await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
       await fx.createTable();
-      await fx.insertRange(1, 20_001, `TIMESTAMP '2024-01-01' + g * INTERVAL '1 millisecond'`);
+      await fx.insertRange(1, 20_001, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'millisecond'));
       const { spec, dir, lakeDir } = localSpec(fx, { pageSize: 700 });
       const target = spec.tables[0]!.table;
       let killedAfterWrite = 0;
       for (let i = 0; i < 20; i++) {
         // Change the table between attempts: updates move rows forward, inserts add new ones.
         await fx.exec(
-          `UPDATE ${fx.table} SET v = v + 1, updated_at = TIMESTAMP '2024-02-01' + (${i} * INTERVAL '1 hour') + id * INTERVAL '1 microsecond' WHERE id % 37 = ${i}`,
+          `UPDATE ${fx.table} SET v = v + 1, updated_at = ${fx.plus(fx.plus(fx.ts('2024-02-01 00:00:00'), String(i), 'hour'), 'id', 'microsecond')} WHERE id % 37 = ${i}`,
         );
-        await fx.insertRange(100_000 + i * 100, 100_000 + i * 100 + 100, `TIMESTAMP '2024-03-01' + (${i} * INTERVAL '1 hour') + g * INTERVAL '1 microsecond'`);
+        await fx.insertRange(100_000 + i * 100, 100_000 + i * 100 + 100, fx.plus(fx.plus(fx.ts('2024-03-01 00:00:00'), String(i), 'hour'), 'g', 'microsecond'));
         const mode = i % 2 === 0 ? 'after-write' : 'random';
         const code = await crashWorker(spec, mode, 1 + (i % 4), 150 + ((i * 97) % 900));
         if (mode === 'after-write' && code === 'SIGKILL') killedAfterWrite++;
@@ -144,6 +146,113 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       expect(names.length).toBe(state.seq);
       for (const n of names) expect(n < `${incrementalPosPrefix(state.seq)}`).toBe(true);
       expect(dir).toBeTruthy();
+    });
+
+    it('stops a Lambda given 3 s before its deadline, commits, and the next run continues', async () => {
+      await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+      await fx.createTable();
+      await fx.insertRange(1, 400_001, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'millisecond'));
+      const { spec, dir, lakeDir } = localSpec(fx, { pageSize: 4000 });
+      const specFile = join(dir, 'tidemark.json');
+      writeFileSync(specFile, JSON.stringify(spec));
+      const bundle = await bundleHandler('incremental', join(dir, 'bundle'), specFile);
+      const invoke = () =>
+        invokeLocal({
+          handler: 'incremental',
+          specFile,
+          event: { table: fx.table },
+          timeoutMs: 3000,
+          bundleDir: bundle.dir,
+          env: { TIDEMARK_SAFETY_MARGIN_MS: '1000' },
+        });
+      const first = await invoke();
+      expect(first.error).toBeUndefined();
+      expect(first.timedOut).toBe(false);
+      const r1 = first.response as { rows: number; more: boolean; durationMs: number; status: string };
+      expect(r1.status).toBe('ok');
+      expect(r1.more).toBe(true);
+      expect(r1.rows).toBeGreaterThan(0);
+      expect(r1.rows).toBeLessThan(400_000);
+      expect(r1.durationMs).toBeLessThan(3000);
+      let total = r1.rows;
+      for (let i = 0; i < 100 && total < 400_000; i++) {
+        const next = await invoke();
+        expect(next.error).toBeUndefined();
+        total += (next.response as { rows: number }).rows;
+      }
+      expect(total).toBe(400_000);
+      const lake = await lakeRows(lakeDir, spec.tables[0]!.table);
+      expect(lake.length).toBe(400_000);
+      expect(latest(lake)).toEqual(await fx.rows());
+    });
+
+    describe('bad input: one-line errors, state untouched', () => {
+      async function expectRefused(
+        spec: ReturnType<typeof localSpec>,
+        pattern: RegExp,
+      ): Promise<void> {
+        const err = await runOnce(spec.spec).then(
+          () => undefined,
+          (e: unknown) => e as Error,
+        );
+        expect(err, 'the run should fail').toBeInstanceOf(Error);
+        expect(err!.message).toMatch(pattern);
+        expect(err!.message).not.toContain('\n');
+        const store = new FileCursorStore(spec.spec.state.dir!);
+        const rec = await store.load(incrementalStateKey(spec.spec.pipeline, spec.spec.tables[0]!.table));
+        expect(rec.version).toBe(0);
+        expect(existsSync(join(spec.lakeDir, spec.spec.tables[0]!.table))).toBe(false);
+      }
+
+      beforeAll(async () => {
+        await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+        await fx.createTable();
+        await fx.insertRange(1, 101, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
+      });
+
+      it('unknown table', async () => {
+        const [schema] = fx.table.split('.');
+        await expectRefused(localSpec(fx, { table: `${schema}.no_such_table` }), /no_such_table/);
+      });
+
+      it('missing cursor column', async () => {
+        await expectRefused(localSpec(fx, { cursor: 'changed_at' }), /changed_at/);
+      });
+
+      it('wrong password', async () => {
+        await expectRefused(localSpec(fx, {}, fx.wrongPasswordUrl()), /authentication|password|denied/i);
+      });
+
+      it('unreachable host', async () => {
+        const u = new URL(fx.url);
+        u.port = '1';
+        await expectRefused(localSpec(fx, {}, u.toString()), /127\.0\.0\.1:1|unreachable|refused|connect/i);
+      });
+
+      it('missing privilege to see other transactions, unless lagOnly', async () => {
+        const url = await fx.limitedUserUrl();
+        await expectRefused(localSpec(fx, {}, url), /GRANT/);
+        const ok = localSpec(fx, { lagOnly: true, lagSeconds: 1 }, url);
+        const s = await runOnce(ok.spec);
+        expect(s.rows).toBe(100);
+      });
+
+      it('cursor without an index: a warning, the sync runs', async () => {
+        const s = await runOnce(localSpec(fx, { cursor: 'v' }).spec);
+        expect(s.status).toBe('ok');
+        expect(s.warnings.map((w) => w.code)).toContain('CURSOR_NOT_INDEXED');
+      });
+
+      it('a table without a primary key: allowed only with a unique, not-null cursor', async () => {
+        const [schema] = fx.table.split('.');
+        await fx.exec(`DROP TABLE IF EXISTS ${schema}.nopk`);
+        await fx.exec(`CREATE TABLE ${schema}.nopk (seq bigint NOT NULL, v int)`);
+        await fx.exec(`INSERT INTO ${schema}.nopk VALUES (1, 1), (2, 2), (3, 3)`);
+        await expectRefused(localSpec(fx, { table: `${schema}.nopk`, cursor: 'seq', lagOnly: true }), /primary key/i);
+        await fx.exec(`CREATE UNIQUE INDEX nopk_seq ON ${schema}.nopk (seq)`);
+        const s = await runOnce(localSpec(fx, { table: `${schema}.nopk`, cursor: 'seq', lagOnly: true }).spec);
+        expect(s.rows).toBe(3);
+      });
     });
   });
 }

@@ -1,0 +1,51 @@
+/**
+ * The CDK app (`cdk.json`: `npx tsx infra/app.ts`): loads the pipeline spec, bundles the
+ * incremental handler with esbuild (no Docker: functions/bundle.ts, the same artifact
+ * `tidemark invoke` runs) and synthesizes one stack, `tidemark-<pipeline>`.
+ *
+ * Spec path: env TIDEMARK_SPEC_FILE, else context `tidemark:spec` (cdk.json sets `tidemark.yaml`,
+ * `-c tidemark:spec=...` overrides it), else `tidemark.yaml`. The environment wins because cdk.json
+ * always supplies the context value, so the variable could otherwise never take effect.
+ *
+ * Never opens a database and never calls AWS; a wrong spec fails synth with the ConfigError
+ * message (field and fix), not a stack trace.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { App } from 'aws-cdk-lib';
+import { TidemarkError } from '../shared/contracts/errors.js';
+import { bundleHandler } from '../functions/bundle.js';
+import { loadDeployableSpec } from './deploy-spec.js';
+import { assertDeployableSpec, CONTEXT, TidemarkStack } from './incremental-stack.js';
+
+const app = new App();
+const specFile = resolve(
+  process.env.TIDEMARK_SPEC_FILE ??
+    (app.node.tryGetContext(CONTEXT.spec) as string | undefined) ??
+    'tidemark.yaml',
+);
+// Staged into cdk.out by the asset system during synth; the temp copy is removed after.
+const bundleDir = mkdtempSync(join(tmpdir(), 'tidemark-cdk-bundle-'));
+
+try {
+  const spec = loadDeployableSpec(specFile);
+  assertDeployableSpec(spec);
+  const bundle = await bundleHandler('incremental', bundleDir, specFile);
+  process.stderr.write(
+    `tidemark: pipeline ${spec.pipeline} from ${specFile}; incremental bundle ${bundle.bytes} B + wasm ${bundle.wasmBytes} B\n`,
+  );
+  new TidemarkStack(app, `tidemark-${spec.pipeline}`, {
+    spec,
+    bundleDir,
+    description: `tidemark pipeline ${spec.pipeline}: incremental sync to ${spec.lake.uri}`,
+    env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
+  });
+  app.synth();
+} catch (e) {
+  if (!(e instanceof TidemarkError)) throw e;
+  process.stderr.write(`tidemark: ${e.message}\n`);
+  process.exitCode = 1;
+} finally {
+  rmSync(bundleDir, { recursive: true, force: true });
+}

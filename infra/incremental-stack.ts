@@ -1,0 +1,474 @@
+/**
+ * The CloudFormation stack of one pipeline's incremental path, built from a parsed spec: the state
+ * table (DynamoDB), the lake bucket (S3), one Lambda for all incremental tables, one EventBridge
+ * Scheduler schedule per table, least-privilege IAM and CloudWatch alarms.
+ *
+ * Owns: what `cdk deploy` creates and the permissions it grants. Reads only the spec, the CDK
+ * context and the driver registry's static capabilities; never opens a database or calls AWS
+ * (synth must work without credentials). Deployment-only rules (no local state, no file:// lake)
+ * are enforced here, as ConfigErrors naming the spec field, so synth fails before anything deploys.
+ * Glue/Athena tables are not built here: they need each table's columns, which only a database
+ * could tell (docs/deploy.md).
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  Annotations,
+  CfnOutput,
+  Duration,
+  Fn,
+  RemovalPolicy,
+  Stack,
+  type StackProps,
+  Tags,
+  Token,
+} from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cloudwatchActions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as scheduler from 'aws-cdk-lib/aws-scheduler';
+import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as snsSubscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
+import type { Construct, Node } from 'constructs';
+import { findTable, type Spec, type TableSpecConfig, tableTarget } from '../shared/config/spec.js';
+import { ConfigError } from '../shared/contracts/errors.js';
+import { capabilities, type DriverKind } from '../shared/drivers/registry.js';
+
+/** One full vCPU: Lambda allocates CPU in proportion to memory, 1769 MB is the 1-vCPU point. */
+export const DEFAULT_MEMORY_MB = 1769;
+/** Lambda's maximum; the engine stops a safety margin before it and continues in a new run. */
+export const FUNCTION_TIMEOUT = Duration.minutes(15);
+/** Where the bundled spec lands in the Lambda file system (the asset root is /var/task). */
+export const BUNDLED_SPEC_PATH = '/var/task/tidemark.yaml';
+
+/** CDK context keys (`cdk deploy -c key=value`) the stack reads; docs/deploy.md explains each. */
+export const CONTEXT = {
+  spec: 'tidemark:spec',
+  importBucket: 'tidemark:importBucket',
+  importStateTable: 'tidemark:importStateTable',
+  memoryMb: 'tidemark:memoryMb',
+  vpcId: 'tidemark:vpcId',
+  subnetIds: 'tidemark:subnetIds',
+  securityGroupIds: 'tidemark:securityGroupIds',
+  alarmTopicArn: 'tidemark:alarmTopicArn',
+  alarmEmail: 'tidemark:alarmEmail',
+} as const;
+
+export interface TidemarkStackProps extends StackProps {
+  /** The validated pipeline spec (`loadSpecFile` / `parseSpec`). */
+  readonly spec: Spec;
+  /**
+   * The Lambda asset directory from `bundleHandler('incremental', dir, specFile)`: `index.js`, the
+   * parquet-wasm `.wasm` and `tidemark.yaml` (the same spec, read by the function at run time).
+   */
+  readonly bundleDir: string;
+}
+
+/** The S3 location of the lake: bucket name and key prefix without leading/trailing slashes. */
+export interface LakeLocation {
+  readonly bucket: string;
+  /** '' when the lake is the whole bucket. */
+  readonly prefix: string;
+}
+
+/** Parses `lake.uri` for deployment. @throws ConfigError for a `file://` lake. */
+export function lakeLocation(spec: Spec): LakeLocation {
+  const m = /^s3:\/\/([^/]+)(?:\/(.*))?$/.exec(spec.lake.uri);
+  if (!m) {
+    throw new ConfigError(
+      'lake.uri',
+      `"${spec.lake.uri}" is a local directory; cdk deploy needs an S3 lake ("s3://bucket/prefix")`,
+    );
+  }
+  return { bucket: m[1]!, prefix: (m[2] ?? '').replace(/^\/+|\/+$/g, '') };
+}
+
+/**
+ * The `table` value a schedule puts in its event: the source table name when it names exactly this
+ * spec entry, else the lake target (unique by validation). Checked with the handler's own lookup,
+ * so a schedule can never run another table that happens to share a name.
+ */
+export function eventTableName(spec: Spec, table: TableSpecConfig, index: number): string {
+  for (const name of [table.table, tableTarget(table)]) {
+    if (findTable(spec, name) === table) return name;
+  }
+  throw new ConfigError(
+    `tables[${index}].target`,
+    `neither "${table.table}" nor "${tableTarget(table)}" names only this table; give it a distinct target`,
+  );
+}
+
+/** The stack of one pipeline: state, lake, function, schedules, alarms. */
+export class TidemarkStack extends Stack {
+  /** The Lambda that runs every incremental table of the pipeline. */
+  readonly incrementalFunction: lambda.Function;
+  readonly stateTable: dynamodb.ITable;
+  readonly lakeBucket: s3.IBucket;
+  readonly schedules: readonly scheduler.Schedule[];
+
+  constructor(scope: Construct, id: string, props: TidemarkStackProps) {
+    super(scope, id, props);
+    const { spec } = props;
+    const incremental = spec.tables.filter((t) => t.mode === 'incremental');
+    assertDeployableSpec(spec);
+    checkEnvironment(this, spec);
+    checkBundle(props.bundleDir);
+    Tags.of(this).add('tidemark:pipeline', spec.pipeline);
+
+    this.stateTable = this.#stateTable(spec);
+    const lake = lakeLocation(spec);
+    this.lakeBucket = this.#lakeBucket(lake);
+
+    const logGroup = new logs.LogGroup(this, 'IncrementalLogs', { retention: logs.RetentionDays.ONE_MONTH });
+    const fn = new lambda.Function(this, 'Incremental', {
+      description: `tidemark ${spec.pipeline}: incremental sync of ${incremental.length} table(s)`,
+      runtime: lambda.Runtime.NODEJS_22_X,
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: memoryMb(this.node),
+      timeout: FUNCTION_TIMEOUT,
+      code: lambda.Code.fromAsset(props.bundleDir),
+      handler: 'index.handler',
+      logGroup,
+      environment: {
+        TIDEMARK_SPEC_FILE: BUNDLED_SPEC_PATH,
+        TIDEMARK_SELF_CONTINUE: '1',
+      },
+      ...vpcPlacement(this),
+    });
+    this.incrementalFunction = fn;
+    // Scheduler and self-continuation invoke asynchronously; Lambda would retry a failed event
+    // twice on its own, overlapping the next schedule. The next schedule is the retry (a lease
+    // guards overlaps), and a queued event older than an hour is stale: a newer one is coming.
+    fn.configureAsyncInvoke({ retryAttempts: 0, maxEventAge: Duration.hours(1) });
+
+    this.#grantState(fn);
+    this.#grantLake(fn, lake);
+    this.#grantSecrets(fn, spec);
+    // Self-continuation needs lambda:InvokeFunction on the function itself. On the role's default
+    // policy that is a cycle (the function waits for its policy, the policy needs the function's
+    // ARN), so it lives in a separate policy created after the function.
+    new iam.Policy(this, 'SelfContinuePolicy', {
+      roles: [fn.role!],
+      statements: [
+        new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [fn.functionArn] }),
+      ],
+    });
+
+    this.schedules = incremental.map((t) => {
+      const index = spec.tables.indexOf(t);
+      return new scheduler.Schedule(this, `Schedule-${tableTarget(t)}`, {
+        description: `tidemark ${spec.pipeline}: incremental sync of ${t.table}`,
+        schedule: scheduler.ScheduleExpression.expression(t.schedule),
+        timeWindow: scheduler.TimeWindow.off(),
+        target: new schedulerTargets.LambdaInvoke(fn, {
+          input: scheduler.ScheduleTargetInput.fromObject({
+            table: eventTableName(spec, t, index),
+            pipeline: spec.pipeline,
+          }),
+          // A missed or failed run is retried by the next schedule, never by a parallel attempt.
+          retryAttempts: 0,
+        }),
+      });
+    });
+
+    this.#alarms(fn);
+
+    new CfnOutput(this, 'StateTableName', {
+      value: this.stateTable.tableName,
+      description: 'DynamoDB state table',
+    });
+    new CfnOutput(this, 'LakeBucketName', {
+      value: this.lakeBucket.bucketName,
+      description: 'S3 lake bucket',
+    });
+    new CfnOutput(this, 'LakeUri', { value: spec.lake.uri, description: 'Where the Parquet objects land' });
+    if (fn.isBoundToVpc) {
+      new CfnOutput(this, 'IncrementalSecurityGroupIds', {
+        value: fn.connections.securityGroups.map((g) => g.securityGroupId).join(','),
+        description: "Allow these into the database's security group (Postgres 5432, MySQL 3306)",
+      });
+    }
+    new CfnOutput(this, 'IncrementalFunctionName', {
+      value: fn.functionName,
+      description: 'Incremental Lambda (invoke with {"table": "schema.table"})',
+    });
+  }
+
+  #stateTable(spec: Spec): dynamodb.ITable {
+    const name = spec.state.dynamodb!.table;
+    if (contextFlag(this.node, CONTEXT.importStateTable)) {
+      return dynamodb.Table.fromTableName(this, 'State', name);
+    }
+    return new dynamodb.Table(this, 'State', {
+      tableName: name,
+      partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      // Cursors are the only record of what the lake holds: losing them means a full re-sync.
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+  }
+
+  #lakeBucket(lake: LakeLocation): s3.IBucket {
+    if (contextFlag(this.node, CONTEXT.importBucket)) {
+      return s3.Bucket.fromBucketName(this, 'Lake', lake.bucket);
+    }
+    return new s3.Bucket(this, 'Lake', {
+      bucketName: lake.bucket,
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      enforceSSL: true,
+      versioned: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+      lifecycleRules: [
+        // Retries overwrite and crash recovery deletes by design; keep those old versions a
+        // while for recovery from mistakes, not forever.
+        {
+          noncurrentVersionExpiration: Duration.days(30),
+          abortIncompleteMultipartUploadAfter: Duration.days(7),
+        },
+      ],
+    });
+  }
+
+  /** Item reads and conditional writes on the state table, nothing else (no scans, no DDL). */
+  #grantState(fn: lambda.Function): void {
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'],
+        resources: [this.stateTable.tableArn],
+      }),
+    );
+  }
+
+  /** Object read/write/delete under the lake prefix, and listing restricted to that prefix. */
+  #grantLake(fn: lambda.Function, lake: LakeLocation): void {
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        // DeleteObject also authorises DeleteObjects (batch), which crash recovery uses.
+        actions: ['s3:PutObject', 's3:GetObject', 's3:DeleteObject'],
+        resources: [this.lakeBucket.arnForObjects(lake.prefix ? `${lake.prefix}/*` : '*')],
+      }),
+    );
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['s3:ListBucket'],
+        resources: [this.lakeBucket.bucketArn],
+        ...(lake.prefix ? { conditions: { StringLike: { 's3:prefix': [`${lake.prefix}/*`] } } } : {}),
+      }),
+    );
+  }
+
+  /** GetSecretValue on exactly the secrets the sources name. */
+  #grantSecrets(fn: lambda.Function, spec: Spec): void {
+    const arns = [...new Set(Object.values(spec.sources).flatMap((s) => (s.secretArn ? [s.secretArn] : [])))];
+    if (arns.length === 0) return;
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: arns }),
+    );
+  }
+
+  #alarms(fn: lambda.Function): void {
+    const errors = new cloudwatch.Alarm(this, 'IncrementalErrors', {
+      alarmDescription:
+        'An incremental run failed (LeaseHeld is not a failure). The log group has the error with table and fix.',
+      metric: fn.metricErrors({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
+      threshold: 0,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      // Any failure in the last two periods: sparse schedules (hourly, daily) still alarm, and a
+      // flapping table does not toggle the state every period.
+      evaluationPeriods: 2,
+      datapointsToAlarm: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    const nearTimeout = new cloudwatch.Alarm(this, 'IncrementalNearTimeout', {
+      alarmDescription:
+        'p99 run time stays near the 15 min timeout: a backlog is not catching up (expected during a first large sync) or a source is slow.',
+      metric: fn.metricDuration({ period: Duration.minutes(15), statistic: cloudwatch.Stats.p(99) }),
+      threshold: Math.round(FUNCTION_TIMEOUT.toMilliseconds() * 0.9),
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 3,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    const topic = this.#alarmTopic();
+    if (topic) {
+      for (const alarm of [errors, nearTimeout]) {
+        alarm.addAlarmAction(new cloudwatchActions.SnsAction(topic));
+        alarm.addOkAction(new cloudwatchActions.SnsAction(topic));
+      }
+    }
+  }
+
+  /** An existing topic (`tidemark:alarmTopicArn`), a new one mailing `tidemark:alarmEmail`, or none. */
+  #alarmTopic(): sns.ITopic | undefined {
+    const arn = contextString(this.node, CONTEXT.alarmTopicArn);
+    const email = contextString(this.node, CONTEXT.alarmEmail);
+    if (arn && email) {
+      throw new ConfigError(
+        `-c ${CONTEXT.alarmEmail}`,
+        `give either ${CONTEXT.alarmTopicArn} or ${CONTEXT.alarmEmail}, not both`,
+      );
+    }
+    if (arn) return sns.Topic.fromTopicArn(this, 'AlarmTopic', arn);
+    if (!email) return undefined;
+    const topic = new sns.Topic(this, 'AlarmTopic', { displayName: 'tidemark alarms' });
+    topic.addSubscription(new snsSubscriptions.EmailSubscription(email));
+    new CfnOutput(this, 'AlarmTopicArn', { value: topic.topicArn });
+    return topic;
+  }
+}
+
+/**
+ * Rules a spec must pass to be deployed, beyond spec validation: state and lake in AWS, and every
+ * used source's driver serving incremental tables (static capabilities, nothing is opened). Cheap
+ * and independent of the stack, so the app runs it before spending seconds on bundling.
+ * @throws ConfigError naming the spec field and the fix.
+ */
+export function assertDeployableSpec(spec: Spec): void {
+  if (spec.state.dir !== undefined) {
+    throw new ConfigError('state.dir', 'is local-only; use state.dynamodb for cdk deploy');
+  }
+  lakeLocation(spec);
+  const used = new Set(spec.tables.filter((t) => t.mode === 'incremental').map((t) => t.source));
+  for (const name of used) {
+    const kind: DriverKind = spec.sources[name]!.kind;
+    let modes: readonly string[];
+    try {
+      modes = capabilities(kind).modes;
+    } catch (e) {
+      throw new ConfigError(`sources.${name}.kind`, `${(e as Error).message}; this build cannot deploy it`, {
+        cause: e,
+      });
+    }
+    if (!modes.includes('incremental')) {
+      throw new ConfigError(`sources.${name}.kind`, `the ${kind} driver does not support incremental tables`);
+    }
+  }
+}
+
+/**
+ * What depends on the target environment: regions named in the spec must be the stack's, and
+ * settings that only make sense locally (endpoints, inline URLs) are flagged as synth warnings.
+ */
+function checkEnvironment(stack: Stack, spec: Spec): void {
+  for (const [name, source] of Object.entries(spec.sources)) {
+    if (source.url !== undefined) {
+      Annotations.of(stack).addWarningV2(
+        'tidemark:sourceUrl',
+        `sources.${name} uses "url": the URL is bundled into the Lambda asset as written; use "secretArn" in AWS`,
+      );
+    }
+  }
+  const region = Token.isUnresolved(stack.region) ? undefined : stack.region;
+  for (const [path, r] of [
+    ['state.dynamodb.region', spec.state.dynamodb?.region],
+    ['lake.region', spec.lake.region],
+  ] as const) {
+    if (r !== undefined && region !== undefined && r !== region) {
+      throw new ConfigError(path, `is ${r} but the stack deploys to ${region}; remove it or deploy to ${r}`);
+    }
+  }
+  for (const [path, endpoint] of [
+    ['state.dynamodb.endpoint', spec.state.dynamodb?.endpoint],
+    ['lake.endpoint', spec.lake.endpoint],
+  ] as const) {
+    if (endpoint !== undefined) {
+      Annotations.of(stack).addWarningV2(
+        'tidemark:endpoint',
+        `${path} is set (${endpoint}): the deployed function will call it instead of AWS; remove it unless you deploy to LocalStack`,
+      );
+    }
+  }
+}
+
+/** The asset must be a finished bundle: a missing spec would only fail at the first scheduled run. */
+function checkBundle(dir: string): void {
+  for (const file of ['index.js', 'parquet_wasm_bg.wasm', 'tidemark.yaml']) {
+    if (!existsSync(join(dir, file))) {
+      throw new ConfigError(
+        '',
+        `Lambda bundle ${dir} has no ${file}; build it with bundleHandler('incremental', dir, specFile)`,
+      );
+    }
+  }
+}
+
+/** The function's memory from `tidemark:memoryMb`, default one vCPU. */
+function memoryMb(node: Node): number {
+  const raw = node.tryGetContext(CONTEXT.memoryMb) as unknown;
+  if (raw === undefined) return DEFAULT_MEMORY_MB;
+  const mb = Number(raw);
+  if (!Number.isInteger(mb) || mb < 128 || mb > 10_240) {
+    throw new ConfigError(
+      `-c ${CONTEXT.memoryMb}`,
+      `must be an integer from 128 to 10240 (MB), got "${String(raw)}"`,
+    );
+  }
+  return mb;
+}
+
+/**
+ * VPC placement from context, for sources in private subnets (RDS). Subnets and security groups
+ * are imported by id, so synth needs no lookup (and no credentials).
+ */
+function vpcPlacement(stack: Stack): Pick<lambda.FunctionProps, 'vpc' | 'vpcSubnets' | 'securityGroups'> {
+  const vpcId = contextString(stack.node, CONTEXT.vpcId);
+  const subnetIds = contextList(stack.node, CONTEXT.subnetIds);
+  const sgIds = contextList(stack.node, CONTEXT.securityGroupIds);
+  if (!vpcId) {
+    if (subnetIds.length > 0 || sgIds.length > 0) {
+      throw new ConfigError(
+        `-c ${CONTEXT.vpcId}`,
+        `is required when ${CONTEXT.subnetIds} or ${CONTEXT.securityGroupIds} is given`,
+      );
+    }
+    return {};
+  }
+  if (subnetIds.length === 0) {
+    throw new ConfigError(
+      `-c ${CONTEXT.subnetIds}`,
+      'list the private subnet ids (comma-separated) the function runs in',
+    );
+  }
+  // The function only needs the VPC id (for a created security group) and the subnets given here;
+  // the AZ list is required by the import but never rendered, so no lookup is needed for it.
+  const vpc = ec2.Vpc.fromVpcAttributes(stack, 'Vpc', { vpcId, availabilityZones: Fn.getAzs() });
+  return {
+    vpc,
+    vpcSubnets: { subnets: subnetIds.map((id, i) => ec2.Subnet.fromSubnetId(stack, `Subnet${i}`, id)) },
+    // Without ids CDK creates one group (all egress, no ingress): allow it into the database's group.
+    ...(sgIds.length > 0
+      ? {
+          securityGroups: sgIds.map((id, i) =>
+            ec2.SecurityGroup.fromSecurityGroupId(stack, `SecurityGroup${i}`, id),
+          ),
+        }
+      : {}),
+  };
+}
+
+function contextString(node: Node, key: string): string | undefined {
+  const v = node.tryGetContext(key) as unknown;
+  if (v === undefined || v === null || v === '') return undefined;
+  return String(v);
+}
+
+/** A list from context: a JSON array (cdk.json) or a comma-separated string (`-c key=a,b`). */
+function contextList(node: Node, key: string): string[] {
+  const v = node.tryGetContext(key) as unknown;
+  if (v === undefined || v === null) return [];
+  const items = Array.isArray(v) ? v.map(String) : String(v).split(',');
+  return items.map((s) => s.trim()).filter((s) => s.length > 0);
+}
+
+/** `-c key=true` arrives as the string "true"; cdk.json gives a boolean. */
+function contextFlag(node: Node, key: string): boolean {
+  const v = node.tryGetContext(key) as unknown;
+  return v === true || v === 'true';
+}

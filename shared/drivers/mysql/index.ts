@@ -1,0 +1,216 @@
+/**
+ * The MySQL/MariaDB source for incremental syncs: introspection, the row-map page reader and the
+ * columnar (streamed) page reader behind the source contracts. The same API as the Postgres
+ * source (`PostgresSource`), so knowing one driver means knowing both.
+ *
+ * Owns: the connection's lifetime, per-table plans (introspected once, reused by every page),
+ * the privilege check done before the first page, and error translation at the boundary
+ * (connection failures and query errors become SourceErrors naming the table). Must never be
+ * imported by the engine (it goes through the contracts) and never logs a password.
+ *
+ * @example
+ * const my = new MysqlSource({ url: 'mysql://reader:pw@db:3306/shop', lagMs: 5000 });
+ * const { schema, ref } = await my.introspect({ source: 'shop.orders', cursorColumn: 'updated_at' });
+ * let after = '';
+ * for (;;) {
+ *   const page = await my.incrementalBatch({ table: ref, cursorColumn: 'updated_at', after, pageSize: 50_000,
+ *                                            posPrefix, ordinalBase: 0, schema, writeMode: 'upsert' });
+ *   // write page.page, commit page.next ...
+ *   if (!page.more) break;
+ *   after = page.next;
+ * }
+ * await my.close();
+ */
+import { SourceError, TidemarkError } from '../../contracts/errors.js';
+import type {
+  BatchIncrementalSource,
+  IncrementalPage,
+  IncrementalResult,
+  IncrementalSource,
+  Introspector,
+  NullCursorCounter,
+  TableRef,
+  TableSpec,
+  Warning,
+} from '../../contracts/source.js';
+import type { Clock } from '../../contracts/state.js';
+import type { Batch } from '../../dataplane/batch.js';
+import type { Schema } from '../../dataplane/schema.js';
+import { checkTransactionPrivilege } from './bound.js';
+import { MysqlSession, translateConnectError } from './connect.js';
+import { type BatchPageRequest, type BoundSettings, readBatchPage, readRowPage, type SettledMark } from './incremental.js';
+import { countNullCursors, introspectTable, type KeysetPlan, keysetPlan, type TablePlan } from './introspect.js';
+
+export { redactUrl } from './connect.js';
+export type { BoundHeldWarning, BoundHolder } from './bound.js';
+
+/** Options of a MySQL/MariaDB source. Only `url` is required. */
+export interface MysqlSourceOptions {
+  /** `mysql://user:password@host:port/db` (query parameters such as `ssl` pass through to mysql2). */
+  readonly url: string;
+  /** Connection timeout. Default 10 000 ms. */
+  readonly connectTimeoutMs?: number;
+  /**
+   * Time cursors: rows newer than (oldest open transaction start, or now) minus this wait for a
+   * later page; covers application-set cursors, clock skew and the moment between a statement's
+   * NOW() and its transaction appearing in INNODB_TRX. Non-time cursors: how long a page waits
+   * for transactions open at the high-water read to end. Default 5 000 ms.
+   */
+  readonly lagMs?: number;
+  /**
+   * Run without the PROCESS privilege (INNODB_TRX unreadable) and rely on the lag alone.
+   * Default false: refuse without it, with the GRANT to run.
+   */
+  readonly lagOnly?: boolean;
+  /** Accepted for parity with the Postgres source; MySQL shows the user and host instead. */
+  readonly applicationName?: string;
+  /** A transaction open longer than this that holds the bound back is reported (`BOUND_HELD`). Default 60 000 ms. */
+  readonly stallAfterMs?: number;
+  /** How the spec names this source (e.g. `sources.app`), for error messages. */
+  readonly sourceName?: string;
+  /** The clock of `__ingest_ts` (epoch ms). Default `Date.now`. */
+  readonly clock?: Clock;
+}
+
+export const DEFAULT_LAG_MS = 5_000;
+export const DEFAULT_STALL_AFTER_MS = 60_000;
+
+/** A spec table, optionally with its cursor column so introspection validates it up front. */
+export type MysqlTableSpec = TableSpec & { readonly cursorColumn?: string };
+
+/**
+ * A MySQL/MariaDB source for cursor-based incremental sync. One connection (opened on first use,
+ * replaced if it dies); pages are read one at a time. Implements `Introspector`,
+ * `IncrementalSource`, `BatchIncrementalSource` and `NullCursorCounter`.
+ */
+export class MysqlSource implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter {
+  private readonly db: MysqlSession;
+  private readonly options: MysqlSourceOptions;
+  private readonly lagMs: number;
+  private readonly stallAfterMs: number;
+  private readonly clock: Clock;
+  private readonly plans = new Map<string, TablePlan>();
+  private readonly keysets = new Map<string, { keyset: KeysetPlan; settled: SettledMark }>();
+  /** Whether INNODB_TRX is readable; undefined until the first keyset checked it. */
+  private canSeeTransactions: boolean | undefined;
+
+  constructor(options: MysqlSourceOptions) {
+    this.options = options;
+    this.db = new MysqlSession({
+      url: options.url,
+      ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
+      ...(options.sourceName !== undefined ? { sourceName: options.sourceName } : {}),
+    });
+    this.lagMs = options.lagMs ?? DEFAULT_LAG_MS;
+    this.stallAfterMs = options.stallAfterMs ?? DEFAULT_STALL_AFTER_MS;
+    this.clock = options.clock ?? Date.now;
+  }
+
+  /**
+   * Resolves a table's canonical schema (columns in ORDINAL_POSITION order, exclusions applied,
+   * primary key in key order). With `cursorColumn`, also validates the cursor and the account's
+   * privilege and returns the cursor warnings (e.g. `CURSOR_NOT_INDEXED`) here instead of with
+   * the first page.
+   */
+  async introspect(t: MysqlTableSpec): Promise<{ ref: TableRef; schema: Schema; warnings: Warning[] }> {
+    return this.guard(t.source, async () => {
+      const plan = await introspectTable(this.db, t);
+      this.plans.set(t.source, plan);
+      for (const key of this.keysets.keys()) if (key.startsWith(`${t.source}\0`)) this.keysets.delete(key);
+      const warnings: Warning[] = [];
+      if (t.cursorColumn !== undefined) warnings.push(...((await this.keyset(plan, t.cursorColumn)).created?.warnings ?? []));
+      return { ref: plan.ref, schema: plan.schema, warnings };
+    });
+  }
+
+  /** Rows whose cursor is NULL or a zero date; they are never read (the engine applies the nullCursor policy). */
+  async countNullCursors(table: TableRef, cursorColumn: string): Promise<number> {
+    return this.guard(table.source, async () => countNullCursors(this.db, await this.plan(table), cursorColumn));
+  }
+
+  /** One page as row maps (the row path; also the oracle of the batch path). */
+  async incremental(req: IncrementalPage): Promise<IncrementalResult<Record<string, unknown>[]>> {
+    return this.guard(req.table.source, async () => {
+      const plan = await this.plan(req.table);
+      const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
+      return withWarnings(await readRowPage(this.db, plan, keyset, req, this.settings(), settled), created?.warnings);
+    });
+  }
+
+  /** One page encoded straight into a wire batch (rows streamed into the encoder). `page` is undefined when empty. */
+  async incrementalBatch(req: BatchPageRequest): Promise<IncrementalResult<Batch | undefined>> {
+    return this.guard(req.table.source, async () => {
+      const plan = await this.plan(req.table);
+      const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
+      return withWarnings(await readBatchPage(this.db, plan, keyset, req, this.settings(), settled, this.clock), created?.warnings);
+    });
+  }
+
+  /** Closes the connection (waits for a running statement). */
+  async close(): Promise<void> {
+    await this.db.close();
+  }
+
+  private settings(): BoundSettings {
+    return {
+      lagMs: this.lagMs,
+      settleMs: this.lagMs,
+      stallAfterMs: this.stallAfterMs,
+      canSeeTransactions: this.canSeeTransactions ?? false,
+    };
+  }
+
+  private async plan(table: TableRef): Promise<TablePlan> {
+    const known = this.plans.get(table.source);
+    if (known) return known;
+    const plan = await introspectTable(this.db, { source: table.source, target: table.target });
+    this.plans.set(table.source, plan);
+    return plan;
+  }
+
+  /**
+   * The keyset of (table, cursor), validated once per introspection; the first one also checks
+   * the privilege. `created` is set when this call validated it: its warnings are reported once,
+   * by `introspect` when it was given the cursor, else with the first page.
+   */
+  private async keyset(
+    plan: TablePlan,
+    cursorColumn: string,
+  ): Promise<{ keyset: KeysetPlan; settled: SettledMark; created?: KeysetPlan }> {
+    const key = `${plan.source}\0${cursorColumn}`;
+    const known = this.keysets.get(key);
+    if (known) return known;
+    if (this.canSeeTransactions === undefined) {
+      this.canSeeTransactions = await checkTransactionPrivilege(this.db, plan.source, this.options.lagOnly ?? false);
+    }
+    const k = keysetPlan(plan, cursorColumn);
+    const entry = { keyset: k, settled: {} };
+    this.keysets.set(key, entry);
+    return { ...entry, created: k };
+  }
+
+  /** Runs `fn`, turning connection failures and unexpected query errors into SourceErrors. */
+  private async guard<T>(table: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      if (e instanceof TidemarkError) throw e;
+      const ep = this.db.endpoint;
+      const translated = translateConnectError(e, ep, this.options.connectTimeoutMs);
+      if (translated) throw translated;
+      if (e instanceof Error && e.name === 'AbortError') throw e;
+      const code = String((e as { code?: unknown }).code ?? '');
+      throw new SourceError(
+        'SOURCE_QUERY_FAILED',
+        `${table}: query failed at ${ep.host}:${ep.port}${code ? ` (${code})` : ''}: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`,
+        { cause: e },
+      );
+    }
+  }
+}
+
+/** Adds the keyset's one-time warnings (if any) to a page result. */
+function withWarnings<T>(r: IncrementalResult<T>, extra: readonly Warning[] | undefined): IncrementalResult<T> {
+  if (!extra || extra.length === 0) return r;
+  return { ...r, warnings: [...extra, ...(r.warnings ?? [])] };
+}

@@ -1,0 +1,324 @@
+/**
+ * MySQL/MariaDB introspection: resolves a spec table through information_schema into its
+ * canonical schema (columns in ORDINAL_POSITION order, primary key in key order) and the read
+ * plan of every column, and validates a cursor column for keyset paging.
+ *
+ * Owns: the catalog queries and every refusal a table or cursor can earn before a page is read
+ * (unknown table, no SELECT privilege, missing or unorderable cursor, no usable keyset), each a
+ * one-line SourceError naming `database.table` and the fix. Must never read table rows except to
+ * count NULL cursors, and never guess a type: the mapping lives in types.ts.
+ */
+import { SourceError } from '../../contracts/errors.js';
+import type { TableRef, TableSpec, Warning } from '../../contracts/source.js';
+import { describeType, type LogicalType, type Schema } from '../../dataplane/schema.js';
+import { isKeyType } from '../../position/key-codec.js';
+import type { TimeBoundType } from './bound.js';
+import type { MysqlSession } from './connect.js';
+import { type InfoColumn, mapColumn, quoteIdent, type ReadPlan } from './types.js';
+
+/** The alias of the table in page statements; read expressions are qualified with it. */
+export const TABLE_ALIAS = 'src';
+
+/** One column as the driver reads it. */
+export interface ColumnInfo {
+  readonly name: string;
+  /** NOT NULL at the source (the wire schema may still be nullable: zero dates). */
+  readonly notNull: boolean;
+  /** COLUMN_TYPE, e.g. `decimal(12,2)`, `int(10) unsigned`, for docs and messages. */
+  readonly sourceType: string;
+  readonly read: ReadPlan;
+  /** Nullable in the canonical schema. */
+  readonly nullable: boolean;
+}
+
+/** One index, its columns in index order. */
+export interface IndexInfo {
+  readonly name: string;
+  readonly unique: boolean;
+  /** Column names; null for an expression part (MySQL functional index). */
+  readonly columns: readonly (string | null)[];
+  /** True when some part indexes only a prefix of its column. */
+  readonly prefix: boolean;
+}
+
+/** A resolved table: everything the page readers need, computed once per introspection. */
+export interface TablePlan {
+  /** `database.table` as the spec names it. */
+  readonly source: string;
+  /** `` `database`.`table` ``. */
+  readonly qualified: string;
+  /** Every column, in ORDINAL_POSITION order (exclusions are applied to `schema`, not here). */
+  readonly columns: readonly ColumnInfo[];
+  readonly primaryKey: readonly string[];
+  readonly indexes: readonly IndexInfo[];
+  /** The canonical schema (exclusions applied). */
+  readonly schema: Schema;
+  readonly ref: TableRef;
+}
+
+/** How pages of one table are keyed: (cursor, primary key...) and the bound that applies. */
+export interface KeysetPlan {
+  readonly cursor: ColumnInfo;
+  /** Cursor first, then the primary-key columns that are not the cursor. */
+  readonly keys: readonly ColumnInfo[];
+  readonly types: readonly LogicalType[];
+  readonly bound: { readonly kind: 'time'; readonly type: TimeBoundType } | { readonly kind: 'highWater' };
+  /** The cursor is a DATE/DATETIME/TIMESTAMP: rows whose cursor is a zero date are never read. */
+  readonly zeroDates: boolean;
+  readonly warnings: readonly Warning[];
+}
+
+/** Splits `database.table` at its first dot. */
+export function splitTableName(source: string): { database: string; table: string } {
+  const dot = source.indexOf('.');
+  if (dot <= 0 || dot === source.length - 1) {
+    throw new SourceError('SOURCE_TABLE_MISSING', `table "${source}" must be written as database.table (e.g. shop.orders)`);
+  }
+  return { database: source.slice(0, dot), table: source.slice(dot + 1) };
+}
+
+interface ColumnRow {
+  name: string;
+  dataType: string;
+  columnType: string;
+  isNullable: string;
+  numericPrecision: string | number | null;
+  numericScale: string | number | null;
+  charset: string | null;
+}
+
+interface IndexRow {
+  indexName: string;
+  nonUnique: string | number;
+  columnName: string | null;
+  subPart: string | number | null;
+}
+
+/** Resolves a spec table into its plan. Throws SourceError for unknown tables and missing privileges. */
+export async function introspectTable(db: MysqlSession, spec: TableSpec): Promise<TablePlan> {
+  const { database, table } = splitTableName(spec.source);
+  const server = await db.server();
+  const found = await db.query<{ type: string }>(
+    'SELECT TABLE_TYPE AS type FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
+    [database, table],
+  );
+  if (found.length === 0) throw await unknownTable(db, spec.source, database, table);
+  const qualified = `${quoteIdent(database)}.${quoteIdent(table)}`;
+  await checkSelect(db, spec.source, qualified);
+
+  const rows = await db.query<ColumnRow>(
+    `SELECT COLUMN_NAME AS name, LOWER(DATA_TYPE) AS dataType, COLUMN_TYPE AS columnType, IS_NULLABLE AS isNullable,
+            NUMERIC_PRECISION AS numericPrecision, NUMERIC_SCALE AS numericScale, CHARACTER_SET_NAME AS charset
+     FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`,
+    [database, table],
+  );
+  // MariaDB's JSON is LONGTEXT with a json_valid() check: same mapping, named json in the docs.
+  const jsonColumns = new Set<string>();
+  if (server.flavor === 'mariadb' && rows.some((r) => r.dataType === 'longtext')) {
+    const checks = await db.query<{ clause: string }>(
+      `SELECT CHECK_CLAUSE AS clause FROM information_schema.CHECK_CONSTRAINTS
+       WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?`,
+      [database, table],
+    );
+    for (const c of checks) {
+      const m = /^json_valid\(`((?:[^`]|``)+)`\)$/i.exec(c.clause.trim());
+      if (m) jsonColumns.add(m[1]!.replace(/``/g, '`'));
+    }
+  }
+  const columns: ColumnInfo[] = rows.map((r) => {
+    const info: InfoColumn = {
+      name: r.name,
+      dataType: r.dataType,
+      columnType: r.columnType,
+      nullable: r.isNullable === 'YES',
+      numericPrecision: r.numericPrecision === null ? null : Number(r.numericPrecision),
+      numericScale: r.numericScale === null ? null : Number(r.numericScale),
+      charset: r.charset,
+      jsonAlias: jsonColumns.has(r.name),
+    };
+    const m = mapColumn(info, `${TABLE_ALIAS}.${quoteIdent(r.name)}`);
+    return { name: r.name, notNull: !info.nullable, sourceType: m.sourceType, read: m.read, nullable: m.nullable };
+  });
+
+  const indexRows = await db.query<IndexRow>(
+    `SELECT INDEX_NAME AS indexName, NON_UNIQUE AS nonUnique, COLUMN_NAME AS columnName, SUB_PART AS subPart
+     FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY INDEX_NAME, SEQ_IN_INDEX`,
+    [database, table],
+  );
+  const byName = new Map<string, { unique: boolean; columns: (string | null)[]; prefix: boolean }>();
+  for (const r of indexRows) {
+    let ix = byName.get(r.indexName);
+    if (!ix) {
+      ix = { unique: Number(r.nonUnique) === 0, columns: [], prefix: false };
+      byName.set(r.indexName, ix);
+    }
+    ix.columns.push(r.columnName);
+    if (r.subPart !== null) ix.prefix = true;
+  }
+  const indexes: IndexInfo[] = [...byName].map(([name, ix]) => ({ name, ...ix }));
+  const primaryKey = (indexes.find((i) => i.name === 'PRIMARY')?.columns ?? []).filter((c): c is string => c !== null);
+
+  const exclude = new Set(spec.exclude ?? []);
+  for (const name of exclude) {
+    if (!columns.some((c) => c.name === name)) {
+      throw new SourceError(
+        'SOURCE_COLUMN_MISSING',
+        `${spec.source}: excluded column "${name}" does not exist; columns are ${columns.map((c) => c.name).join(', ')}`,
+      );
+    }
+    if (primaryKey.includes(name)) {
+      throw new SourceError(
+        'SOURCE_COLUMN_MISSING',
+        `${spec.source}: primary-key column "${name}" cannot be excluded (the lake needs it to resolve row versions)`,
+      );
+    }
+  }
+  const schema: Schema = {
+    columns: columns
+      .filter((c) => !exclude.has(c.name))
+      .map((c) => ({ name: c.name, type: c.read.logical, nullable: c.nullable, sourceType: c.sourceType })),
+    primaryKey,
+  };
+  const ref: TableRef = { source: spec.source, target: spec.target ?? spec.source, primaryKey };
+  return { source: spec.source, qualified, columns, primaryKey, indexes, schema, ref };
+}
+
+/** `'user'@'host'` of the session's account, as GRANT statements name it. */
+export async function currentAccount(db: MysqlSession): Promise<string> {
+  const [row] = await db.query<{ account: string }>('SELECT CURRENT_USER() AS account');
+  const account = row?.account ?? 'user@%';
+  const at = account.lastIndexOf('@');
+  const user = at < 0 ? account : account.slice(0, at);
+  const host = at < 0 ? '%' : account.slice(at + 1);
+  return `'${user.replace(/'/g, "''")}'@'${host.replace(/'/g, "''")}'`;
+}
+
+/** Refuses a table the account may see but not SELECT from (e.g. only INSERT was granted). */
+async function checkSelect(db: MysqlSession, source: string, qualified: string): Promise<void> {
+  try {
+    await db.query(`SELECT 1 FROM ${qualified} LIMIT 0`);
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    if (code !== 'ER_TABLEACCESS_DENIED_ERROR' && code !== 'ER_COLUMNACCESS_DENIED_ERROR') throw e;
+    throw new SourceError(
+      'SOURCE_PRIVILEGE',
+      `${source}: this account may not SELECT from it; run GRANT SELECT ON ${qualified} TO ${await currentAccount(db)};`,
+      { cause: e },
+    );
+  }
+}
+
+/** A "no such table" error listing up to three similar table names the account can see. */
+async function unknownTable(db: MysqlSession, source: string, database: string, table: string): Promise<SourceError> {
+  const rows = await db.query<{ db: string; t: string }>(
+    `SELECT TABLE_SCHEMA AS db, TABLE_NAME AS t FROM information_schema.TABLES
+     WHERE TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') LIMIT 5000`,
+  );
+  const target = `${database}.${table}`.toLowerCase();
+  const similar = rows
+    .map((r) => ({ name: `${r.db}.${r.t}`, d: editDistance(`${r.db}.${r.t}`.toLowerCase(), target) }))
+    .filter((x) => x.d <= Math.max(2, Math.floor(target.length / 4)))
+    .sort((a, b) => a.d - b.d || a.name.localeCompare(b.name))
+    .slice(0, 3)
+    .map((x) => x.name);
+  const hint = similar.length > 0 ? `; did you mean ${similar.join(', ')}?` : '; check the database and table name';
+  return new SourceError('SOURCE_TABLE_MISSING', `table ${source} does not exist or is not visible to this account${hint}`);
+}
+
+/** Levenshtein distance (small strings only). */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length]!;
+}
+
+/**
+ * Validates `cursorColumn` for keyset paging and returns the keyset: (cursor, primary key...).
+ * Refuses a missing cursor, a cursor or key column whose order the keyset cannot follow (JSON,
+ * ENUM, SET, BIT, spatial), and a table without primary key unless the cursor alone is UNIQUE
+ * and NOT NULL. Warns (not refuses) when no index leads with the cursor column.
+ */
+export function keysetPlan(plan: TablePlan, cursorColumn: string): KeysetPlan {
+  const cursor = plan.columns.find((c) => c.name === cursorColumn);
+  if (!cursor) {
+    throw new SourceError(
+      'SOURCE_CURSOR_INVALID',
+      `${plan.source}: cursor column "${cursorColumn}" does not exist; columns are ${plan.columns.map((c) => c.name).join(', ')}`,
+    );
+  }
+  const refuseType = (c: ColumnInfo, role: string) => {
+    const why = c.read.keyRefusal ?? (isKeyType(c.read.logical) ? undefined : `read as ${describeType(c.read.logical)}`);
+    if (why) {
+      throw new SourceError(
+        'SOURCE_CURSOR_INVALID',
+        `${plan.source}: ${role} column "${c.name}" has type ${c.sourceType}, which cannot be ordered for keyset paging (${why}); pick a cursor of a scalar type such as DATETIME(6), TIMESTAMP(6) or BIGINT`,
+      );
+    }
+  };
+  refuseType(cursor, 'cursor');
+
+  let rest: ColumnInfo[];
+  if (plan.primaryKey.length > 0) {
+    rest = plan.primaryKey.filter((k) => k !== cursorColumn).map((k) => plan.columns.find((c) => c.name === k)!);
+    for (const k of rest) refuseType(k, 'primary-key');
+  } else {
+    const unique = plan.indexes.some((i) => i.unique && !i.prefix && i.columns.length === 1 && i.columns[0] === cursorColumn);
+    if (!unique || !cursor.notNull) {
+      throw new SourceError(
+        'SOURCE_KEY_MISSING',
+        `${plan.source} has no primary key and its cursor column "${cursorColumn}" is not ${cursor.notNull ? '' : 'NOT NULL and '}UNIQUE, ` +
+          'so rows sharing a cursor value cannot be paged without loss; add a primary key (or a UNIQUE NOT NULL cursor column)',
+      );
+    }
+    rest = [];
+  }
+  const keys = [cursor, ...rest];
+
+  const warnings: Warning[] = [];
+  if (!plan.indexes.some((i) => i.columns[0] === cursorColumn && !i.prefix)) {
+    warnings.push({
+      code: 'CURSOR_NOT_INDEXED',
+      message:
+        `${plan.source}: no index leads with cursor column "${cursorColumn}", so every page scans the table; ` +
+        `ALTER TABLE ${plan.qualified} ADD INDEX (${keys.map((k) => quoteIdent(k.name)).join(', ')}), ALGORITHM=INPLACE, LOCK=NONE;`,
+    });
+  }
+
+  const t = cursor.read.logical;
+  const bound: KeysetPlan['bound'] =
+    t.kind === 'timestamp'
+      ? { kind: 'time', type: t.utc ? 'timestamp' : 'datetime' }
+      : t.kind === 'date'
+        ? { kind: 'time', type: 'date' }
+        : { kind: 'highWater' };
+  const zeroDates = cursor.read.kind === 'date' || cursor.read.kind === 'datetime';
+  return { cursor, keys, types: keys.map((k) => k.read.logical), bound, zeroDates, warnings };
+}
+
+/** The predicate that keeps rows whose cursor is a zero date (or zero-in-date) out of pages. */
+export function realDate(cursorSql: string): string {
+  return `MONTH(${cursorSql}) <> 0 AND DAYOFMONTH(${cursorSql}) <> 0`;
+}
+
+/**
+ * Counts rows whose cursor is NULL, or a zero date (which reads as NULL; docs/mysql.md). 0
+ * without a query when the column is NOT NULL and not a date/time type.
+ */
+export async function countNullCursors(db: MysqlSession, plan: TablePlan, cursorColumn: string): Promise<number> {
+  const cursor = plan.columns.find((c) => c.name === cursorColumn);
+  if (!cursor) {
+    throw new SourceError('SOURCE_CURSOR_INVALID', `${plan.source}: cursor column "${cursorColumn}" does not exist`);
+  }
+  const zeroDates = cursor.read.kind === 'date' || cursor.read.kind === 'datetime';
+  if (cursor.notNull && !zeroDates) return 0;
+  const c = `${TABLE_ALIAS}.${quoteIdent(cursorColumn)}`;
+  const where = zeroDates ? `${c} IS NULL OR NOT (${realDate(c)})` : `${c} IS NULL`;
+  const [row] = await db.query<{ n: string | number }>(`SELECT COUNT(*) AS n FROM ${plan.qualified} AS ${TABLE_ALIAS} WHERE ${where}`);
+  return Number(row!.n);
+}

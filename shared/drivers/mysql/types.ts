@@ -1,0 +1,395 @@
+/**
+ * MySQL/MariaDB type mapping: from a column's information_schema description to its canonical
+ * `LogicalType` and the one SQL expression both read paths select for it, together with the
+ * two ways its text output is read (docs/types.md, MySQL section, is the table behind this):
+ *   - `parseValue`: text bytes -> a value of the exact value universe (the row path);
+ *   - `appenderOf`: text bytes -> the column's `ColumnWriter`, with no value object in between
+ *     (the batch path).
+ * Both read the same bytes of the same statement, so equal input gives byte-identical batches;
+ * they are written independently (the row path goes through time-text.ts, the batch path parses
+ * bytes) so that the equality test checks one against the other.
+ *
+ * Owns: the mapping decisions, zero dates (read as NULL), and keyset literals. Must never
+ * approximate: a value with no exact home in its logical type is a `DataError` naming the column,
+ * and a key value is written as a literal the server compares exactly (numbers unquoted, text
+ * as a hex string literal, never through a double).
+ */
+import { DataError } from '../../contracts/errors.js';
+import type { ColumnWriter } from '../../dataplane/encoder.js';
+import type { LogicalType } from '../../dataplane/schema.js';
+import { daysToDateText, dateTextToDays, microsToTimestampText, timestampTextToMicros } from '../../position/time-text.js';
+
+/**
+ * How the text of a selected value is read:
+ *   int      decimal digits that fit a JS number exactly (TINYINT..INT, YEAR, unsigned widened)
+ *   int64    decimal digits of a signed 64-bit integer (BIGINT, INT UNSIGNED)
+ *   decimal  exact decimal text (DECIMAL p <= 38, BIGINT UNSIGNED)
+ *   float    shortest round-trip text of a double (FLOAT/DOUBLE, selected as `col + 0e0`)
+ *   text     UTF-8 text (the server converts every charset to utf8mb4 for us)
+ *   binary   bytes as stored
+ *   date     `YYYY-MM-DD` (zero dates read as NULL)
+ *   datetime `YYYY-MM-DD HH:MM:SS[.ffffff]` (DATETIME, and TIMESTAMP printed in UTC)
+ */
+export type ValueKind = 'int' | 'int64' | 'decimal' | 'float' | 'text' | 'binary' | 'date' | 'datetime';
+
+/** How a key value is written back into SQL (see `keyLiteral`). */
+export type LiteralKind = 'number' | 'float' | 'string' | 'bytes' | 'date' | 'datetime';
+
+/** A column as information_schema.COLUMNS describes it. */
+export interface InfoColumn {
+  readonly name: string;
+  /** DATA_TYPE, lowercase: `int`, `decimal`, `longtext`... */
+  readonly dataType: string;
+  /** COLUMN_TYPE: `int(10) unsigned`, `decimal(65,30)`, `enum('a','b')`... */
+  readonly columnType: string;
+  readonly nullable: boolean;
+  readonly numericPrecision: number | null;
+  readonly numericScale: number | null;
+  readonly charset: string | null;
+  /** MariaDB's JSON alias: a LONGTEXT column with a `json_valid()` check. */
+  readonly jsonAlias?: boolean;
+}
+
+/** How a column is read: the expression, the form its text has, and what it means. */
+export interface ReadPlan {
+  /** SQL expression over the qualified column, selected by both paths. */
+  readonly expr: string;
+  readonly kind: ValueKind;
+  readonly logical: LogicalType;
+  readonly literal: LiteralKind;
+  /** Why the column cannot be a cursor or key column (undefined: it can). */
+  readonly keyRefusal?: string;
+}
+
+/** A column's mapping: read plan, lake nullability and the source type shown in docs/errors. */
+export interface ColumnMapping {
+  readonly read: ReadPlan;
+  /**
+   * Nullable on the wire. DATE/DATETIME/TIMESTAMP columns always are: zero dates read as NULL,
+   * and any session may write one into a NOT NULL column by relaxing its own sql_mode.
+   */
+  readonly nullable: boolean;
+  readonly sourceType: string;
+}
+
+/** Quotes an identifier with backticks (always: names are case- and character-exact). */
+export function quoteIdent(name: string): string {
+  return `\`${name.replace(/`/g, '``')}\``;
+}
+
+/** A string literal `s` can be written as, whatever sql_mode says about backslashes and quotes. */
+export function stringLiteral(s: string): string {
+  return `_utf8mb4 X'${Buffer.from(s, 'utf8').toString('hex')}'`;
+}
+
+const MAX_DECIMAL_PRECISION = 38;
+const GEOMETRY = new Set([
+  'geometry',
+  'point',
+  'linestring',
+  'polygon',
+  'multipoint',
+  'multilinestring',
+  'multipolygon',
+  'geometrycollection',
+  'geomcollection',
+]);
+const TEXT_TYPES = new Set(['char', 'varchar', 'tinytext', 'text', 'mediumtext', 'longtext']);
+const BINARY_TYPES = new Set(['binary', 'varbinary', 'tinyblob', 'blob', 'mediumblob', 'longblob']);
+
+/** The mapping of one column (`col` is the qualified, quoted column the expression reads). */
+export function mapColumn(c: InfoColumn, col: string): ColumnMapping {
+  const unsigned = /\bunsigned\b/i.test(c.columnType);
+  const plain = (kind: ValueKind, logical: LogicalType, literal: LiteralKind, keyRefusal?: string): ReadPlan => ({
+    expr: col,
+    kind,
+    logical,
+    literal,
+    ...(keyRefusal ? { keyRefusal } : {}),
+  });
+  let read: ReadPlan;
+  let sourceType = c.columnType;
+  switch (c.dataType) {
+    case 'tinyint':
+      read = plain('int', { kind: unsigned ? 'int16' : 'int8' }, 'number');
+      break;
+    case 'smallint':
+      read = plain('int', { kind: unsigned ? 'int32' : 'int16' }, 'number');
+      break;
+    case 'mediumint':
+      read = plain('int', { kind: 'int32' }, 'number');
+      break;
+    case 'int':
+    case 'integer':
+      read = unsigned ? plain('int64', { kind: 'int64' }, 'number') : plain('int', { kind: 'int32' }, 'number');
+      break;
+    case 'bigint':
+      // As RDS snapshot export does: unsigned annotations break Trino/Athena statistics.
+      read = unsigned
+        ? plain('decimal', { kind: 'decimal', precision: 20, scale: 0 }, 'number')
+        : plain('int64', { kind: 'int64' }, 'number');
+      break;
+    case 'decimal':
+    case 'numeric': {
+      const p = c.numericPrecision ?? 10;
+      const s = c.numericScale ?? 0;
+      read =
+        p >= 1 && p <= MAX_DECIMAL_PRECISION
+          ? plain('decimal', { kind: 'decimal', precision: p, scale: s }, 'number')
+          : plain('text', { kind: 'text' }, 'number');
+      break;
+    }
+    case 'float':
+    case 'double':
+    case 'real':
+      // FLOAT prints with 6 significant digits (16777217 as 16777200) and FLOAT(M,D)/DOUBLE(M,D)
+      // with D decimals; `+ 0e0` makes the server widen the stored value to a double exactly and
+      // print its shortest round-trip text.
+      read = { expr: `(${col} + 0e0)`, kind: 'float', logical: { kind: 'float64' }, literal: 'float' };
+      break;
+    case 'bit':
+      read = plain('binary', { kind: 'binary' }, 'bytes', 'BIT compares as an integer, not as the bytes it is read as');
+      break;
+    case 'year':
+      read = plain('int', { kind: 'int16' }, 'number');
+      break;
+    case 'date':
+      read = plain('date', { kind: 'date' }, 'date');
+      break;
+    case 'datetime':
+      read = plain('datetime', { kind: 'timestamp', utc: false }, 'datetime');
+      break;
+    case 'timestamp':
+      read = plain('datetime', { kind: 'timestamp', utc: true }, 'datetime');
+      break;
+    case 'time':
+      // '-838:59:59.000000' .. '838:59:59.000000': no lake type holds it, its text does exactly.
+      read = plain('text', { kind: 'text' }, 'string');
+      break;
+    case 'json':
+      read = plain('text', { kind: 'text' }, 'string', 'JSON values have no total order usable for paging');
+      break;
+    case 'enum':
+    case 'set':
+      read = plain('text', { kind: 'text' }, 'string', `${c.dataType.toUpperCase()} sorts by member index but compares as text`);
+      break;
+    default:
+      if (TEXT_TYPES.has(c.dataType)) {
+        read = plain('text', { kind: 'text' }, 'string', c.jsonAlias ? 'JSON values have no total order usable for paging' : undefined);
+        if (c.jsonAlias) sourceType = 'json';
+      } else if (BINARY_TYPES.has(c.dataType)) {
+        read = plain('binary', { kind: 'binary' }, 'bytes');
+      } else if (GEOMETRY.has(c.dataType)) {
+        // The server's internal format: a 4-byte SRID, then WKB.
+        read = plain('binary', { kind: 'binary' }, 'bytes', 'spatial values have no order');
+      } else if (c.charset !== null || c.dataType === 'inet4' || c.dataType === 'inet6' || c.dataType === 'uuid') {
+        // MariaDB's INET4/INET6/UUID and any other character type: the server's own text.
+        read = plain('text', { kind: 'text' }, 'string');
+      } else {
+        read = plain('binary', { kind: 'binary' }, 'bytes', `${c.dataType} has no order tidemark knows`);
+      }
+  }
+  const temporal = read.kind === 'date' || read.kind === 'datetime';
+  return { read, nullable: c.nullable || temporal, sourceType };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Row path: text bytes -> the exact value universe
+
+/** Names a column for value errors: `database.table.column`. */
+export interface ValueContext {
+  readonly table: string;
+  readonly column: string;
+}
+
+/** Runs a parser, prefixing its DataError with `database.table.column`. */
+function withContext<T>(ctx: ValueContext, parse: () => T): T {
+  try {
+    return parse();
+  } catch (e) {
+    if (e instanceof DataError) throw new DataError(`${ctx.table}.${ctx.column}: ${e.message}`, { cause: e });
+    throw e;
+  }
+}
+
+/** True for a date text whose month or day is zero ('0000-00-00', '2024-00-15'): read as NULL. */
+function zeroInDate(text: string): boolean {
+  return text.slice(5, 7) === '00' || text.slice(8, 10) === '00';
+}
+
+/** Parses one raw value per its read plan into the exact value universe (null for SQL NULL). */
+export function parseValue(plan: ReadPlan, buf: Buffer | null, ctx: ValueContext): unknown {
+  if (buf === null) return null;
+  switch (plan.kind) {
+    case 'int':
+      return Number(buf.toString('latin1'));
+    case 'int64':
+      return BigInt(buf.toString('latin1'));
+    case 'decimal':
+      return buf.toString('latin1');
+    case 'float':
+      return Number(buf.toString('latin1'));
+    case 'text':
+      return buf.toString('utf8');
+    case 'binary':
+      return new Uint8Array(buf);
+    case 'date': {
+      const text = buf.toString('latin1');
+      return zeroInDate(text) ? null : withContext(ctx, () => dateTextToDays(text));
+    }
+    case 'datetime': {
+      const text = buf.toString('latin1');
+      return zeroInDate(text) ? null : withContext(ctx, () => timestampTextToMicros(text));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batch path: text bytes -> ColumnWriter, no value objects
+
+/** Appends one non-NULL raw value to a column writer. */
+export type Appender = (w: ColumnWriter, b: Buffer) => void;
+
+const MINUS = 0x2d;
+const DIGIT_0 = 0x30;
+/** Longest digit string (sign included) that is always a safe integer: 15 digits. */
+const SAFE_DIGITS = 16;
+const MICROS_PER_DAY = 86_400_000_000;
+const MICROS_PER_SECOND = 1_000_000;
+/** Days from 1970 within which micros since 1970 are safe integers (2^53 µs is ~104 249 days). */
+const SAFE_DAYS = 104_000;
+
+/** Parses ASCII decimal digits with an optional leading '-' (at most 15 digits: exact). */
+function asciiInt(b: Buffer): number {
+  let i = 0;
+  const neg = b[0] === MINUS;
+  if (neg) i = 1;
+  let n = 0;
+  for (; i < b.length; i++) n = n * 10 + (b[i]! - DIGIT_0);
+  return neg ? -n : n;
+}
+
+/** Two ASCII digits at `off`. */
+function two(b: Buffer, off: number): number {
+  return (b[off]! - DIGIT_0) * 10 + (b[off + 1]! - DIGIT_0);
+}
+
+/** Days since 1970-01-01 of a proleptic Gregorian date (Hinnant's days_from_civil). */
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yoe = y - era * 400;
+  const doy = Math.floor((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5) + day - 1;
+  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
+  return era * 146097 + doe - 719468;
+}
+
+function lastDayOfMonth(year: number, month: number): number {
+  if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
+  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+
+/**
+ * Days of a `YYYY-MM-DD` prefix, `null` for a zero-in-date value, or `undefined` when the text
+ * is not a plain calendar date (then the caller lets time-text.ts refuse it with its message).
+ */
+function daysOfBytes(b: Buffer): number | null | undefined {
+  if (b.length < 10 || b[4] !== MINUS || b[7] !== MINUS) return undefined;
+  const year = two(b, 0) * 100 + two(b, 2);
+  const month = two(b, 5);
+  const day = two(b, 8);
+  if (month === 0 || day === 0) return null;
+  if (month > 12 || day > lastDayOfMonth(year, month)) return undefined;
+  return daysFromCivil(year, month, day);
+}
+
+/** `YYYY-MM-DD HH:MM:SS[.f{1,6}]` to micros, or undefined when it is anything else. */
+function microsOfBytes(days: number, b: Buffer): number | bigint | undefined {
+  if (b.length < 19 || b[10] !== 0x20 || b[13] !== 0x3a || b[16] !== 0x3a) return undefined;
+  const h = two(b, 11);
+  const mi = two(b, 14);
+  const s = two(b, 17);
+  if (h > 23 || mi > 59 || s > 59) return undefined;
+  let frac = 0;
+  if (b.length > 19) {
+    if (b[19] !== 0x2e || b.length > 26 || b.length === 20) return undefined;
+    for (let i = 20; i < 26; i++) frac = frac * 10 + (i < b.length ? b[i]! - DIGIT_0 : 0);
+  }
+  const seconds = h * 3600 + mi * 60 + s;
+  // Within ±SAFE_DAYS every partial sum stays below 2^53: plain number arithmetic is exact.
+  if (days > -SAFE_DAYS && days < SAFE_DAYS) return days * MICROS_PER_DAY + seconds * MICROS_PER_SECOND + frac;
+  return BigInt(days) * BigInt(MICROS_PER_DAY) + BigInt(seconds * MICROS_PER_SECOND + frac);
+}
+
+/** The appender of a column (`ctx` names it in errors). */
+export function appenderOf(plan: ReadPlan, ctx: ValueContext): Appender {
+  switch (plan.kind) {
+    case 'int':
+      return (w, b) => w.appendInt(asciiInt(b));
+    case 'int64':
+      return (w, b) => (b.length <= SAFE_DIGITS ? w.appendInt(asciiInt(b)) : w.appendBigInt(BigInt(b.toString('latin1'))));
+    case 'decimal':
+      return (w, b) => w.appendDecimalText(b.toString('latin1'));
+    case 'float':
+      return (w, b) => w.appendFloat64(Number(b.toString('latin1')));
+    case 'text':
+      return (w, b) => w.appendUtf8Bytes(b, 0, b.length);
+    case 'binary':
+      return (w, b) => w.appendBytes(b, 0, b.length);
+    case 'date':
+      return (w, b) => {
+        const days = b.length === 10 ? daysOfBytes(b) : undefined;
+        if (days === null) w.appendNull();
+        else w.appendInt(days ?? (parseValue(plan, b, ctx) as number));
+      };
+    case 'datetime':
+      return (w, b) => {
+        const days = daysOfBytes(b);
+        if (days === null) {
+          w.appendNull();
+          return;
+        }
+        const micros = days === undefined ? undefined : microsOfBytes(days, b);
+        if (micros === undefined) w.appendBigInt(parseValue(plan, b, ctx) as bigint);
+        else if (typeof micros === 'number') w.appendInt(micros);
+        else w.appendBigInt(micros);
+      };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keyset literals: exact value -> SQL the server compares exactly
+
+const DECIMAL_TEXT = /^-?\d+(\.\d+)?$/;
+
+/**
+ * Renders a key value (cursor or primary-key part, in the exact value universe) as a literal
+ * the server compares to the column exactly and in the column's own order: integers and decimals
+ * as unquoted exact numbers (a quoted number would be compared as a double), doubles with an
+ * exponent (a double literal), text as a hex string literal in utf8mb4 (the column's collation
+ * applies; no escaping, so sql_mode cannot change its meaning), bytes as a hex literal, and
+ * dates/datetimes as quoted text the server converts to the column's type.
+ */
+export function keyLiteral(plan: ReadPlan, v: unknown): string {
+  switch (plan.literal) {
+    case 'number': {
+      const s = typeof v === 'bigint' || typeof v === 'number' ? String(v) : (v as string);
+      if (!DECIMAL_TEXT.test(s)) throw new DataError(`key value ${JSON.stringify(s)} is not an exact number`);
+      return s;
+    }
+    case 'float': {
+      const x = v as number;
+      if (!Number.isFinite(x)) throw new DataError(`key value ${x} cannot be written as a MySQL double`);
+      const s = String(x);
+      return /e/i.test(s) ? s : `${s}e0`;
+    }
+    case 'string':
+      return stringLiteral(v as string);
+    case 'bytes':
+      return `X'${Buffer.from(v as Uint8Array).toString('hex')}'`;
+    case 'date':
+      return `'${daysToDateText(v as number)}'`;
+    case 'datetime':
+      return `'${microsToTimestampText(v as bigint, false)}'`;
+  }
+}

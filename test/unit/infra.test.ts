@@ -1,0 +1,385 @@
+/**
+ * The CDK stack of the incremental path, synthesized from real specs (no AWS, no Docker, no
+ * database): what it creates, the exact scope of every IAM grant, the schedules' events, and the
+ * synth-time refusals of specs that cannot be deployed. The Lambda asset is the real esbuild
+ * bundle, built once, and checked for the three files the function needs at run time.
+ */
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { App } from 'aws-cdk-lib';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify as toYaml } from 'yaml';
+import { bundleHandler } from '../../functions/bundle.js';
+import { loadDeployableSpec } from '../../infra/deploy-spec.js';
+import { assertDeployableSpec, CONTEXT, TidemarkStack } from '../../infra/incremental-stack.js';
+import { parseSpec } from '../../shared/config/spec.js';
+import { ConfigError } from '../../shared/contracts/errors.js';
+
+const SECRET_ARN = 'arn:aws:secretsmanager:us-east-1:123456789012:secret:shop-reader-AbCdEf';
+
+/** A deployable spec: DynamoDB state, S3 lake under a prefix, two tables, one secret source. */
+const rawSpec = (): Record<string, unknown> => ({
+  pipeline: 'shop',
+  sources: { app: { kind: 'postgres', secretArn: SECRET_ARN } },
+  state: { dynamodb: { table: 'tidemark-shop-state' } },
+  lake: { uri: 's3://tidemark-shop-lake/raw/' },
+  tables: [
+    { source: 'app', table: 'public.orders', mode: 'incremental', cursor: 'updated_at', writeMode: 'append' },
+    {
+      source: 'app',
+      table: 'public.customers',
+      mode: 'incremental',
+      cursor: 'updated_at',
+      writeMode: 'upsert',
+      schedule: 'cron(0/15 * * * ? *)',
+    },
+  ],
+});
+
+let work: string;
+let bundleDir: string;
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), 'tidemark-infra-test-'));
+  const specFile = join(work, 'tidemark.yaml');
+  writeFileSync(specFile, toYaml(rawSpec()));
+  bundleDir = join(work, 'bundle');
+  const bundle = await bundleHandler('incremental', bundleDir, specFile);
+  // Recorded in docs/deploy.md ("Bundle size").
+  console.log(`incremental bundle: index.js ${bundle.bytes} B, parquet_wasm_bg.wasm ${bundle.wasmBytes} B`);
+}, 120_000);
+
+afterAll(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+function stackOf(
+  raw: Record<string, unknown>,
+  context: Record<string, unknown> = {},
+  dir: string = bundleDir,
+): TidemarkStack {
+  const app = new App({ context });
+  return new TidemarkStack(app, 'tidemark-shop', {
+    spec: parseSpec(raw, { env: {} }),
+    bundleDir: dir,
+    env: { account: '123456789012', region: 'us-east-1' },
+  });
+}
+
+const synth = (raw: Record<string, unknown>, context?: Record<string, unknown>): Template =>
+  Template.fromStack(stackOf(raw, context));
+
+function configErrorOf(build: () => unknown): ConfigError {
+  try {
+    build();
+  } catch (e) {
+    if (e instanceof ConfigError) return e;
+    throw e;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+interface Statement {
+  Action: string | string[];
+  Resource: unknown;
+  Condition?: Record<string, Record<string, unknown>>;
+}
+
+/** Every statement of every IAM policy attached to the function's role, flattened. */
+function functionStatements(t: Template): Statement[] {
+  const fnRole = Object.values(t.findResources('AWS::Lambda::Function'))[0]!.Properties.Role['Fn::GetAtt'][0];
+  return Object.values(t.findResources('AWS::IAM::Policy'))
+    .filter((p) => JSON.stringify(p.Properties.Roles) === JSON.stringify([{ Ref: fnRole }]))
+    .flatMap((p) => p.Properties.PolicyDocument.Statement as Statement[]);
+}
+
+const actionsOf = (s: Statement): string[] => (Array.isArray(s.Action) ? s.Action : [s.Action]);
+const logicalId = (t: Template, type: string): string => Object.keys(t.findResources(type))[0]!;
+
+describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
+  let t: Template;
+  beforeAll(() => {
+    t = synth(rawSpec());
+  }, 120_000);
+
+  it('bundles index.js, the parquet-wasm binary and the spec into the asset', () => {
+    expect(statSync(join(bundleDir, 'index.js')).size).toBeGreaterThan(100_000);
+    // The wasm module starts with "\0asm": a truncated or text copy would fail at the first run.
+    expect(readFileSync(join(bundleDir, 'parquet_wasm_bg.wasm')).subarray(0, 4)).toEqual(
+      Buffer.from([0, 0x61, 0x73, 0x6d]),
+    );
+    expect(loadDeployableSpec(join(bundleDir, 'tidemark.yaml')).tables).toHaveLength(2);
+  });
+
+  it('creates a retained, pay-per-request state table keyed by pk with point-in-time recovery', () => {
+    t.resourceCountIs('AWS::DynamoDB::Table', 1);
+    t.hasResource('AWS::DynamoDB::Table', {
+      DeletionPolicy: 'Retain',
+      UpdateReplacePolicy: 'Retain',
+      Properties: {
+        TableName: 'tidemark-shop-state',
+        KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+        AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+        BillingMode: 'PAY_PER_REQUEST',
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      },
+    });
+  });
+
+  it('creates an encrypted, private, versioned, TLS-only lake bucket that survives stack deletion', () => {
+    t.hasResource('AWS::S3::Bucket', {
+      DeletionPolicy: 'Retain',
+      Properties: {
+        BucketName: 'tidemark-shop-lake',
+        BucketEncryption: {
+          ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }],
+        },
+        PublicAccessBlockConfiguration: {
+          BlockPublicAcls: true,
+          BlockPublicPolicy: true,
+          IgnorePublicAcls: true,
+          RestrictPublicBuckets: true,
+        },
+        VersioningConfiguration: { Status: 'Enabled' },
+      },
+    });
+    t.hasResourceProperties('AWS::S3::BucketPolicy', {
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
+        ]),
+      },
+    });
+  });
+
+  it('runs one arm64 Node 22 function with the bundled spec, 15 min timeout and one vCPU', () => {
+    t.resourceCountIs('AWS::Lambda::Function', 1);
+    t.hasResourceProperties('AWS::Lambda::Function', {
+      Runtime: 'nodejs22.x',
+      Architectures: ['arm64'],
+      Handler: 'index.handler',
+      Timeout: 900,
+      MemorySize: 1769,
+      Environment: {
+        Variables: { TIDEMARK_SPEC_FILE: '/var/task/tidemark.yaml', TIDEMARK_SELF_CONTINUE: '1' },
+      },
+      LoggingConfig: { LogGroup: { Ref: logicalId(t, 'AWS::Logs::LogGroup') } },
+    });
+    const fn = Object.values(t.findResources('AWS::Lambda::Function'))[0]!;
+    expect(fn.Properties.ReservedConcurrentExecutions).toBeUndefined();
+    expect(fn.Properties.VpcConfig).toBeUndefined();
+    t.hasResourceProperties('AWS::Logs::LogGroup', { RetentionInDays: 30 });
+    // Lambda's own async retries would race the next schedule; the schedule is the retry.
+    t.hasResourceProperties('AWS::Lambda::EventInvokeConfig', { MaximumRetryAttempts: 0 });
+  });
+
+  it('schedules each table once, with its expression and a {table, pipeline} event, no retries', () => {
+    const schedules = Object.values(t.findResources('AWS::Scheduler::Schedule'));
+    expect(schedules).toHaveLength(2);
+    const byExpr = new Map(schedules.map((s) => [s.Properties.ScheduleExpression as string, s.Properties]));
+    expect([...byExpr.keys()].sort()).toEqual(['cron(0/15 * * * ? *)', 'rate(5 minutes)']);
+    expect(JSON.parse(byExpr.get('rate(5 minutes)')!.Target.Input)).toEqual({
+      table: 'public.orders',
+      pipeline: 'shop',
+    });
+    expect(JSON.parse(byExpr.get('cron(0/15 * * * ? *)')!.Target.Input)).toEqual({
+      table: 'public.customers',
+      pipeline: 'shop',
+    });
+    const fnId = logicalId(t, 'AWS::Lambda::Function');
+    for (const s of byExpr.values()) {
+      expect(s.FlexibleTimeWindow).toEqual({ Mode: 'OFF' });
+      expect(s.Target.RetryPolicy.MaximumRetryAttempts).toBe(0);
+      expect(s.Target.Arn).toEqual({ 'Fn::GetAtt': [fnId, 'Arn'] });
+    }
+    // The scheduler's role may invoke the function and nothing else.
+    const roleId = (schedules[0]!.Properties.Target.RoleArn['Fn::GetAtt'] as string[])[0]!;
+    const rolePolicies = Object.values(t.findResources('AWS::IAM::Policy')).filter(
+      (p) => JSON.stringify(p.Properties.Roles) === JSON.stringify([{ Ref: roleId }]),
+    );
+    const actions = rolePolicies.flatMap((p) =>
+      (p.Properties.PolicyDocument.Statement as Statement[]).flatMap(actionsOf),
+    );
+    expect(new Set(actions)).toEqual(new Set(['lambda:InvokeFunction']));
+  });
+
+  it('scopes state access to the state table, lake access to the prefix, secrets to the named ARN', () => {
+    const statements = functionStatements(t);
+    const stateId = logicalId(t, 'AWS::DynamoDB::Table');
+    const bucketId = logicalId(t, 'AWS::S3::Bucket');
+    const fnId = logicalId(t, 'AWS::Lambda::Function');
+
+    const dynamo = statements.filter((s) => actionsOf(s).some((a) => a.startsWith('dynamodb:')));
+    expect(dynamo).toHaveLength(1);
+    expect(new Set(actionsOf(dynamo[0]!))).toEqual(
+      new Set(['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']),
+    );
+    expect(dynamo[0]!.Resource).toEqual({ 'Fn::GetAtt': [stateId, 'Arn'] });
+
+    const objects = statements.find((s) => actionsOf(s).includes('s3:PutObject'))!;
+    expect(new Set(actionsOf(objects))).toEqual(new Set(['s3:PutObject', 's3:GetObject', 's3:DeleteObject']));
+    expect(objects.Resource).toEqual({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, '/raw/*']] });
+    const list = statements.find((s) => actionsOf(s).includes('s3:ListBucket'))!;
+    expect(list.Resource).toEqual({ 'Fn::GetAtt': [bucketId, 'Arn'] });
+    expect(list.Condition).toEqual({ StringLike: { 's3:prefix': ['raw/*'] } });
+
+    const secrets = statements.filter((s) => actionsOf(s).some((a) => a.startsWith('secretsmanager:')));
+    expect(secrets.map((s) => [actionsOf(s), s.Resource])).toEqual([
+      [['secretsmanager:GetSecretValue'], SECRET_ARN],
+    ]);
+
+    const invoke = statements.filter((s) => actionsOf(s).includes('lambda:InvokeFunction'));
+    expect(invoke.map((s) => s.Resource)).toEqual([{ 'Fn::GetAtt': [fnId, 'Arn'] }]);
+
+    // No data-plane action on a wildcard resource, and no wildcard actions at all.
+    for (const s of statements) {
+      const dataPlane = actionsOf(s).some((a) => /^(dynamodb|s3|secretsmanager|lambda):/.test(a));
+      if (dataPlane) expect(JSON.stringify(s.Resource)).not.toMatch(/"\*"|"arn:[^"]*:\*"/);
+      for (const a of actionsOf(s)) expect(a).not.toContain('*');
+    }
+  });
+
+  it('alarms on failed runs and on runs near the timeout', () => {
+    t.resourceCountIs('AWS::CloudWatch::Alarm', 2);
+    t.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'Errors',
+      Namespace: 'AWS/Lambda',
+      Statistic: 'Sum',
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+      EvaluationPeriods: 2,
+    });
+    t.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'Duration',
+      ExtendedStatistic: 'p99',
+      Threshold: 810_000,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+    t.resourceCountIs('AWS::SNS::Topic', 0);
+  });
+
+  it('outputs the state table, bucket and function names', () => {
+    const outputs = t.findOutputs('*');
+    expect(outputs.StateTableName?.Value).toEqual({ Ref: logicalId(t, 'AWS::DynamoDB::Table') });
+    expect(outputs.LakeBucketName?.Value).toEqual({ Ref: logicalId(t, 'AWS::S3::Bucket') });
+    expect(outputs.IncrementalFunctionName?.Value).toEqual({ Ref: logicalId(t, 'AWS::Lambda::Function') });
+  });
+
+  it('takes memory, VPC placement and an alarm e-mail from context', () => {
+    const ctx = synth(rawSpec(), {
+      [CONTEXT.memoryMb]: '3008',
+      [CONTEXT.vpcId]: 'vpc-0123456789abcdef0',
+      [CONTEXT.subnetIds]: 'subnet-0aaa,subnet-0bbb',
+      [CONTEXT.securityGroupIds]: 'sg-0ccc',
+      [CONTEXT.alarmEmail]: 'ops@example.com',
+    });
+    ctx.hasResourceProperties('AWS::Lambda::Function', {
+      MemorySize: 3008,
+      VpcConfig: { SubnetIds: ['subnet-0aaa', 'subnet-0bbb'], SecurityGroupIds: ['sg-0ccc'] },
+    });
+    // Imported by id: nothing in the template needs a lookup (synth runs without credentials).
+    expect(JSON.stringify(ctx.toJSON())).not.toContain('Fn::GetAZs');
+    const topicId = logicalId(ctx, 'AWS::SNS::Topic');
+    ctx.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
+    for (const alarm of Object.values(ctx.findResources('AWS::CloudWatch::Alarm'))) {
+      expect(alarm.Properties.AlarmActions).toEqual([{ Ref: topicId }]);
+    }
+  });
+
+  it('imports an existing bucket and state table by name when told to, with the same scoped grants', () => {
+    const imported = synth(rawSpec(), { [CONTEXT.importBucket]: 'true', [CONTEXT.importStateTable]: true });
+    imported.resourceCountIs('AWS::S3::Bucket', 0);
+    imported.resourceCountIs('AWS::DynamoDB::Table', 0);
+    const json = JSON.stringify(functionStatements(imported));
+    expect(json).toContain(':s3:::tidemark-shop-lake/raw/*');
+    expect(json).toContain(':table/tidemark-shop-state');
+  });
+
+  it('names the lake target in the event when two sources share a table name', () => {
+    const raw = rawSpec();
+    raw.sources = {
+      app: { kind: 'postgres', secretArn: SECRET_ARN },
+      eu: { kind: 'postgres', secretArn: `${SECRET_ARN}2` },
+    };
+    raw.tables = [
+      {
+        source: 'app',
+        table: 'public.orders',
+        mode: 'incremental',
+        cursor: 'updated_at',
+        writeMode: 'append',
+      },
+      {
+        source: 'eu',
+        table: 'public.orders',
+        target: 'eu.orders',
+        mode: 'incremental',
+        cursor: 'updated_at',
+        writeMode: 'append',
+      },
+    ];
+    const inputs = Object.values(synth(raw).findResources('AWS::Scheduler::Schedule')).map(
+      (s) => JSON.parse(s.Properties.Target.Input).table,
+    );
+    expect(inputs.sort()).toEqual(['eu.orders', 'public.orders']);
+  });
+
+  it('refuses specs and settings that cannot be deployed, naming the field and the fix', () => {
+    const local = rawSpec();
+    local.state = { dir: '/tmp/state' };
+    expect(configErrorOf(() => stackOf(local)).message).toBe(
+      'state.dir: is local-only; use state.dynamodb for cdk deploy',
+    );
+
+    // The app runs the same spec rules before bundling.
+    expect(configErrorOf(() => assertDeployableSpec(parseSpec(local, { env: {} }))).message).toMatch(
+      /^state\.dir: /,
+    );
+
+    const fileLake = rawSpec();
+    fileLake.lake = { uri: 'file:///tmp/lake' };
+    expect(configErrorOf(() => stackOf(fileLake)).message).toMatch(
+      /^lake\.uri: .*local directory.*s3:\/\/bucket\/prefix/,
+    );
+
+    const otherRegion = rawSpec();
+    otherRegion.state = { dynamodb: { table: 'tidemark-shop-state', region: 'eu-west-1' } };
+    expect(configErrorOf(() => stackOf(otherRegion)).message).toMatch(
+      /^state\.dynamodb\.region: is eu-west-1 but the stack deploys to us-east-1/,
+    );
+
+    expect(configErrorOf(() => stackOf(rawSpec(), { [CONTEXT.memoryMb]: 'lots' })).message).toMatch(
+      /tidemark:memoryMb.*128 to 10240/,
+    );
+    expect(configErrorOf(() => stackOf(rawSpec(), { [CONTEXT.subnetIds]: 'subnet-1' })).message).toMatch(
+      /tidemark:vpcId.*is required/,
+    );
+    // A bundle without its spec would deploy, then fail at the first scheduled run.
+    expect(configErrorOf(() => stackOf(rawSpec(), {}, work)).message).toMatch(/has no index\.js/);
+  });
+
+  it('warns at synth about settings that only make sense locally', () => {
+    const raw = rawSpec();
+    raw.sources = { app: { kind: 'postgres', url: 'postgres://reader@db.internal:5432/shop' } };
+    raw.lake = { uri: 's3://tidemark-shop-lake/raw', endpoint: 'http://localhost:4566' };
+    const annotations = Annotations.fromStack(stackOf(raw));
+    annotations.hasWarning('*', Match.stringLikeRegexp('sources\\.app uses "url"'));
+    annotations.hasWarning('*', Match.stringLikeRegexp('lake\\.endpoint is set'));
+    Annotations.fromStack(stackOf(rawSpec())).hasNoWarning('*', Match.anyValue());
+  });
+
+  it('refuses a spec file that relies on env interpolation, and a missing one, with the ConfigError message', () => {
+    const file = join(work, 'env.yaml');
+    const raw = rawSpec();
+    raw.lake = { uri: `s3://\${env:LAKE_BUCKET}/raw` };
+    writeFileSync(file, toYaml(raw));
+    expect(configErrorOf(() => loadDeployableSpec(file, { LAKE_BUCKET: 'b' })).message).toMatch(
+      /^lake\.uri: uses \$\{env:LAKE_BUCKET\}, which the deployed function cannot resolve/,
+    );
+    expect(configErrorOf(() => loadDeployableSpec(join(work, 'nope.yaml'))).message).toMatch(
+      /cannot read spec file/,
+    );
+  });
+});

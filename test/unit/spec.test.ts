@@ -1,0 +1,95 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { findTable, loadSpecFile, parseSpec, redactSpec, redactUrl } from '../../shared/config/spec.js';
+import { ConfigError } from '../../shared/contracts/errors.js';
+
+const base = () => ({
+  pipeline: 'shop',
+  sources: { app: { kind: 'postgres', url: 'postgres://u:secret@h:5432/db' } },
+  state: { dir: '/tmp/state' },
+  lake: { uri: 'file:///tmp/lake' },
+  tables: [{ source: 'app', table: 'public.orders', mode: 'incremental', cursor: 'updated_at', writeMode: 'append' }],
+});
+
+function errorOf(raw: unknown): ConfigError {
+  try {
+    parseSpec(raw, { env: {} });
+  } catch (e) {
+    if (e instanceof ConfigError) return e;
+    throw e;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('pipeline spec', () => {
+  it('accepts the example file and fills defaults', () => {
+    const spec = loadSpecFile(join(import.meta.dirname, '..', '..', 'tidemark.example.yaml'), { PGPASSWORD: 'pw' });
+    const t = spec.tables[0]!;
+    expect(t.pageSize).toBe(50_000);
+    expect(t.nullCursor).toBe('refuse');
+    expect(spec.lake.compression).toBe('zstd');
+    expect(spec.sources.app!.url).toContain(':pw@');
+    expect(spec.lake.uri.startsWith('file:///')).toBe(true);
+  });
+
+  it('names the exact field and the fix', () => {
+    const unknown = base() as Record<string, unknown>;
+    (unknown.tables as Record<string, unknown>[])[0]!.cursr = 'x';
+    expect(errorOf(unknown).message).toMatch(/^tables\[0\]: unknown field\(s\) "cursr"/);
+
+    const noCursor = base();
+    delete (noCursor.tables[0] as Partial<(typeof noCursor.tables)[0]>).cursor;
+    expect(errorOf(noCursor).message).toMatch(/^tables\[0\]\.cursor: is required/);
+
+    const badMode = base();
+    (badMode.tables[0] as Record<string, unknown>).writeMode = 'merge';
+    expect(errorOf(badMode).path).toBe('tables[0].writeMode');
+
+    const badSource = base();
+    badSource.tables[0]!.source = 'nope';
+    expect(errorOf(badSource).message).toContain('tables[0].source: names source "nope"');
+
+    const badLake = base();
+    badLake.lake.uri = 'gs://x';
+    expect(errorOf(badLake).message).toContain('lake.uri');
+
+    const badSchedule = base();
+    (badSchedule.tables[0] as Record<string, unknown>).schedule = 'every 5 minutes';
+    expect(errorOf(badSchedule).message).toContain('rate(5 minutes)');
+
+    const both = base() as Record<string, unknown>;
+    both.state = { dir: '/x', dynamodb: { table: 'tbl' } };
+    expect(errorOf(both).message).toContain('exactly one of "dynamodb" or "dir"');
+  });
+
+  it('refuses a missing environment variable by name, and two tables writing one lake table', () => {
+    const env = base();
+    env.sources.app.url = 'postgres://u:${env:NOPE_PW}@h/db';
+    expect(errorOf(env).message).toContain('NOPE_PW is not set');
+    const dup = base();
+    dup.tables.push({ ...dup.tables[0]! });
+    expect(errorOf(dup).message).toContain('two tables write to lake table "public.orders"');
+  });
+
+  it('redacts passwords wherever a spec is printed', () => {
+    const spec = parseSpec(base());
+    expect(JSON.stringify(redactSpec(spec))).not.toContain('secret');
+    expect(redactUrl('mysql://root:p%40ss@127.0.0.1:3306/x')).toBe('mysql://root:***@127.0.0.1:3306/x');
+  });
+
+  it('finds tables by source name or target and lists known ones otherwise', () => {
+    const spec = parseSpec(base());
+    expect(findTable(spec, 'public.orders').cursor).toBe('updated_at');
+    expect(() => findTable(spec, 'public.nope')).toThrow(/known: public.orders/);
+  });
+
+  it('reports unreadable and invalid YAML files with their path', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'spec-'));
+    const f = join(dir, 'bad.yaml');
+    writeFileSync(f, 'pipeline: [unclosed');
+    expect(() => loadSpecFile(f)).toThrow(/bad.yaml is not valid YAML/);
+    expect(() => loadSpecFile(join(dir, 'missing.yaml'))).toThrow(/cannot read spec file/);
+  });
+});
