@@ -9,6 +9,7 @@
  */
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import type { Context } from 'aws-lambda';
+import { forgetSecrets } from '../../shared/config/secrets.js';
 import { findTable, loadSpecFile, parseSpec, type Spec } from '../../shared/config/spec.js';
 import { TidemarkError } from '../../shared/contracts/errors.js';
 import type { IncrementalSummary } from '../../shared/engine/incremental-run.js';
@@ -87,6 +88,11 @@ export async function handler(event: IncrementalEvent, context: Context): Promis
     logger.info('incremental run finished', { summary: response });
     return response;
   } catch (e) {
+    if ((e as TidemarkError).code === 'SOURCE_AUTH_FAILED') {
+      // The secret may have been rotated: the next invocation re-reads it and reconnects.
+      forgetSecrets();
+      await shutdown().catch(() => undefined);
+    }
     logger.error('incremental run failed', {
       table: table.table,
       error: e instanceof Error ? { name: e.name, code: (e as TidemarkError).code, message: e.message } : String(e),

@@ -25,6 +25,8 @@ export interface LoggerOptions {
   /** Where lines go; defaults to process.stderr for human output and process.stdout for JSON. */
   write?: (line: string) => void;
   fields?: Record<string, unknown>;
+  /** Emit EMF metric lines; default: in Lambda/ECS or with TIDEMARK_METRICS=emf. */
+  metrics?: boolean;
 }
 
 function jsonSafe(v: unknown): unknown {
@@ -38,6 +40,11 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
   const min = LEVELS[opts.level ?? ((process.env.TIDEMARK_LOG_LEVEL as Level | undefined) ?? 'info')] ?? 20;
   const write = opts.write ?? ((line: string) => (json ? process.stdout : process.stderr).write(`${line}\n`));
   const base = opts.fields ?? {};
+  // EMF metrics only where CloudWatch collects them (Lambda, ECS) or when asked for.
+  const metrics =
+    opts.metrics ??
+    (Boolean(process.env.AWS_LAMBDA_FUNCTION_NAME || process.env.ECS_CONTAINER_METADATA_URI_V4) ||
+      process.env.TIDEMARK_METRICS === 'emf');
 
   const emit = (level: Level, msg: string, fields?: Record<string, unknown>) => {
     if (LEVELS[level] < min) return;
@@ -59,7 +66,7 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     warn: (m, f) => emit('warn', m, f),
     error: (m, f) => emit('error', m, f),
     metric(name, value, unit, dims) {
-      if (!json) return;
+      if (!json || !metrics) return;
       write(
         JSON.stringify({
           _aws: {

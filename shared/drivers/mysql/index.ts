@@ -74,6 +74,12 @@ export interface MysqlSourceOptions {
 
 export const DEFAULT_LAG_MS = 5_000;
 export const DEFAULT_STALL_AFTER_MS = 60_000;
+/**
+ * The least time a high-water page waits for open transactions to end, whatever the lag:
+ * INNODB_TRX lists every database's transactions, so on a shared server some short autocommit
+ * write is nearly always open at the instant the mark is read; a zero wait would hold most pages.
+ */
+export const MIN_SETTLE_MS = 1_000;
 
 /** A spec table, optionally with its cursor column so introspection validates it up front. */
 export type MysqlTableSpec = TableSpec & { readonly cursorColumn?: string };
@@ -154,7 +160,7 @@ export class MysqlSource implements Introspector, IncrementalSource, BatchIncrem
   private settings(): BoundSettings {
     return {
       lagMs: this.lagMs,
-      settleMs: this.lagMs,
+      settleMs: Math.max(this.lagMs, MIN_SETTLE_MS),
       stallAfterMs: this.stallAfterMs,
       canSeeTransactions: this.canSeeTransactions ?? false,
     };
