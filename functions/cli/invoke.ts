@@ -34,6 +34,9 @@ export interface InvokeResult {
 const RUNNER = `
 const { handler } = require(process.env.TM_BUNDLE);
 const deadline = Date.now() + Number(process.env.TM_TIMEOUT_MS);
+// Lambda freezes the function at its deadline; here the process ends, which is what a timed-out
+// invocation looks like to the state and the lake (no more writes, no commit).
+setTimeout(() => { process.stdout.write('\\n@@TM_TIMEOUT@@\\n'); process.exit(124); }, Number(process.env.TM_TIMEOUT_MS)).unref();
 const context = {
   awsRequestId: process.env.TM_REQUEST_ID,
   functionName: 'tidemark-local-' + process.env.TM_HANDLER,
@@ -81,14 +84,17 @@ export async function invokeLocal(opts: InvokeOptions): Promise<InvokeResult> {
     err += d.toString();
   });
   let timedOut = false;
+  // Backstop only: the runner ends itself at the deadline (measured from the handler call, as
+  // Lambda measures it, after the bundle has loaded).
   const timer = setTimeout(() => {
     timedOut = true;
     child.kill('SIGKILL');
-  }, opts.timeoutMs + 1000);
+  }, opts.timeoutMs + 10_000);
   await new Promise<void>((res) => child.on('close', () => res()));
   clearTimeout(timer);
   const durationMs = Date.now() - started;
-  const logs = out.replace(/\n@@TM_(RESULT|ERROR)@@.*\n?$/s, '') + err;
+  if (out.includes('@@TM_TIMEOUT@@')) timedOut = true;
+  const logs = out.replace(/\n@@TM_(RESULT|ERROR|TIMEOUT)@@.*\n?$/s, '') + err;
   const result = /@@TM_RESULT@@(.*)/.exec(out);
   const error = /@@TM_ERROR@@(.*)/.exec(out);
   if (result) return { response: JSON.parse(result[1]!), error: undefined, durationMs, timedOut, logs };

@@ -69,6 +69,7 @@ export async function handler(event: IncrementalEvent, context: Context): Promis
       owner: `lambda:${context.awsRequestId}`,
       remainingMs: () => context.getRemainingTimeInMillis(),
       safetyMarginMs: margin,
+      ...(process.env.TIDEMARK_LEASE_GRACE_MS ? { leaseGraceMs: Number(process.env.TIDEMARK_LEASE_GRACE_MS) } : {}),
     });
     const continuation = event.continuation ?? 0;
     const maxContinuations = Number(process.env.TIDEMARK_MAX_CONTINUATIONS ?? 20);

@@ -69,6 +69,12 @@ export interface IncrementalRunOptions {
   readonly owner: string;
   /** Lease TTL; must exceed the longest run (Lambda max 15 min). */
   readonly leaseTtlMs: number;
+  /**
+   * With a deadline (`remainingMs`), the lease expires this long after the deadline instead of
+   * after `leaseTtlMs`: a Lambda cannot outlive its deadline, so a run killed by its timeout
+   * blocks the next schedule for only this long. Default 60 s.
+   */
+  readonly leaseGraceMs?: number;
   /** Time left before the caller's hard deadline (Lambda: context.getRemainingTimeInMillis). */
   readonly remainingMs?: () => number;
   /** Stop starting pages when less than this is left (raised to 2x the slowest page seen). */
@@ -138,7 +144,7 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
 
   let record: StateRecord;
   try {
-    record = await store.acquire(key, opts.owner, opts.leaseTtlMs);
+    record = await store.acquire(key, opts.owner, leaseTtl(opts));
   } catch (e) {
     if (e instanceof LeaseHeldError) {
       log.warn('lease held by another run; exiting without changes', { holder: e.holder, expiresAt: e.expiresAt });
@@ -213,9 +219,10 @@ async function pageLoop(
 
   // Read page N+1 while page N is written and committed: reading changes nothing, so the
   // overlap is safe, and it hides the source round trip behind the Parquet encode and upload.
-  let pending: Promise<PageResult> | undefined = readPage(state.cursor, state.seq);
+  // Not even the first page starts when the deadline is already inside the safety margin.
+  let pending: Promise<PageResult> | undefined = timeLeft() ? readPage(state.cursor, state.seq) : undefined;
+  let pageStart = opts.clock();
   while (pending) {
-    const pageStart = opts.clock();
     const page: PageResult = await pending;
     pending = undefined;
     for (const w of page.warnings ?? []) {
@@ -252,7 +259,7 @@ async function pageLoop(
       owner: opts.owner,
       expectedVersion: version,
       value: next as unknown as Record<string, unknown>,
-      renewTtlMs: opts.leaseTtlMs,
+      renewTtlMs: leaseTtl(opts),
     });
     version = committed.version;
     state = next;
@@ -261,7 +268,9 @@ async function pageLoop(
     bytes += pageBytes;
     objects += refs.length;
     progress.add(pageRows, pageBytes);
+    // A page's cost is the whole cycle (read wait + write + commit): the margin must cover it.
     slowestPageMs = Math.max(slowestPageMs, opts.clock() - pageStart);
+    pageStart = opts.clock();
     log.debug('page committed', { rows: pageRows, seq: state.seq, bytes: pageBytes });
     if (!page.more) {
       more = false;
@@ -291,6 +300,12 @@ async function pageLoop(
   };
   log.metric('RowsSynced', rows, 'Count', { pipeline: opts.pipeline, table: table.target });
   return summary;
+}
+
+/** The lease TTL to take or renew now: bounded by the deadline when there is one. */
+function leaseTtl(opts: IncrementalRunOptions): number {
+  if (!opts.remainingMs) return opts.leaseTtlMs;
+  return Math.max(1, Math.min(opts.leaseTtlMs, Math.ceil(opts.remainingMs() + (opts.leaseGraceMs ?? 60_000))));
 }
 
 async function readOnePage(

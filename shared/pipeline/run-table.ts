@@ -27,6 +27,8 @@ export interface RunTableOptions {
   readonly maxPages?: number;
   readonly progressTty?: boolean;
   readonly leaseTtlMs?: number;
+  /** With a deadline: the lease outlives it by this much (see IncrementalRunOptions). */
+  readonly leaseGraceMs?: number;
 }
 
 /** A unique owner id for this process. */
@@ -63,6 +65,7 @@ export async function runTable(
     ...(opts.remainingMs ? { remainingMs: opts.remainingMs } : {}),
     ...(opts.safetyMarginMs !== undefined ? { safetyMarginMs: opts.safetyMarginMs } : {}),
     ...(opts.maxPages !== undefined ? { maxPages: opts.maxPages } : {}),
+    ...(opts.leaseGraceMs !== undefined ? { leaseGraceMs: opts.leaseGraceMs } : {}),
     ...(opts.progressTty !== undefined ? { progressTty: opts.progressTty } : {}),
   });
 }

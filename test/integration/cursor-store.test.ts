@@ -535,7 +535,9 @@ describe.each(KINDS)('CursorStore model test: $name', (kind) => {
           expect(await store.load(key)).toEqual(model.record());
         }
       }),
-      { numRuns },
+      // A fixed seed: the coverage check below must not depend on luck (60 Dynamo runs did
+      // not always reach every outcome). Change the seed to explore other sequences.
+      { numRuns, seed: 20_261_130 },
     );
     // The random sequences reached every outcome the rules have, not only the easy ones.
     for (const outcome of [

@@ -17,7 +17,11 @@ import { toLakeRecord } from '../../shared/dataplane/lake.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
 import { connect } from '../../shared/drivers/postgres/connect.js';
-import { type CopyField, CopyBinaryDecoder, numericBinaryToText } from '../../shared/drivers/postgres/copy-binary.js';
+import {
+  type CopyField,
+  CopyBinaryDecoder,
+  numericBinaryToText,
+} from '../../shared/drivers/postgres/copy-binary.js';
 import { PostgresSource, type PostgresSourceOptions } from '../../shared/drivers/postgres/index.js';
 import { introspectTable } from '../../shared/drivers/postgres/introspect.js';
 import { quoteLiteral } from '../../shared/drivers/postgres/types.js';
@@ -155,7 +159,10 @@ describe('introspection', () => {
       );
       ALTER TABLE all_types DROP COLUMN gone;`);
     const src = source();
-    const { ref, schema, warnings } = await src.introspect({ source: 'public.all_types', target: 'lake.all_types' });
+    const { ref, schema, warnings } = await src.introspect({
+      source: 'public.all_types',
+      target: 'lake.all_types',
+    });
     expect(warnings).toEqual([]);
     expect(ref).toEqual({ source: 'public.all_types', target: 'lake.all_types', primaryKey: ['id'] });
     const t = (kind: string, extra: object = {}): LogicalType => ({ kind, ...extra }) as LogicalType;
@@ -222,8 +229,14 @@ describe('introspection', () => {
     // Exclusions leave the schema but not the table; the primary key cannot be excluded.
     const ex = await src.introspect({ source: 'public.all_types', exclude: ['x', 'mo'] });
     expect(ex.schema.columns.map((c) => c.name)).not.toContain('x');
-    await oneLineSourceError(src.introspect({ source: 'public.all_types', exclude: ['id'] }), 'SOURCE_COLUMN_MISSING');
-    await oneLineSourceError(src.introspect({ source: 'public.all_types', exclude: ['nope'] }), 'SOURCE_COLUMN_MISSING');
+    await oneLineSourceError(
+      src.introspect({ source: 'public.all_types', exclude: ['id'] }),
+      'SOURCE_COLUMN_MISSING',
+    );
+    await oneLineSourceError(
+      src.introspect({ source: 'public.all_types', exclude: ['nope'] }),
+      'SOURCE_COLUMN_MISSING',
+    );
   });
 
   it('reads every type exactly, the same through both paths', async () => {
@@ -256,9 +269,25 @@ describe('introspection', () => {
       ba: [new Uint8Array([0]), null],
       inet: '10.0.0.1/8',
     });
-    expect(r2).toMatchObject({ nu: 'NaN', d: Number.NEGATIVE_INFINITY, dt: 2 ** 31 - 1, ts: -(2n ** 63n), ia: [], ta: ['x', 'y'], ba: [] });
+    expect(r2).toMatchObject({
+      nu: 'NaN',
+      d: Number.NEGATIVE_INFINITY,
+      dt: 2 ** 31 - 1,
+      ts: -(2n ** 63n),
+      ia: [],
+      ta: ['x', 'y'],
+      ba: [],
+    });
     expect(Number.isNaN(r2.r)).toBe(true);
-    expect(r3).toMatchObject({ nu: '-0.000001', d: 5e-324, ch: '    ', by: new Uint8Array([]), j: 'null', tm: '24:00:00', iv: 'P-1D' });
+    expect(r3).toMatchObject({
+      nu: '-0.000001',
+      d: 5e-324,
+      ch: '    ',
+      by: new Uint8Array([]),
+      j: 'null',
+      tm: '24:00:00',
+      iv: 'P-1D',
+    });
     expect(Object.is(r3.r, -0)).toBe(true);
     expect(daysToDateText(r3.dt as number)).toBe('0044-03-15 BC');
     expect(microsToTimestampText(r3.ts as bigint, false)).toBe('0001-01-01 00:00:00 BC');
@@ -277,7 +306,9 @@ describe('random tables: row path == batch path', () => {
   const arrayText = (el: fc.Arbitrary<string>) =>
     fc
       .array(fc.option(el, { nil: null }), { maxLength: 4 })
-      .map((xs) => `{${xs.map((x) => (x === null ? 'NULL' : `"${x.replace(/[\\"]/g, '\\$&')}"`)).join(',')}}`);
+      .map(
+        (xs) => `{${xs.map((x) => (x === null ? 'NULL' : `"${x.replace(/[\\"]/g, '\\$&')}"`)).join(',')}}`,
+      );
   const decimal = (p: number, s: number) =>
     fc.bigInt({ min: -(10n ** BigInt(p)) + 1n, max: 10n ** BigInt(p) - 1n }).map((v) => {
       const neg = v < 0n;
@@ -297,14 +328,32 @@ describe('random tables: row path == batch path', () => {
     { sql: 'text', value: safeText },
     { sql: 'varchar(20)', value: safeText },
     { sql: 'char(5)', value: fc.string({ maxLength: 5 }).filter((s) => !s.includes('\0')) },
-    { sql: 'bytea', value: fc.uint8Array({ maxLength: 10 }).map((b) => `\\x${Buffer.from(b).toString('hex')}`) },
+    {
+      sql: 'bytea',
+      value: fc.uint8Array({ maxLength: 10 }).map((b) => `\\x${Buffer.from(b).toString('hex')}`),
+    },
     { sql: 'uuid', value: fc.uuid() },
     { sql: 'jsonb', value: fc.json({ maxDepth: 2 }).filter((j) => !j.includes('\\u0000')) },
     { sql: 'json', value: fc.json({ maxDepth: 2 }) },
     { sql: 'date', value: fc.oneof(days.map(daysToDateText), fc.constantFrom('infinity', '-infinity')) },
-    { sql: 'timestamp', value: fc.oneof(micros.map((m) => microsToTimestampText(m, false)), fc.constant('infinity')) },
-    { sql: 'timestamptz', value: fc.oneof(micros.map((m) => microsToTimestampText(m, true)), fc.constant('-infinity')) },
-    { sql: 'interval', value: fc.constantFrom('1 day', '-3 hours 2 min', '1 year 2 mons', '00:00:00.000001') },
+    {
+      sql: 'timestamp',
+      value: fc.oneof(
+        micros.map((m) => microsToTimestampText(m, false)),
+        fc.constant('infinity'),
+      ),
+    },
+    {
+      sql: 'timestamptz',
+      value: fc.oneof(
+        micros.map((m) => microsToTimestampText(m, true)),
+        fc.constant('-infinity'),
+      ),
+    },
+    {
+      sql: 'interval',
+      value: fc.constantFrom('1 day', '-3 hours 2 min', '1 year 2 mons', '00:00:00.000001'),
+    },
     { sql: 'time', value: fc.constantFrom('00:00:00', '23:59:59.999999', '24:00:00', '12:00:00.5') },
     { sql: 'integer[]', value: arrayText(fc.integer().map(String)) },
     { sql: 'text[]', value: arrayText(safeText) },
@@ -318,8 +367,16 @@ describe('random tables: row path == batch path', () => {
 
   /** Cursor kinds: type, a value pool with many ties (times all in the past). */
   const CURSORS: TypeCase[] = [
-    { sql: 'timestamptz', value: fc.integer({ min: 0, max: 5 }).map((k) => microsToTimestampText(1_600_000_000_000_000n + BigInt(k), true)) },
-    { sql: 'timestamp', value: fc.integer({ min: -3, max: 3 }).map((k) => microsToTimestampText(-1n + BigInt(k), false)) },
+    {
+      sql: 'timestamptz',
+      value: fc
+        .integer({ min: 0, max: 5 })
+        .map((k) => microsToTimestampText(1_600_000_000_000_000n + BigInt(k), true)),
+    },
+    {
+      sql: 'timestamp',
+      value: fc.integer({ min: -3, max: 3 }).map((k) => microsToTimestampText(-1n + BigInt(k), false)),
+    },
     { sql: 'date', value: fc.integer({ min: 0, max: 3 }).map((k) => daysToDateText(18_000 + k)) },
     { sql: 'bigint', value: fc.integer({ min: -2, max: 3 }).map(String) },
     { sql: 'numeric(10,2)', value: fc.constantFrom('1.00', '1.01', '-5.50', '0.00') },
@@ -328,7 +385,10 @@ describe('random tables: row path == batch path', () => {
     { sql: 'inet', value: fc.constantFrom('10.0.0.2', '10.0.0.10', '9.0.0.1', '::1', '10.0.0.2/8') },
     { sql: 'interval', value: fc.constantFrom('1 day', '25 hours', '-1 mon', '00:00:00.000001', '30 days') },
     { sql: 'real', value: fc.constantFrom('0.1', '-0', 'NaN', 'Infinity', '1e-40', '3.4e38') },
-    { sql: 'uuid', value: fc.constantFrom('00000000-0000-0000-0000-000000000001', 'ffffffff-0000-0000-0000-000000000000') },
+    {
+      sql: 'uuid',
+      value: fc.constantFrom('00000000-0000-0000-0000-000000000001', 'ffffffff-0000-0000-0000-000000000000'),
+    },
     { sql: 'bytea', value: fc.constantFrom('\\x', '\\x00', '\\x0001', '\\xff') },
     { sql: 'boolean', value: fc.boolean().map(String) },
   ];
@@ -369,7 +429,9 @@ describe('random tables: row path == batch path', () => {
               params.push(v);
               return `$${params.length}::text::${type}`;
             };
-            const keys = tc.compositeKey ? [ph(String(i % 3), 'int'), ph(`${k2}#${i}`, 'text')] : [ph(String(i), 'int')];
+            const keys = tc.compositeKey
+              ? [ph(String(i % 3), 'int'), ph(`${k2}#${i}`, 'text')]
+              : [ph(String(i), 'int')];
             return `(${[...keys, ph(cur, tc.cursor.sql), ...vals.map((v, k) => ph(v, cols[k]!.type.sql))].join(', ')})`;
           });
           await admin.unsafe(`INSERT INTO ${name} VALUES ${tuples.join(', ')}`, params);
@@ -377,7 +439,9 @@ describe('random tables: row path == batch path', () => {
         const { ref, schema } = await src.introspect({ source: `public.${name}` });
         const walked = await walkBoth(src, ref, schema, 'cur', tc.pageSize);
         // Every row exactly once, in the database's own (cursor, key) order.
-        const expected = await admin.unsafe(`SELECT k1${tc.compositeKey ? ', k2' : ''} FROM ${name} ORDER BY cur, k1${tc.compositeKey ? ', k2' : ''}`);
+        const expected = await admin.unsafe(
+          `SELECT k1${tc.compositeKey ? ', k2' : ''} FROM ${name} ORDER BY cur, k1${tc.compositeKey ? ', k2' : ''}`,
+        );
         expect(walked.rows.map((r) => (tc.compositeKey ? `${r.k1}|${r.k2}` : String(r.k1)))).toEqual(
           expected.map((r) => (tc.compositeKey ? `${r.k1}|${r.k2}` : String(r.k1))),
         );
@@ -412,14 +476,26 @@ describe('keyset paging', () => {
     const walked = await walkBoth(src, ref, schema, 'updated_at', 1);
     expect(walked.rows.map((r) => r.id)).toEqual(Array.from({ length: 20 }, (_, i) => 20 - i));
     const base = 1_646_370_367_000_000n;
-    expect(walked.tokens.map((t) => decodeKey([{ kind: 'timestamp', utc: true }, { kind: 'int32' }], t)[0])).toEqual(
-      Array.from({ length: 20 }, (_, i) => base + BigInt(i)),
-    );
+    expect(
+      walked.tokens.map((t) => decodeKey([{ kind: 'timestamp', utc: true }, { kind: 'int32' }], t)[0]),
+    ).toEqual(Array.from({ length: 20 }, (_, i) => base + BigInt(i)));
   });
 
   it('pages a text cursor holding quotes, backslashes and unicode through both paths', async () => {
     await admin.unsafe(`CREATE TABLE quoted (name text PRIMARY KEY, note int)`);
-    const names = ["o'brien", "it''s", 'back\\slash', '\\x00', '"dq"', "E'x'", '$$', 'ünï 😀', '', ' ', "'; DROP TABLE quoted; --"];
+    const names = [
+      "o'brien",
+      "it''s",
+      'back\\slash',
+      '\\x00',
+      '"dq"',
+      "E'x'",
+      '$$',
+      'ünï 😀',
+      '',
+      ' ',
+      "'; DROP TABLE quoted; --",
+    ];
     await admin`INSERT INTO quoted ${admin(names.map((name, note) => ({ name, note })))}`;
     const src = source();
     const { ref, schema } = await src.introspect({ source: 'public.quoted' });
@@ -450,10 +526,47 @@ describe('keyset paging', () => {
     expect(schema.columns.map((c) => c.name)).toEqual(['id', 'v']);
     expect(await src.countNullCursors(ref, 'updated_at')).toBe(10);
     const walked = await walkBoth(src, ref, schema, 'updated_at', 7);
-    expect(walked.rows.map((r) => r.id)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1).filter((g) => g % 4 !== 0));
+    expect(walked.rows.map((r) => r.id)).toEqual(
+      Array.from({ length: 40 }, (_, i) => i + 1).filter((g) => g % 4 !== 0),
+    );
     await admin.unsafe('CREATE TABLE notnull_cursor (id int PRIMARY KEY, c int NOT NULL)');
     const nn = await src.introspect({ source: 'public.notnull_cursor' });
     expect(await src.countNullCursors(nn.ref, 'c')).toBe(0);
+  });
+});
+
+describe('connection health', () => {
+  it('keeps the connection usable after COPY pages that end right past the stream buffer (postgres.js#499)', async () => {
+    // ~100-byte rows: pages of 150..230 rows span the 16 KiB high-water mark that used to leave
+    // the socket paused after the COPY ended, hanging the next statement forever.
+    await admin.unsafe(`CREATE TABLE wide (id int PRIMARY KEY, pad text NOT NULL);
+      INSERT INTO wide SELECT g, repeat('x', 80) FROM generate_series(1, 400) g`);
+    const src = source();
+    const { ref, schema } = await src.introspect({ source: 'public.wide' });
+    const within = <T>(p: Promise<T>) =>
+      Promise.race([
+        p,
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error('connection hung after COPY')), 5000),
+        ),
+      ]);
+    for (let pageSize = 150; pageSize <= 230; pageSize += 4) {
+      const page = await within(
+        src.incrementalBatch({
+          table: ref,
+          cursorColumn: 'id',
+          after: '',
+          pageSize,
+          posPrefix: incrementalPosPrefix(1),
+          ordinalBase: 0,
+          schema,
+          writeMode: 'append',
+        }),
+      );
+      expect(page.page!.record.numRows).toBe(pageSize);
+      expect(await within(src.countNullCursors(ref, 'pad'))).toBe(0);
+      await within(src.introspect({ source: 'public.wide' }));
+    }
   });
 });
 
@@ -462,7 +575,14 @@ describe('values a lake cannot hold', () => {
     await admin.unsafe(ddl);
     const src = source();
     const { ref, schema } = await src.introspect({ source: `public.${table}` });
-    const req = { table: ref, cursorColumn: cursor, after: '', pageSize: 10, posPrefix: incrementalPosPrefix(1), ordinalBase: 0 };
+    const req = {
+      table: ref,
+      cursorColumn: cursor,
+      after: '',
+      pageSize: 10,
+      posPrefix: incrementalPosPrefix(1),
+      ordinalBase: 0,
+    };
     await expect(src.incremental(req)).rejects.toThrow(DataError);
     await expect(src.incremental(req)).rejects.toThrow(match);
     await expect(src.incrementalBatch({ ...req, schema, writeMode: 'append' })).rejects.toThrow(DataError);
@@ -510,10 +630,18 @@ describe('safe upper bound', () => {
     try {
       await writer`BEGIN`;
       await writer`INSERT INTO events (note) VALUES ('late')`; // updated_at = this transaction's start
-      const [{ pid }] = await writer<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+      const [who] = await writer<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+      const pid = who!.pid;
       await new Promise((r) => setTimeout(r, 20));
       await admin`INSERT INTO events (note) VALUES ('after-1'), ('after-2')`; // committed, newer cursor
-      const req = { table: ref, cursorColumn: 'updated_at', after: '', pageSize: 100, posPrefix: incrementalPosPrefix(1), ordinalBase: 0 };
+      const req = {
+        table: ref,
+        cursorColumn: 'updated_at',
+        after: '',
+        pageSize: 100,
+        posPrefix: incrementalPosPrefix(1),
+        ordinalBase: 0,
+      };
       const rowPage = await src.incremental(req);
       const batchPage = await src.incrementalBatch({ ...req, schema, writeMode: 'append' });
       // Without the bound this page would hold after-1 and after-2, and its token would pass the
@@ -544,7 +672,14 @@ describe('safe upper bound', () => {
       await writer`BEGIN`;
       await writer`INSERT INTO seqt (note) VALUES ('late')`; // id 1, not committed
       await admin`INSERT INTO seqt (note) VALUES ('early')`; // id 2, committed
-      const req = { table: ref, cursorColumn: 'id', after: '', pageSize: 100, posPrefix: incrementalPosPrefix(1), ordinalBase: 0 };
+      const req = {
+        table: ref,
+        cursorColumn: 'id',
+        after: '',
+        pageSize: 100,
+        posPrefix: incrementalPosPrefix(1),
+        ordinalBase: 0,
+      };
       const held = await src.incrementalBatch({ ...req, schema, writeMode: 'append' });
       expect(held.page).toBeUndefined();
       expect(held.next).toBe('');
@@ -575,8 +710,18 @@ describe('safe upper bound', () => {
       url.password = 'ro-pw';
       const strict = source({ url: url.toString() });
       const { ref, schema } = await strict.introspect({ source: 'public.priv' });
-      const req = { table: ref, cursorColumn: 'updated_at', after: '', pageSize: 10, posPrefix: incrementalPosPrefix(1), ordinalBase: 0 };
-      const e = await oneLineSourceError(strict.incrementalBatch({ ...req, schema, writeMode: 'append' }), 'SOURCE_PRIVILEGE');
+      const req = {
+        table: ref,
+        cursorColumn: 'updated_at',
+        after: '',
+        pageSize: 10,
+        posPrefix: incrementalPosPrefix(1),
+        ordinalBase: 0,
+      };
+      const e = await oneLineSourceError(
+        strict.incrementalBatch({ ...req, schema, writeMode: 'append' }),
+        'SOURCE_PRIVILEGE',
+      );
       expect(e.message).toContain(`GRANT pg_read_all_stats TO ${role};`);
       expect(e.message).toContain('lagOnly');
 
@@ -591,7 +736,10 @@ describe('safe upper bound', () => {
       expect((await granted.incremental(req)).page).toHaveLength(1);
 
       await admin.unsafe(`CREATE TABLE secret (id int PRIMARY KEY)`);
-      const denied = await oneLineSourceError(lagOnly.introspect({ source: 'public.secret' }), 'SOURCE_PRIVILEGE');
+      const denied = await oneLineSourceError(
+        lagOnly.introspect({ source: 'public.secret' }),
+        'SOURCE_PRIVILEGE',
+      );
       expect(denied.message).toContain(`GRANT SELECT ON "public"."secret" TO "${role}";`);
     } finally {
       await Promise.all(sources.splice(0).map((s) => s.close()));
@@ -601,11 +749,23 @@ describe('safe upper bound', () => {
 });
 
 /** Reads the rest of `events` from `after`, both paths, returning notes. */
-async function walkFrom(src: PostgresSource, ref: TableRef, schema: Schema, after: string): Promise<unknown[]> {
+async function walkFrom(
+  src: PostgresSource,
+  ref: TableRef,
+  schema: Schema,
+  after: string,
+): Promise<unknown[]> {
   const notes: unknown[] = [];
   let token = after;
   for (let seq = 2; ; seq++) {
-    const req = { table: ref, cursorColumn: 'updated_at', after: token, pageSize: 1, posPrefix: incrementalPosPrefix(seq), ordinalBase: 0 };
+    const req = {
+      table: ref,
+      cursorColumn: 'updated_at',
+      after: token,
+      pageSize: 1,
+      posPrefix: incrementalPosPrefix(seq),
+      ordinalBase: 0,
+    };
     const r = await src.incremental(req);
     const b = await src.incrementalBatch({ ...req, schema, writeMode: 'append' });
     expect(b.next).toBe(r.next);
@@ -619,27 +779,41 @@ describe('refusals are one-line SourceErrors', () => {
   it('wrong password', async () => {
     const url = new URL(db.url);
     url.password = 'not-the-password';
-    const e = await oneLineSourceError(source({ url: url.toString() }).introspect({ source: 'public.priv' }), 'SOURCE_AUTH_FAILED');
-    expect(e.message).toMatch(/^authentication failed for user "postgres" at 127\.0\.0\.1:\d+; check the password in the source URL$/);
+    const e = await oneLineSourceError(
+      source({ url: url.toString() }).introspect({ source: 'public.priv' }),
+      'SOURCE_AUTH_FAILED',
+    );
+    expect(e.message).toMatch(
+      /^authentication failed for user "postgres" at 127\.0\.0\.1:\d+; check the password in the source URL$/,
+    );
     expect(e.message).not.toContain('not-the-password');
   });
 
   it('unreachable port', async () => {
     const url = new URL(db.url);
     url.port = String(await freePort());
-    const e = await oneLineSourceError(source({ url: url.toString() }).introspect({ source: 'public.x' }), 'SOURCE_UNREACHABLE');
+    const e = await oneLineSourceError(
+      source({ url: url.toString() }).introspect({ source: 'public.x' }),
+      'SOURCE_UNREACHABLE',
+    );
     expect(e.message).toContain(`127.0.0.1:${url.port}`);
   });
 
   it('missing database', async () => {
     const url = new URL(db.url);
     url.pathname = '/no_such_db';
-    await oneLineSourceError(source({ url: url.toString() }).introspect({ source: 'public.x' }), 'SOURCE_DATABASE_MISSING');
+    await oneLineSourceError(
+      source({ url: url.toString() }).introspect({ source: 'public.x' }),
+      'SOURCE_DATABASE_MISSING',
+    );
   });
 
   it('unknown table, with similar names', async () => {
     await admin.unsafe('CREATE TABLE customers (id int PRIMARY KEY)');
-    const e = await oneLineSourceError(source().introspect({ source: 'public.custmers' }), 'SOURCE_TABLE_MISSING');
+    const e = await oneLineSourceError(
+      source().introspect({ source: 'public.custmers' }),
+      'SOURCE_TABLE_MISSING',
+    );
     expect(e.message).toContain('public.custmers');
     expect(e.message).toContain('did you mean public.customers');
   });
@@ -649,16 +823,32 @@ describe('refusals are one-line SourceErrors', () => {
       CREATE TABLE cur_checks (id int PRIMARY KEY, j json, updated_at timestamptz);
       CREATE TABLE no_pk (updated_at timestamptz NOT NULL, v int)`);
     const src = source();
-    const missing = await oneLineSourceError(src.introspect({ source: 'public.cur_checks', cursorColumn: 'updatd_at' }), 'SOURCE_CURSOR_INVALID');
+    const missing = await oneLineSourceError(
+      src.introspect({ source: 'public.cur_checks', cursorColumn: 'updatd_at' }),
+      'SOURCE_CURSOR_INVALID',
+    );
     expect(missing.message).toContain('"updatd_at" does not exist');
-    const unorderable = await oneLineSourceError(src.introspect({ source: 'public.cur_checks', cursorColumn: 'j' }), 'SOURCE_CURSOR_INVALID');
+    const unorderable = await oneLineSourceError(
+      src.introspect({ source: 'public.cur_checks', cursorColumn: 'j' }),
+      'SOURCE_CURSOR_INVALID',
+    );
     expect(unorderable.message).toContain('cannot be ordered');
-    const noPk = await oneLineSourceError(src.introspect({ source: 'public.no_pk', cursorColumn: 'updated_at' }), 'SOURCE_KEY_MISSING');
+    const noPk = await oneLineSourceError(
+      src.introspect({ source: 'public.no_pk', cursorColumn: 'updated_at' }),
+      'SOURCE_KEY_MISSING',
+    );
     expect(noPk.message).toContain('public.no_pk has no primary key');
     // The same checks run on the first page when introspect was not given the cursor.
     const { ref } = await src.introspect({ source: 'public.no_pk' });
     await oneLineSourceError(
-      src.incremental({ table: ref, cursorColumn: 'updated_at', after: '', pageSize: 5, posPrefix: incrementalPosPrefix(1), ordinalBase: 0 }),
+      src.incremental({
+        table: ref,
+        cursorColumn: 'updated_at',
+        after: '',
+        pageSize: 5,
+        posPrefix: incrementalPosPrefix(1),
+        ordinalBase: 0,
+      }),
       'SOURCE_KEY_MISSING',
     );
   });
@@ -667,7 +857,9 @@ describe('refusals are one-line SourceErrors', () => {
     const src = source();
     const { warnings } = await src.introspect({ source: 'public.cur_checks', cursorColumn: 'updated_at' });
     expect(warnings.map((w) => w.code)).toEqual(['CURSOR_NOT_INDEXED']);
-    expect(warnings[0]!.message).toContain('CREATE INDEX CONCURRENTLY ON "public"."cur_checks" ("updated_at", "id");');
+    expect(warnings[0]!.message).toContain(
+      'CREATE INDEX CONCURRENTLY ON "public"."cur_checks" ("updated_at", "id");',
+    );
   });
 });
 
@@ -689,7 +881,9 @@ describe('binary decoding against the server', () => {
           writer: enc.col(i),
           ctx: { table: plan.source, column: c.name },
         }));
-        const dec = new CopyBinaryDecoder(fields, [0], 100, (i) => enc.appendMetaOrdinal(Op.update, 'i000000000001', i, null, false));
+        const dec = new CopyBinaryDecoder(fields, [0], 100, (i) =>
+          enc.appendMetaOrdinal(Op.update, 'i000000000001', i, null, false),
+        );
         for (const p of pieces) dec.push(p);
         dec.end();
         expect(dec.appended).toBe(3);
@@ -697,11 +891,14 @@ describe('binary decoding against the server', () => {
       };
       const whole = decode([bytes]);
       await fc.assert(
-        fc.property(fc.uniqueArray(fc.integer({ min: 1, max: bytes.length - 1 }), { maxLength: 40 }), (cuts) => {
-          const at = [0, ...cuts.sort((a, b) => a - b), bytes.length];
-          const pieces = at.slice(1).map((end, k) => bytes.subarray(at[k]!, end));
-          expect(decode(pieces).equals(whole)).toBe(true);
-        }),
+        fc.property(
+          fc.uniqueArray(fc.integer({ min: 1, max: bytes.length - 1 }), { maxLength: 40 }),
+          (cuts) => {
+            const at = [0, ...cuts.sort((a, b) => a - b), bytes.length];
+            const pieces = at.slice(1).map((end, k) => bytes.subarray(at[k]!, end));
+            expect(decode(pieces).equals(whole)).toBe(true);
+          },
+        ),
         { numRuns: 300 },
       );
       // Byte by byte, the worst case for reassembly.
@@ -714,16 +911,30 @@ describe('binary decoding against the server', () => {
   });
 
   it('quotes any string so the server reads it back unchanged, whatever standard_conforming_strings says', async () => {
-    const text = fc.string({ unit: fc.oneof(fc.constantFrom("'", '\\', '"', '$', 'E', '\n'), fc.constant('x'), fc.string({ unit: 'grapheme', maxLength: 1 })) });
+    const text = fc.string({
+      unit: fc.oneof(
+        fc.constantFrom("'", '\\', '"', '$', 'E', '\n'),
+        fc.constant('x'),
+        fc.string({ unit: 'grapheme', maxLength: 1 }),
+      ),
+    });
     const conn = await admin.reserve();
     try {
       for (const scs of ['on', 'off']) {
         await conn.unsafe(`SET standard_conforming_strings = ${scs}`);
         await fc.assert(
-          fc.asyncProperty(fc.array(text.filter((s) => !s.includes('\0')), { minLength: 1, maxLength: 10 }), async (xs) => {
-            const rows = await conn.unsafe<{ v: string }[]>(`SELECT v FROM (VALUES ${xs.map((x) => `(${quoteLiteral(x)})`).join(', ')}) AS t(v)`);
-            expect(rows.map((r) => r.v)).toEqual(xs);
-          }),
+          fc.asyncProperty(
+            fc.array(
+              text.filter((s) => !s.includes('\0')),
+              { minLength: 1, maxLength: 10 },
+            ),
+            async (xs) => {
+              const rows = await conn.unsafe<{ v: string }[]>(
+                `SELECT v FROM (VALUES ${xs.map((x) => `(${quoteLiteral(x)})`).join(', ')}) AS t(v)`,
+              );
+              expect(rows.map((r) => r.v)).toEqual(xs);
+            },
+          ),
           { numRuns: 100 },
         );
       }
@@ -734,11 +945,23 @@ describe('binary decoding against the server', () => {
   });
 
   it('prints binary NUMERIC exactly as numeric_out does', async () => {
-    const digits = (max: number) => fc.string({ unit: fc.constantFrom(...'0123456789'), minLength: 1, maxLength: max });
+    const digits = (max: number) =>
+      fc.string({ unit: fc.constantFrom(...'0123456789'), minLength: 1, maxLength: max });
     const numeric = fc.oneof(
       fc.tuple(fc.boolean(), digits(45), digits(30)).map(([neg, w, f]) => `${neg ? '-' : ''}${w}.${f}`),
       fc.tuple(fc.boolean(), digits(8)).map(([neg, w]) => `${neg ? '-' : ''}${w}`),
-      fc.constantFrom('NaN', 'Infinity', '-Infinity', '0', '0.000', '-0.0001', '1e-20', '1e40', '10000', '0.00010000'),
+      fc.constantFrom(
+        'NaN',
+        'Infinity',
+        '-Infinity',
+        '0',
+        '0.000',
+        '-0.0001',
+        '1e-20',
+        '1e40',
+        '10000',
+        '0.00010000',
+      ),
     );
     await fc.assert(
       fc.asyncProperty(fc.array(numeric, { minLength: 1, maxLength: 20 }), async (xs) => {
@@ -754,7 +977,7 @@ describe('binary decoding against the server', () => {
 });
 
 describe('infinities in the lake', () => {
-  it('reach DuckDB through Parquet: +infinity reads as infinity, -infinity keeps Postgres\' own value', async () => {
+  it("reach DuckDB through Parquet: +infinity reads as infinity, -infinity keeps Postgres' own value", async () => {
     await admin.unsafe(`
       CREATE TABLE inf (id int PRIMARY KEY, tstz timestamptz, ts timestamp, d date);
       INSERT INTO inf VALUES (1, 'infinity', 'infinity', 'infinity'), (2, '-infinity', '-infinity', '-infinity'),
@@ -762,7 +985,14 @@ describe('infinities in the lake', () => {
     const src = source();
     const { ref, schema } = await src.introspect({ source: 'public.inf' });
     const page = await src.incrementalBatch({
-      table: ref, cursorColumn: 'id', after: '', pageSize: 10, posPrefix: incrementalPosPrefix(1), ordinalBase: 0, schema, writeMode: 'append',
+      table: ref,
+      cursorColumn: 'id',
+      after: '',
+      pageSize: 10,
+      posPrefix: incrementalPosPrefix(1),
+      ordinalBase: 0,
+      schema,
+      writeMode: 'append',
     });
     const dir = await mkdtemp(join(tmpdir(), 'pg-inf-'));
     try {
@@ -771,19 +1001,25 @@ describe('infinities in the lake', () => {
       const duck = await DuckDBInstance.create(':memory:');
       const con = await duck.connect();
       const read = async (q: string) => (await con.runAndReadAll(q)).getRowObjectsJson();
-      expect(await read(`SELECT id, isinf(tstz) AS a, isinf(ts) AS b, isinf(d) AS c FROM '${file}' ORDER BY id`)).toEqual([
+      expect(
+        await read(`SELECT id, isinf(tstz) AS a, isinf(ts) AS b, isinf(d) AS c FROM '${file}' ORDER BY id`),
+      ).toEqual([
         { id: 1, a: true, b: true, c: true },
         // DuckDB's -infinity is INT64_MIN + 1 (and INT32_MIN + 1 for dates); Postgres' own
         // -infinity, INT64_MIN / INT32_MIN, arrives exact but reads as a finite value there.
         { id: 2, a: false, b: false, c: false },
         { id: 3, a: false, b: false, c: false },
       ]);
-      expect(await read(`SELECT epoch_us(tstz)::VARCHAR AS t, (d - DATE '1970-01-01')::VARCHAR AS d FROM '${file}' WHERE id = 2`)).toEqual([
-        { t: String(-(2n ** 63n)), d: String(-(2 ** 31)) },
-      ]);
-      expect(await read(`SELECT tstz::VARCHAR AS a, ts::VARCHAR AS b, d::VARCHAR AS c FROM '${file}' WHERE id = 3`)).toEqual([
-        { a: '2024-01-01 00:00:00.000001+00', b: '1969-12-31 23:59:59.999999', c: '1970-01-01' },
-      ]);
+      expect(
+        await read(
+          `SELECT epoch_us(tstz)::VARCHAR AS t, (d - DATE '1970-01-01')::VARCHAR AS d FROM '${file}' WHERE id = 2`,
+        ),
+      ).toEqual([{ t: String(-(2n ** 63n)), d: String(-(2 ** 31)) }]);
+      expect(
+        await read(
+          `SELECT tstz::VARCHAR AS a, ts::VARCHAR AS b, d::VARCHAR AS c FROM '${file}' WHERE id = 3`,
+        ),
+      ).toEqual([{ a: '2024-01-01 00:00:00.000001+00', b: '1969-12-31 23:59:59.999999', c: '1970-01-01' }]);
       con.closeSync();
       duck.closeSync();
     } finally {

@@ -22,8 +22,21 @@ import {
 } from '../../shared/drivers/postgres/types.js';
 
 const ctx = { table: 'public.t', column: 'c' };
-const base = (oid: number, typmod = -1, name = 'x'): PgType => ({ oid, name, typtype: 'b', category: 'N', typmod });
-const array = (element: PgType): PgType => ({ oid: 1, name: `_${element.name}`, typtype: 'b', category: 'A', typmod: element.typmod, element });
+const base = (oid: number, typmod = -1, name = 'x'): PgType => ({
+  oid,
+  name,
+  typtype: 'b',
+  category: 'N',
+  typmod,
+});
+const array = (element: PgType): PgType => ({
+  oid: 1,
+  name: `_${element.name}`,
+  typtype: 'b',
+  category: 'A',
+  typmod: element.typmod,
+  element,
+});
 /** numeric(p, s) typmod as Postgres stores it. */
 const numericTypmod = (p: number, s: number) => ((p << 16) | (s & 0x7ff)) + 4;
 
@@ -42,7 +55,12 @@ describe('type mapping', () => {
   });
 
   it('selects each column through one expression both paths share', () => {
-    expect(readPlan(base(OID.float4), 'r', 0)).toEqual({ expr: '"r"::float8', wire: 'float8', list: false, logical: { kind: 'float64' } });
+    expect(readPlan(base(OID.float4), 'r', 0)).toEqual({
+      expr: '"r"::float8',
+      wire: 'float8',
+      list: false,
+      logical: { kind: 'float64' },
+    });
     expect(readPlan(base(OID.timestamptz), 'a"b', 0)).toEqual({
       expr: '"a""b"',
       wire: 'timestamp',
@@ -50,7 +68,10 @@ describe('type mapping', () => {
       logical: { kind: 'timestamp', utc: true },
     });
     expect(readPlan(base(OID.interval), 'i', 0).expr).toBe('"i"::text');
-    expect(readPlan({ ...base(99999), typtype: 'e' }, 'm', 0)).toMatchObject({ expr: '"m"::text', wire: 'text' });
+    expect(readPlan({ ...base(99999), typtype: 'e' }, 'm', 0)).toMatchObject({
+      expr: '"m"::text',
+      wire: 'text',
+    });
     expect(readPlan(array(base(OID.int4)), 'a', 1)).toEqual({
       expr: '"a"',
       wire: 'int4',
@@ -58,9 +79,17 @@ describe('type mapping', () => {
       logical: { kind: 'list', element: { kind: 'int32' } },
     });
     expect(readPlan(array(base(OID.float4)), 'a', 0).expr).toBe('"a"::float8[]');
-    expect(readPlan(array(base(OID.interval)), 'a', 1)).toMatchObject({ expr: '"a"::text[]', wire: 'text', list: true });
+    expect(readPlan(array(base(OID.interval)), 'a', 1)).toMatchObject({
+      expr: '"a"::text[]',
+      wire: 'text',
+      list: true,
+    });
     // Declared multi-dimensional: Postgres' array text, not a list.
-    expect(readPlan(array(base(OID.int4)), 'a', 2)).toMatchObject({ expr: '"a"::text', list: false, logical: { kind: 'text' } });
+    expect(readPlan(array(base(OID.int4)), 'a', 2)).toMatchObject({
+      expr: '"a"::text',
+      list: false,
+      logical: { kind: 'text' },
+    });
   });
 });
 
@@ -74,7 +103,9 @@ describe('array literals', () => {
   });
 
   it('refuses multi-dimensional values with a message naming the column', () => {
-    expect(() => parseArrayLiteral('{{1,2},{3,4}}', ctx)).toThrow(/public\.t\.c: holds a multi-dimensional array/);
+    expect(() => parseArrayLiteral('{{1,2},{3,4}}', ctx)).toThrow(
+      /public\.t\.c: holds a multi-dimensional array/,
+    );
     expect(() => parseArrayLiteral('[1:2][1:1]={{1},{2}}', ctx)).toThrow(DataError);
   });
 
@@ -90,10 +121,12 @@ describe('array literals', () => {
   it('parses element values in the exact value universe', () => {
     const plan = readPlan(array(base(OID.int8)), 'a', 1);
     expect(parseColumnText(plan, '{9223372036854775807,NULL}', ctx)).toEqual([2n ** 63n - 1n, null]);
-    expect(parseColumnText(readPlan(base(OID.numeric, numericTypmod(10, 2)), 'n', 0), '1.50', ctx)).toBe('1.50');
-    expect(() => parseColumnText(readPlan(base(OID.numeric, numericTypmod(10, 2)), 'n', 0), 'NaN', ctx)).toThrow(
-      /public\.t\.c: numeric value NaN cannot be stored in a decimal column/,
+    expect(parseColumnText(readPlan(base(OID.numeric, numericTypmod(10, 2)), 'n', 0), '1.50', ctx)).toBe(
+      '1.50',
     );
+    expect(() =>
+      parseColumnText(readPlan(base(OID.numeric, numericTypmod(10, 2)), 'n', 0), 'NaN', ctx),
+    ).toThrow(/public\.t\.c: numeric value NaN cannot be stored in a decimal column/);
   });
 });
 
@@ -106,8 +139,12 @@ describe('literals and secrets', () => {
   });
 
   it('redacts passwords from URLs, valid or not', () => {
-    expect(redactUrl('postgres://app:s3cr%40t@db:5432/x?sslmode=require')).toBe('postgres://app:***@db:5432/x?sslmode=require');
-    expect(redactUrl('postgresql://app@db/x?password=hunter2&a=1')).toBe('postgresql://app@db/x?password=***&a=1');
+    expect(redactUrl('postgres://app:s3cr%40t@db:5432/x?sslmode=require')).toBe(
+      'postgres://app:***@db:5432/x?sslmode=require',
+    );
+    expect(redactUrl('postgresql://app@db/x?password=hunter2&a=1')).toBe(
+      'postgresql://app@db/x?password=***&a=1',
+    );
     expect(redactUrl('postgres://u:p@w:rd@h/db')).not.toContain('p@w');
     expect(redactUrl('not a url')).toBe('not a url');
   });
@@ -123,10 +160,17 @@ describe('connection errors', () => {
     );
     expect(translateConnectError(err('3D000'), ep)?.code).toBe('SOURCE_DATABASE_MISSING');
     expect(translateConnectError(err('ECONNREFUSED'), ep)?.code).toBe('SOURCE_UNREACHABLE');
-    expect(translateConnectError(err('ENOTFOUND'), ep)?.message).toContain('cannot resolve host "db.example"');
+    expect(translateConnectError(err('ENOTFOUND'), ep)?.message).toContain(
+      'cannot resolve host "db.example"',
+    );
     expect(translateConnectError(err('CONNECT_TIMEOUT'), ep, 2500)?.message).toContain('within 3 s');
-    expect(translateConnectError(err('DEPTH_ZERO_SELF_SIGNED_CERT', 'self-signed certificate'), ep)?.code).toBe('SOURCE_TLS');
-    expect(translateConnectError(err('28000', 'no pg_hba.conf entry for host "1.2.3.4", no encryption\nmore'), ep)?.message).toMatch(
+    expect(
+      translateConnectError(err('DEPTH_ZERO_SELF_SIGNED_CERT', 'self-signed certificate'), ep)?.code,
+    ).toBe('SOURCE_TLS');
+    expect(
+      translateConnectError(err('28000', 'no pg_hba.conf entry for host "1.2.3.4", no encryption\nmore'), ep)
+        ?.message,
+    ).toMatch(
       /^db\.example:5433 refused user "app" for database "shop": no pg_hba\.conf entry .*, no encryption; .*sslmode=require if only encrypted connections are allowed$/,
     );
     expect(translateConnectError(err('42P01'), ep)).toBeUndefined();
@@ -135,7 +179,10 @@ describe('connection errors', () => {
 });
 
 describe('PGCOPY framing', () => {
-  const schema: Schema = { columns: [{ name: 'i', type: { kind: 'int32' }, nullable: true, sourceType: 'integer' }], primaryKey: [] };
+  const schema: Schema = {
+    columns: [{ name: 'i', type: { kind: 'int32' }, nullable: true, sourceType: 'integer' }],
+    primaryKey: [],
+  };
   const header = (flags = 0, ext: number[] = []) => {
     const h = Buffer.alloc(19 + ext.length);
     h.write('PGCOPY\n\xff\r\n\0', 0, 'latin1');
@@ -158,7 +205,9 @@ describe('PGCOPY framing', () => {
   const decode = (bytes: Buffer, limit = 10) => {
     const enc = new BatchEncoder(schema, { phase: 'incremental' });
     const fields: CopyField[] = [{ wire: 'int4', list: false, writer: enc.col(0), ctx }];
-    const dec = new CopyBinaryDecoder(fields, [0], limit, (i) => enc.appendMetaOrdinal(1, 'i000000000001', i, null, false));
+    const dec = new CopyBinaryDecoder(fields, [0], limit, (i) =>
+      enc.appendMetaOrdinal(1, 'i000000000001', i, null, false),
+    );
     dec.push(bytes);
     dec.end();
     return { dec, values: Array.from(enc.finish(0n).getChildAt(0)!.toArray() as Int32Array) };
@@ -176,7 +225,9 @@ describe('PGCOPY framing', () => {
   });
 
   it('refuses a wrong signature, row OIDs, data after the trailer and a missing trailer', () => {
-    expect(() => decode(Buffer.concat([Buffer.from('PGCOPX\n\xff\r\n\0\0\0\0\0\0\0\0\0', 'latin1'), trailer]))).toThrow(/signature/);
+    expect(() =>
+      decode(Buffer.concat([Buffer.from('PGCOPX\n\xff\r\n\0\0\0\0\0\0\0\0\0', 'latin1'), trailer])),
+    ).toThrow(/signature/);
     expect(() => decode(Buffer.concat([header(1 << 16), trailer]))).toThrow(/OIDs/);
     expect(() => decode(Buffer.concat([header(), trailer, tuple(1)]))).toThrow(/after its trailer/);
     expect(() => decode(Buffer.concat([header(), tuple(1)]))).toThrow(/ended early/);

@@ -87,8 +87,21 @@ export async function checkTransactionPrivilege(db: MysqlSession, table: string,
 export interface TimeBound {
   /** The bound as a SQL literal of the cursor's type. */
   readonly literal: string;
+  /**
+   * Set when a listed transaction lowered the bound: the listing may be up to TRX_CACHE_MS old
+   * and still show a transaction that has since committed. Reading the bound again from this
+   * moment (epoch ms) on sees a listing at least as new as this one's read.
+   */
+  readonly recheckAt?: number;
   readonly warnings: BoundHeldWarning[];
 }
+
+/**
+ * INNODB_TRX is served from a cache that InnoDB refreshes at most every 100 ms
+ * (CACHE_MIN_IDLE_TIME_US in trx0i_s.cc): a listing can miss a transaction that began, and show
+ * one that ended, up to that long ago. (We add a margin for clock granularity.)
+ */
+export const TRX_CACHE_MS = 120;
 
 /**
  * Reads the bound for a time cursor. MUST run as its own statement BEFORE the page's statement.
@@ -99,6 +112,10 @@ export interface TimeBound {
  * as open (already gone), and its rows below the bound would be skipped for good. Read first,
  * every transaction is either listed (and bounds the page) or committed before the page's
  * snapshot (and visible to it).
+ *
+ * The listing may be TRX_CACHE_MS old, missing transactions that began since: so the "now" side
+ * of the bound is at least TRX_CACHE_MS in the past whatever the lag, i.e.
+ *   bound = least(NOW(6) - max(lag, TRX_CACHE_MS), oldest trx_started - lag).
  *
  * TIMESTAMP cursors compare in UTC (our session's zone). DATETIME cursors hold wall-clock values
  * that writers take in their session zone, by default the server's @@global.time_zone, so the
@@ -113,7 +130,10 @@ export async function timeBound(
   canSeeTransactions: boolean,
 ): Promise<TimeBound> {
   const oldest = canSeeTransactions ? `(SELECT MIN(${TRX_STARTED_UTC}) AS oldest FROM ${OTHER_TRANSACTIONS})` : '(SELECT NULL AS oldest)';
-  const utc = `(LEAST(NOW(6), COALESCE(o.oldest, NOW(6))) - INTERVAL ${Math.round(lagMs * 1000)} MICROSECOND)`;
+  const lag = `INTERVAL ${Math.round(lagMs * 1000)} MICROSECOND`;
+  const nowSide = `(NOW(6) - INTERVAL ${Math.round((canSeeTransactions ? Math.max(lagMs, TRX_CACHE_MS) : lagMs) * 1000)} MICROSECOND)`;
+  const trxSide = `(o.oldest - ${lag})`;
+  const utc = `LEAST(${nowSide}, COALESCE(${trxSide}, ${nowSide}))`;
   const local = `CONVERT_TZ(${utc}, '+00:00', @@global.time_zone)`;
   const value =
     type === 'timestamp'
@@ -121,8 +141,8 @@ export async function timeBound(
       : type === 'datetime'
         ? `DATE_FORMAT(${local}, '%Y-%m-%d %H:%i:%s.%f')`
         : `DATE_FORMAT(${local}, '%Y-%m-%d')`;
-  const [row] = await db.query<{ bound: string | null; ageUs: string | number | null }>(
-    `SELECT ${value} AS bound, TIMESTAMPDIFF(MICROSECOND, o.oldest, NOW(6)) AS ageUs FROM ${oldest} AS o`,
+  const [row] = await db.query<{ bound: string | null; ageUs: string | number | null; lowered: string | number | null }>(
+    `SELECT ${value} AS bound, TIMESTAMPDIFF(MICROSECOND, o.oldest, NOW(6)) AS ageUs, ${trxSide} < ${nowSide} AS lowered FROM ${oldest} AS o`,
   );
   if (!row?.bound) {
     throw new SourceError(
@@ -130,9 +150,12 @@ export async function timeBound(
       "the server's @@global.time_zone cannot be converted from UTC (named zones need the time zone tables: mysql_tzinfo_to_sql); load them or set a numeric time_zone",
     );
   }
+  // Taken once the listing has been read: the cache it came from was filled before this moment.
+  const readAt = Date.now();
   const stalled = row.ageUs !== null && Number(row.ageUs) > stallAfterMs * 1000;
   return {
     literal: `'${row.bound}'`,
+    ...(Number(row.lowered) === 1 ? { recheckAt: readAt + TRX_CACHE_MS } : {}),
     warnings: stalled ? await holders(db, stallAfterMs, undefined, 'holds the incremental bound back') : [],
   };
 }
@@ -152,9 +175,11 @@ const SETTLE_POLL_MS = 25;
  * waits (up to `settleMs`) until every transaction open at that moment has ended; `held` when
  * some did not (the caller reads nothing this time and reports the holders).
  *
- * The mark is read by one statement and the open transactions by the NEXT one: a transaction
- * not listed has either committed (and the page, read later, sees it) or had not yet touched
- * InnoDB when the mark was read, so any AUTO_INCREMENT value it takes is above the mark.
+ * The mark is read by one statement and the open transactions by a later one, at least
+ * TRX_CACHE_MS later so the (cached) listing is newer than the mark: a transaction not listed
+ * has either committed (and the page, read later, sees it) or had not yet touched InnoDB when
+ * the mark was read, so any AUTO_INCREMENT value it takes is above the mark. A listed
+ * transaction that has in fact ended leaves the cache within TRX_CACHE_MS, so polling sees it go.
  * Without the privilege (lagOnly) nothing can be listed: the page waits `settleMs` instead, so a
  * value handed out before the mark has had the lag to commit.
  */
@@ -172,6 +197,8 @@ export async function highWaterBound(
     if (settleMs > 0) await sleep(settleMs, signal);
     return { mark, held: false, warnings: [] };
   }
+  // The listing must be newer than the mark; INNODB_TRX's cache may be TRX_CACHE_MS old.
+  await sleep(TRX_CACHE_MS, signal);
   const open = await db.query<{ trxId: string | number }>(`SELECT t.trx_id AS trxId FROM ${OTHER_TRANSACTIONS}`);
   if (open.length === 0) return { mark, held: false, warnings: [] };
   // trx_id is BIGINT UNSIGNED: listed as digits, never as quoted strings (compared as doubles).

@@ -49,7 +49,15 @@ const MAX_INITIAL_CAPACITY = 65_536;
 
 /** The bound of one page, as a predicate on the cursor; `empty` means read nothing now. */
 type PageBound =
-  | { readonly kind: 'predicate'; readonly sql: string; readonly warnings: Warning[]; readonly settled?: string }
+  | {
+      readonly kind: 'predicate';
+      readonly sql: string;
+      readonly warnings: Warning[];
+      /** A settled high-water mark (literal), kept for the next page. */
+      readonly settled?: string;
+      /** A time bound lowered by a (cached) transaction listing: see `recheckBound`. */
+      readonly recheckAt?: number;
+    }
   | { readonly kind: 'empty'; readonly warnings: Warning[] };
 
 function cursorSql(keyset: KeysetPlan): string {
@@ -68,7 +76,7 @@ async function readBound(
   const c = cursorSql(keyset);
   if (keyset.bound.kind === 'time') {
     const b = await timeBound(db, keyset.bound.type, s.lagMs, s.stallAfterMs, s.canSeeTransactions);
-    return { kind: 'predicate', sql: `${c} < ${b.literal}`, warnings: b.warnings };
+    return { kind: 'predicate', sql: `${c} < ${b.literal}`, warnings: b.warnings, ...(b.recheckAt ? { recheckAt: b.recheckAt } : {}) };
   }
   if (settled.literal !== undefined) return { kind: 'predicate', sql: `${c} <= ${settled.literal}`, warnings: [], settled: settled.literal };
   const markSql = `SELECT ${keyset.cursor.read.expr} FROM ${plan.qualified} AS ${TABLE_ALIAS} WHERE ${c} IS NOT NULL ORDER BY ${c} DESC LIMIT 1`;
@@ -76,6 +84,33 @@ async function readBound(
   if (hw.held || hw.mark === null) return { kind: 'empty', warnings: hw.warnings };
   const literal = keyLiteral(keyset.cursor.read, parseValue(keyset.cursor.read, hw.mark, ctxOf(plan, keyset.cursor)));
   return { kind: 'predicate', sql: `${c} <= ${literal}`, warnings: hw.warnings, settled: literal };
+}
+
+/**
+ * A time bound lowered by a listed transaction may be lower than it needs to be: INNODB_TRX's
+ * cache can still list a transaction that committed up to 100 ms ago. That only delays rows,
+ * never skips them, but a run that ends on such a page would leave rows committed before it
+ * started for the next run. So when a page is the last one (`more` false) and its bound was
+ * lowered, the bound is read again once the cache must have been refreshed (`recheckAt`), and
+ * the page is read again if the bound moved. Full pages never wait: the bound did not limit them.
+ */
+async function recheckBound(
+  db: MysqlSession,
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  s: BoundSettings,
+  settled: SettledMark,
+  page: PreparedPage,
+  signal?: AbortSignal,
+): Promise<PreparedPage | undefined> {
+  const at = page.bound.recheckAt;
+  if (at === undefined) return undefined;
+  const wait = at - Date.now();
+  if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  signal?.throwIfAborted();
+  const bound = await readBound(db, plan, keyset, s, settled, signal);
+  if (bound.kind === 'empty' || bound.sql === page.bound.sql) return undefined;
+  return buildPage(plan, keyset, page.after, page.data, page.limit, bound);
 }
 
 /**
@@ -134,7 +169,22 @@ interface PreparedPage {
   readonly sql: string;
   readonly data: readonly ColumnInfo[];
   readonly selected: readonly ColumnInfo[];
+  readonly after: readonly string[] | undefined;
+  readonly limit: number;
   readonly bound: Extract<PageBound, { kind: 'predicate' }>;
+}
+
+function buildPage(
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  after: readonly string[] | undefined,
+  data: readonly ColumnInfo[],
+  limit: number,
+  bound: Extract<PageBound, { kind: 'predicate' }>,
+): PreparedPage {
+  const hidden = keyset.keys.filter((k) => !data.includes(k));
+  const selected = [...data, ...hidden];
+  return { kind: 'page', sql: pageSql(plan, keyset, selected, after, bound.sql, limit), data, selected, after, limit, bound };
 }
 
 async function preparePage(
@@ -150,9 +200,7 @@ async function preparePage(
   const after = afterLiterals(keyset, req.after);
   const bound = await readBound(db, plan, keyset, settings, settled, req.signal);
   if (bound.kind === 'empty') return bound;
-  const hidden = keyset.keys.filter((k) => !data.includes(k));
-  const selected = [...data, ...hidden];
-  return { kind: 'page', sql: pageSql(plan, keyset, selected, after, bound.sql, req.pageSize + 1), data, selected, bound };
+  return buildPage(plan, keyset, after, data, req.pageSize + 1, bound);
 }
 
 /** Keeps a settled high-water mark for the next page only when this page did not reach it. */
@@ -180,27 +228,35 @@ export async function readRowPage(
   settled: SettledMark,
 ): Promise<IncrementalResult<Record<string, unknown>[]>> {
   const data = plan.schema.columns.map((c) => plan.columns.find((x) => x.name === c.name)!);
-  const page = await preparePage(db, plan, keyset, req, data, settings, settled);
-  if (page.kind === 'empty') return emptyResult(req, [], page.warnings);
-  const raw = await db.raw(page.sql, req.signal);
-  const n = Math.min(raw.length, req.pageSize);
-  const more = raw.length > req.pageSize;
-  keepMark(settled, page, more);
-  const rows: Record<string, unknown>[] = new Array(n);
-  for (let r = 0; r < n; r++) {
-    const values = raw[r]!;
-    const row: Record<string, unknown> = {};
-    for (let i = 0; i < data.length; i++) row[data[i]!.name] = parseValue(data[i]!.read, values[i]!, ctxOf(plan, data[i]!));
-    rows[r] = row;
+  const first = await preparePage(db, plan, keyset, req, data, settings, settled);
+  if (first.kind === 'empty') return emptyResult(req, [], first.warnings);
+  let page: PreparedPage = first;
+  for (;;) {
+    const raw = await db.raw(page.sql, req.signal);
+    const more = raw.length > req.pageSize;
+    const again: PreparedPage | undefined = more ? undefined : await recheckBound(db, plan, keyset, settings, settled, page, req.signal);
+    if (again) {
+      page = again;
+      continue;
+    }
+    keepMark(settled, page, more);
+    const n = Math.min(raw.length, req.pageSize);
+    const rows: Record<string, unknown>[] = new Array(n);
+    for (let r = 0; r < n; r++) {
+      const values = raw[r]!;
+      const row: Record<string, unknown> = {};
+      for (let i = 0; i < data.length; i++) row[data[i]!.name] = parseValue(data[i]!.read, values[i]!, ctxOf(plan, data[i]!));
+      rows[r] = row;
+    }
+    const warnings = page.bound.warnings;
+    if (n === 0) return emptyResult(req, rows, warnings);
+    return {
+      next: tokenOf(plan, keyset, page.selected, raw[n - 1]!),
+      page: rows,
+      more,
+      ...(warnings.length > 0 ? { warnings } : {}),
+    };
   }
-  const warnings = page.bound.warnings;
-  if (n === 0) return emptyResult(req, rows, warnings);
-  return {
-    next: tokenOf(plan, keyset, page.selected, raw[n - 1]!),
-    page: rows,
-    more,
-    ...(warnings.length > 0 ? { warnings } : {}),
-  };
 }
 
 /** The columnar page request (IncrementalPage plus what the batch needs). */
@@ -230,9 +286,43 @@ export async function readBatchPage(
     }
     return col;
   });
-  const page = await preparePage(db, plan, keyset, req, data, settings, settled);
-  if (page.kind === 'empty') return emptyResult(req, undefined, page.warnings);
+  const first = await preparePage(db, plan, keyset, req, data, settings, settled);
+  if (first.kind === 'empty') return emptyResult(req, undefined, first.warnings);
+  let page: PreparedPage = first;
+  for (;;) {
+    const read = await streamPage(db, plan, page, req);
+    const again: PreparedPage | undefined = read.more ? undefined : await recheckBound(db, plan, keyset, settings, settled, page, req.signal);
+    if (again) {
+      page = again;
+      continue;
+    }
+    keepMark(settled, page, read.more);
+    const warnings = page.bound.warnings;
+    if (read.last === undefined) return emptyResult(req, undefined, warnings);
+    const record = read.enc.finish(BigInt(clock()) * 1_000_000n);
+    const batch = newBatch({
+      table: req.table.target,
+      record,
+      watermark: req.posPrefix + ordinalHex(req.ordinalBase + read.rows - 1),
+      writeMode: req.writeMode,
+    });
+    return {
+      next: tokenOf(plan, keyset, page.selected, read.last),
+      page: batch,
+      more: read.more,
+      ...(warnings.length > 0 ? { warnings } : {}),
+    };
+  }
+}
 
+/** Streams one page statement into a new encoder: rows appended, the last row kept for its key. */
+async function streamPage(
+  db: MysqlSession,
+  plan: TablePlan,
+  page: PreparedPage,
+  req: BatchPageRequest,
+): Promise<{ enc: BatchEncoder; rows: number; more: boolean; last: RawRow | undefined }> {
+  const { data } = page;
   const enc = new BatchEncoder(req.schema, { phase: 'incremental', capacity: Math.min(req.pageSize, MAX_INITIAL_CAPACITY) });
   const width = data.length;
   const writers = data.map((_, i) => enc.col(i));
@@ -256,17 +346,5 @@ export async function readBatchPage(
     },
     req.signal,
   );
-  const n = Math.min(seen, pageSize);
-  const more = seen > pageSize;
-  keepMark(settled, page, more);
-  const warnings = page.bound.warnings;
-  if (n === 0 || last === undefined) return emptyResult(req, undefined, warnings);
-  const record = enc.finish(BigInt(clock()) * 1_000_000n);
-  const batch = newBatch({ table: req.table.target, record, watermark: posPrefix + ordinalHex(ordinalBase + n - 1), writeMode: req.writeMode });
-  return {
-    next: tokenOf(plan, keyset, page.selected, last),
-    page: batch,
-    more,
-    ...(warnings.length > 0 ? { warnings } : {}),
-  };
+  return { enc, rows: Math.min(seen, pageSize), more: seen > pageSize, last };
 }

@@ -67,15 +67,26 @@ const HOLDERS_JSON = `
 
 /**
  * Refuses to run when the role cannot see other sessions' transactions (pg_stat_activity hides
- * `xact_start` of other roles' sessions), unless the table chose `lagOnly`.
+ * `xact_start` of other roles' sessions) or the server is a standby (it cannot see the primary's),
+ * unless the table chose `lagOnly`.
  */
 export async function checkActivityPrivilege(sql: Sql, table: string, lagOnly: boolean): Promise<void> {
   if (lagOnly) return;
-  const [row] = await sql.unsafe<{ role: string; ok: boolean }[]>(
+  const [row] = await sql.unsafe<{ role: string; ok: boolean; standby: boolean }[]>(
     `SELECT current_user::text AS role,
             (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
-              OR pg_has_role(current_user, 'pg_read_all_stats', 'member') AS ok`,
+              OR pg_has_role(current_user, 'pg_read_all_stats', 'member') AS ok,
+            pg_is_in_recovery() AS standby`,
   );
+  if (row?.standby) {
+    // A standby's pg_stat_activity lists its own sessions only: the primary's open
+    // transactions, the ones that commit late, are invisible, so the bound would protect nothing.
+    throw new SourceError(
+      'SOURCE_STANDBY',
+      `${table}: the source is a standby (read replica), where the primary's open transactions are invisible, so late commits could be skipped; ` +
+        'point the source at the primary, or set lagOnly: true with a lag longer than your longest write transaction plus the replica delay',
+    );
+  }
   if (row?.ok) return;
   const role = row?.role ?? 'the source role';
   throw new SourceError(
@@ -114,7 +125,12 @@ export interface TimeBound {
  * database default, which writers' `now()::timestamp` also uses); `date` cursors get the date
  * of the bound, so the current day is read once it is over.
  */
-export async function timeBound(sql: Sql, type: TimeBoundType, lagMs: number, stallAfterMs: number): Promise<TimeBound> {
+export async function timeBound(
+  sql: Sql,
+  type: TimeBoundType,
+  lagMs: number,
+  stallAfterMs: number,
+): Promise<TimeBound> {
   const [row] = await sql.unsafe<{ bound: string; holders: string }[]>(
     `WITH others AS (${OTHER_TRANSACTIONS})
      SELECT ((least(clock_timestamp(), (SELECT min(xact_start) FROM others))
@@ -166,7 +182,7 @@ export async function highWaterBound(
   for (;;) {
     const [still] = await sql.unsafe<{ n: string; holders: string }[]>(
       `WITH others AS (${OTHER_TRANSACTIONS}
-         AND (pid, xact_start) IN (SELECT * FROM unnest($1::int[], $3::timestamptz[])))
+         AND (pid, xact_start) IN (SELECT * FROM unnest($1::text::int[], $3::text::timestamptz[])))
        SELECT (SELECT count(*) FROM others)::text AS n, ${HOLDERS_JSON} AS holders`,
       [pids, stallAfterMs, starts],
     );
@@ -176,11 +192,15 @@ export async function highWaterBound(
       // stalled ones: nothing is read until they end.
       const [all] = await sql.unsafe<{ holders: string }[]>(
         `WITH others AS (${OTHER_TRANSACTIONS}
-           AND (pid, xact_start) IN (SELECT * FROM unnest($1::int[], $3::timestamptz[])))
+           AND (pid, xact_start) IN (SELECT * FROM unnest($1::text::int[], $3::text::timestamptz[])))
          SELECT ${HOLDERS_JSON} AS holders`,
         [pids, 0, starts],
       );
-      return { literal: hw, held: true, warnings: holderWarnings(all!.holders, 'holds the page back (high-water cursor)') };
+      return {
+        literal: hw,
+        held: true,
+        warnings: holderWarnings(all!.holders, 'holds the page back (high-water cursor)'),
+      };
     }
     await new Promise((r) => setTimeout(r, SETTLE_POLL_MS));
   }

@@ -79,7 +79,8 @@ export function endpointOf(url: string, sourceName?: string): Endpoint {
     user: decodeURIComponent(u.username) || 'postgres',
     host: u.hostname || 'localhost',
     port: u.port ? Number(u.port) : 5432,
-    database: decodeURIComponent(u.pathname.replace(/^\//, '')) || decodeURIComponent(u.username) || 'postgres',
+    database:
+      decodeURIComponent(u.pathname.replace(/^\//, '')) || decodeURIComponent(u.username) || 'postgres',
     source: sourceName ?? 'the source URL',
   };
 }
@@ -112,7 +113,14 @@ export function connect(opts: ConnectOptions): { sql: Sql; endpoint: Endpoint } 
 }
 
 /** Node socket error codes that mean "nothing answered at host:port". */
-const UNREACHABLE = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'EPIPE', 'CONNECTION_CLOSED']);
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNRESET',
+  'EPIPE',
+  'CONNECTION_CLOSED',
+]);
 const NAME_NOT_RESOLVED = new Set(['ENOTFOUND', 'EAI_AGAIN']);
 const TIMED_OUT = new Set(['CONNECT_TIMEOUT', 'ETIMEDOUT']);
 
@@ -120,16 +128,24 @@ const TIMED_OUT = new Set(['CONNECT_TIMEOUT', 'ETIMEDOUT']);
  * Turns a connection-phase failure into a one-line `SourceError` saying what to check; returns
  * undefined for anything else (a query error), which the caller handles with its own context.
  */
-export function translateConnectError(e: unknown, ep: Endpoint, connectTimeoutMs?: number): SourceError | undefined {
+export function translateConnectError(
+  e: unknown,
+  ep: Endpoint,
+  connectTimeoutMs?: number,
+): SourceError | undefined {
   if (!(e instanceof Error)) return undefined;
   const code = String((e as { code?: unknown }).code ?? '');
   const at = `${ep.host}:${ep.port}`;
   const who = `user "${ep.user}" at ${at}`;
   switch (code) {
     case '28P01':
-      return new SourceError('SOURCE_AUTH_FAILED', `authentication failed for ${who}; check the password in ${ep.source}`, {
-        cause: e,
-      });
+      return new SourceError(
+        'SOURCE_AUTH_FAILED',
+        `authentication failed for ${who}; check the password in ${ep.source}`,
+        {
+          cause: e,
+        },
+      );
     case '28000':
       return new SourceError(
         'SOURCE_AUTH_FAILED',
@@ -143,11 +159,19 @@ export function translateConnectError(e: unknown, ep: Endpoint, connectTimeoutMs
         { cause: e },
       );
     case '53300':
-      return new SourceError('SOURCE_UNAVAILABLE', `${at} has no free connection slots (too_many_connections); retry later or raise max_connections`, {
-        cause: e,
-      });
+      return new SourceError(
+        'SOURCE_UNAVAILABLE',
+        `${at} has no free connection slots (too_many_connections); retry later or raise max_connections`,
+        {
+          cause: e,
+        },
+      );
     case '57P03':
-      return new SourceError('SOURCE_UNAVAILABLE', `${at} is starting up or shutting down; retry in a moment`, { cause: e });
+      return new SourceError(
+        'SOURCE_UNAVAILABLE',
+        `${at} is starting up or shutting down; retry in a moment`,
+        { cause: e },
+      );
   }
   if (UNREACHABLE.has(code)) {
     return new SourceError(
@@ -157,9 +181,13 @@ export function translateConnectError(e: unknown, ep: Endpoint, connectTimeoutMs
     );
   }
   if (NAME_NOT_RESOLVED.has(code)) {
-    return new SourceError('SOURCE_UNREACHABLE', `cannot resolve host "${ep.host}" (${code}); check the host in ${ep.source}`, {
-      cause: e,
-    });
+    return new SourceError(
+      'SOURCE_UNREACHABLE',
+      `cannot resolve host "${ep.host}" (${code}); check the host in ${ep.source}`,
+      {
+        cause: e,
+      },
+    );
   }
   if (TIMED_OUT.has(code)) {
     const seconds = Math.max(1, Math.ceil((connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS) / 1000));

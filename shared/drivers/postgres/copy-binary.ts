@@ -22,7 +22,13 @@ import {
   TIMESTAMP_INFINITY,
   TIMESTAMP_NEG_INFINITY,
 } from '../../position/time-text.js';
-import { multiDimensional, nonFiniteNumeric, timestampOutOfRange, type ValueContext, type WireKind } from './types.js';
+import {
+  multiDimensional,
+  nonFiniteNumeric,
+  timestampOutOfRange,
+  type ValueContext,
+  type WireKind,
+} from './types.js';
 
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
 const SIGNATURE_LENGTH = 11;
@@ -107,7 +113,14 @@ export interface CopyField {
  * Appends one non-null scalar value of `wire` at `buf[p..p+len)` to `w`.
  * Exported for tests; the decoder inlines the same dispatch per field.
  */
-export function appendScalar(w: ColumnWriter, wire: WireKind, buf: Uint8Array, p: number, len: number, ctx: ValueContext): void {
+export function appendScalar(
+  w: ColumnWriter,
+  wire: WireKind,
+  buf: Uint8Array,
+  p: number,
+  len: number,
+  ctx: ValueContext,
+): void {
   switch (wire) {
     case 'bool':
       w.appendBool(buf[p] !== 0);
@@ -127,7 +140,10 @@ export function appendScalar(w: ColumnWriter, wire: WireKind, buf: Uint8Array, p
     case 'numeric': {
       const sign = uint16(buf, p + NUMERIC_SIGN);
       if (sign === NUMERIC_NAN || sign === NUMERIC_PINF || sign === NUMERIC_NINF) {
-        throw nonFiniteNumeric(ctx, sign === NUMERIC_NAN ? 'NaN' : sign === NUMERIC_PINF ? 'Infinity' : '-Infinity');
+        throw nonFiniteNumeric(
+          ctx,
+          sign === NUMERIC_NAN ? 'NaN' : sign === NUMERIC_PINF ? 'Infinity' : '-Infinity',
+        );
       }
       w.appendNumericBinary(buf, p);
       return;
@@ -165,7 +181,9 @@ export function appendScalar(w: ColumnWriter, wire: WireKind, buf: Uint8Array, p
 }
 
 function unknownJsonbVersion(ctx: ValueContext, v: number): DataError {
-  return new DataError(`${ctx.table}.${ctx.column}: jsonb binary format version ${v} is unknown (expected 1)`);
+  return new DataError(
+    `${ctx.table}.${ctx.column}: jsonb binary format version ${v} is unknown (expected 1)`,
+  );
 }
 
 /** A binary timestamp as micros since 1970, the infinities as the time-text.ts sentinels. */
@@ -206,7 +224,13 @@ function appendList(w: ColumnWriter, wire: WireKind, buf: Uint8Array, p: number,
  * Decodes one non-null binary value into the exact value universe (types.ts `parseText` gives
  * the same values from text). Used for the page's last key, not on the per-row path.
  */
-export function decodeBinaryValue(wire: WireKind, buf: Uint8Array, p: number, len: number, ctx: ValueContext): unknown {
+export function decodeBinaryValue(
+  wire: WireKind,
+  buf: Uint8Array,
+  p: number,
+  len: number,
+  ctx: ValueContext,
+): unknown {
   const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
   switch (wire) {
     case 'bool':
@@ -299,7 +323,12 @@ export class CopyBinaryDecoder {
   /** Bytes the pending data needs before another attempt can make progress. */
   private pendingNeed = 0;
 
-  constructor(fields: readonly CopyField[], keyFields: readonly number[], limit: number, onRow: (i: number) => void) {
+  constructor(
+    fields: readonly CopyField[],
+    keyFields: readonly number[],
+    limit: number,
+    onRow: (i: number) => void,
+  ) {
     this.fields = fields;
     this.keyFields = keyFields;
     this.limit = limit;
@@ -369,7 +398,8 @@ export class CopyBinaryDecoder {
   private headerEnd(buf: Uint8Array): number {
     if (buf.length < HEADER_FIXED_LENGTH) return -HEADER_FIXED_LENGTH;
     for (let k = 0; k < SIGNATURE_LENGTH; k++) {
-      if (buf[k] !== SIGNATURE[k]) throw new DataError('COPY output does not start with the PGCOPY binary signature');
+      if (buf[k] !== SIGNATURE[k])
+        throw new DataError('COPY output does not start with the PGCOPY binary signature');
     }
     if ((int32(buf, FLAGS_OFFSET) & FLAG_HAS_OIDS) !== 0) {
       throw new DataError('COPY binary output carries row OIDs; tidemark never asks for them');

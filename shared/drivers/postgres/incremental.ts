@@ -46,12 +46,23 @@ type PageBound =
   | { readonly kind: 'empty'; readonly warnings: Warning[] };
 
 /** Reads the page's bound. Runs BEFORE the page statement (bound.ts explains why). */
-async function readBound(sql: Sql, plan: TablePlan, keyset: KeysetPlan, s: BoundSettings): Promise<PageBound> {
+async function readBound(
+  sql: Sql,
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  s: BoundSettings,
+): Promise<PageBound> {
   if (keyset.bound.kind === 'time') {
     const b = await timeBound(sql, keyset.bound.type, s.lagMs, s.stallAfterMs);
     return { kind: 'below', text: b.literal, warnings: b.warnings };
   }
-  const hw = await highWaterBound(sql, plan.qualified, quoteIdent(keyset.cursor.name), s.settleMs, s.stallAfterMs);
+  const hw = await highWaterBound(
+    sql,
+    plan.qualified,
+    quoteIdent(keyset.cursor.name),
+    s.settleMs,
+    s.stallAfterMs,
+  );
   if (hw.held || hw.literal === null) return { kind: 'empty', warnings: hw.warnings };
   return { kind: 'atMost', text: hw.literal, warnings: hw.warnings };
 }
@@ -161,7 +172,9 @@ export async function readRowPage(
   let lastValues: unknown[] = [];
   for (let r = 0; r < n; r++) {
     const texts = raw[r]!;
-    const values = selected.map((c, i) => parseColumnText(c.read, texts[i]?.toString('utf8') ?? null, ctxOf(plan, c)));
+    const values = selected.map((c, i) =>
+      parseColumnText(c.read, texts[i]?.toString('utf8') ?? null, ctxOf(plan, c)),
+    );
     const row: Record<string, unknown> = {};
     for (let i = 0; i < data.length; i++) row[data[i]!.name] = values[i];
     rows[r] = row;

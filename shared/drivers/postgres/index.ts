@@ -38,7 +38,13 @@ import type { Schema } from '../../dataplane/schema.js';
 import { checkActivityPrivilege } from './bound.js';
 import { connect, type Endpoint, type Sql, translateConnectError } from './connect.js';
 import { type BatchPageRequest, type BoundSettings, readBatchPage, readRowPage } from './incremental.js';
-import { countNullCursors, introspectTable, type KeysetPlan, keysetPlan, type TablePlan } from './introspect.js';
+import {
+  countNullCursors,
+  introspectTable,
+  type KeysetPlan,
+  keysetPlan,
+  type TablePlan,
+} from './introspect.js';
 
 export { redactUrl } from './connect.js';
 export type { BoundHeldWarning, BoundHolder } from './bound.js';
@@ -81,7 +87,9 @@ export type PostgresTableSpec = TableSpec & { readonly cursorColumn?: string };
  * pages are read one at a time. Implements `Introspector`, `IncrementalSource`,
  * `BatchIncrementalSource` and `NullCursorCounter`.
  */
-export class PostgresSource implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter {
+export class PostgresSource
+  implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter
+{
   private readonly sql: Sql;
   private readonly endpoint: Endpoint;
   private readonly options: PostgresSourceOptions;
@@ -117,14 +125,17 @@ export class PostgresSource implements Introspector, IncrementalSource, BatchInc
       this.plans.set(t.source, plan);
       for (const key of this.keysets.keys()) if (key.startsWith(`${t.source}\0`)) this.keysets.delete(key);
       const warnings: Warning[] = [];
-      if (t.cursorColumn !== undefined) warnings.push(...((await this.keyset(plan, t.cursorColumn)).created?.warnings ?? []));
+      if (t.cursorColumn !== undefined)
+        warnings.push(...((await this.keyset(plan, t.cursorColumn)).created?.warnings ?? []));
       return { ref: plan.ref, schema: plan.schema, warnings };
     });
   }
 
   /** Rows whose cursor is NULL; they are never reached by `>` (the engine applies the nullCursor policy). */
   async countNullCursors(table: TableRef, cursorColumn: string): Promise<number> {
-    return this.guard(table.source, async () => countNullCursors(this.sql, await this.plan(table), cursorColumn));
+    return this.guard(table.source, async () =>
+      countNullCursors(this.sql, await this.plan(table), cursorColumn),
+    );
   }
 
   /** One page as row maps (the row path; also the oracle of the batch path). */
@@ -141,7 +152,10 @@ export class PostgresSource implements Introspector, IncrementalSource, BatchInc
     return this.guard(req.table.source, async () => {
       const plan = await this.plan(req.table);
       const { keyset, created } = await this.keyset(plan, req.cursorColumn);
-      return withWarnings(await readBatchPage(this.sql, plan, keyset, req, this.settings, this.clock), created?.warnings);
+      return withWarnings(
+        await readBatchPage(this.sql, plan, keyset, req, this.settings, this.clock),
+        created?.warnings,
+      );
     });
   }
 
@@ -163,7 +177,10 @@ export class PostgresSource implements Introspector, IncrementalSource, BatchInc
    * the privilege. `created` is set when this call validated it: its warnings are reported once,
    * by `introspect` when it was given the cursor, else with the first page.
    */
-  private async keyset(plan: TablePlan, cursorColumn: string): Promise<{ keyset: KeysetPlan; created?: KeysetPlan }> {
+  private async keyset(
+    plan: TablePlan,
+    cursorColumn: string,
+  ): Promise<{ keyset: KeysetPlan; created?: KeysetPlan }> {
     const key = `${plan.source}\0${cursorColumn}`;
     const known = this.keysets.get(key);
     if (known) return { keyset: known };
@@ -198,7 +215,10 @@ export class PostgresSource implements Introspector, IncrementalSource, BatchInc
 }
 
 /** Adds the keyset's one-time warnings (if any) to a page result. */
-function withWarnings<T>(r: IncrementalResult<T>, extra: readonly Warning[] | undefined): IncrementalResult<T> {
+function withWarnings<T>(
+  r: IncrementalResult<T>,
+  extra: readonly Warning[] | undefined,
+): IncrementalResult<T> {
   if (!extra || extra.length === 0) return r;
   return { ...r, warnings: [...extra, ...(r.warnings ?? [])] };
 }

@@ -92,7 +92,10 @@ interface TypeRow {
 export function splitTableName(source: string): { schema: string; table: string } {
   const dot = source.indexOf('.');
   if (dot <= 0 || dot === source.length - 1) {
-    throw new SourceError('SOURCE_TABLE_MISSING', `table "${source}" must be written as schema.table (e.g. public.orders)`);
+    throw new SourceError(
+      'SOURCE_TABLE_MISSING',
+      `table "${source}" must be written as schema.table (e.g. public.orders)`,
+    );
   }
   return { schema: source.slice(0, dot), table: source.slice(dot + 1) };
 }
@@ -181,7 +184,15 @@ export async function introspectTable(sql: Sql, spec: TableSpec): Promise<TableP
     primaryKey,
   };
   const ref: TableRef = { source: spec.source, target: spec.target ?? spec.source, primaryKey };
-  return { source: spec.source, qualified: `${quoteIdent(nsp)}.${quoteIdent(rel)}`, oid: cls.oid, columns, primaryKey, schema, ref };
+  return {
+    source: spec.source,
+    qualified: `${quoteIdent(nsp)}.${quoteIdent(rel)}`,
+    oid: cls.oid,
+    columns,
+    primaryKey,
+    schema,
+    ref,
+  };
 }
 
 /** Loads pg_type rows for `oids` and everything they refer to (domain bases, array elements). */
@@ -189,7 +200,9 @@ async function resolveTypes(sql: Sql, oids: readonly number[]): Promise<Map<numb
   const known = new Map<number, TypeRow>();
   let want = [...new Set(oids)];
   while (want.length > 0) {
-    const rows = await sql.unsafe<(Omit<TypeRow, 'oid' | 'typelem' | 'typbasetype'> & Record<'oid' | 'typelem' | 'typbasetype', string>)[]>(
+    const rows = await sql.unsafe<
+      (Omit<TypeRow, 'oid' | 'typelem' | 'typbasetype'> & Record<'oid' | 'typelem' | 'typbasetype', string>)[]
+    >(
       `SELECT t.oid::text AS oid, t.typname::text AS typname, t.typtype::text AS typtype,
               t.typcategory::text AS typcategory, t.typelem::text AS typelem,
               t.typbasetype::text AS typbasetype, t.typtypmod::int AS typtypmod
@@ -197,12 +210,18 @@ async function resolveTypes(sql: Sql, oids: readonly number[]): Promise<Map<numb
       [`{${want.join(',')}}`],
     );
     for (const raw of rows) {
-      const r = { ...raw, oid: Number(raw.oid), typelem: Number(raw.typelem), typbasetype: Number(raw.typbasetype) };
+      const r = {
+        ...raw,
+        oid: Number(raw.oid),
+        typelem: Number(raw.typelem),
+        typbasetype: Number(raw.typbasetype),
+      };
       known.set(r.oid, r);
     }
     want = [];
     for (const r of rows) {
-      for (const ref of [Number(r.typbasetype), Number(r.typelem)]) if (ref !== 0 && !known.has(ref)) want.push(ref);
+      for (const ref of [Number(r.typbasetype), Number(r.typelem)])
+        if (ref !== 0 && !known.has(ref)) want.push(ref);
     }
     want = [...new Set(want)];
   }
@@ -247,8 +266,14 @@ async function unknownTable(sql: Sql, source: string, nsp: string, rel: string):
     .sort((a, b) => a.d - b.d || a.name.localeCompare(b.name))
     .slice(0, 3)
     .map((x) => x.name);
-  const hint = scored.length > 0 ? `; did you mean ${scored.join(', ')}?` : '; check the schema and table name (names are case-sensitive)';
-  return new SourceError('SOURCE_TABLE_MISSING', `table ${source} does not exist or is not visible to this role${hint}`);
+  const hint =
+    scored.length > 0
+      ? `; did you mean ${scored.join(', ')}?`
+      : '; check the schema and table name (names are case-sensitive)';
+  return new SourceError(
+    'SOURCE_TABLE_MISSING',
+    `table ${source} does not exist or is not visible to this role${hint}`,
+  );
 }
 
 /** Levenshtein distance (small strings only). */
@@ -290,7 +315,9 @@ export async function keysetPlan(sql: Sql, plan: TablePlan, cursorColumn: string
 
   let rest: ColumnInfo[];
   if (plan.primaryKey.length > 0) {
-    rest = plan.primaryKey.filter((k) => k !== cursorColumn).map((k) => plan.columns.find((c) => c.name === k)!);
+    rest = plan.primaryKey
+      .filter((k) => k !== cursorColumn)
+      .map((k) => plan.columns.find((c) => c.name === k)!);
     for (const k of rest) refuseType(k, 'primary-key');
   } else {
     const [u] = await sql.unsafe<{ unique: boolean }[]>(
@@ -315,7 +342,9 @@ export async function keysetPlan(sql: Sql, plan: TablePlan, cursorColumn: string
   // every key type (json, xml, point... have none). WHERE false reads nothing.
   const keyList = keys.map((k) => quoteIdent(k.name)).join(', ');
   try {
-    await sql.unsafe(`SELECT 1 FROM ${plan.qualified} WHERE false AND (${keyList}) > (${keyList}) ORDER BY ${keyList} LIMIT 0`);
+    await sql.unsafe(
+      `SELECT 1 FROM ${plan.qualified} WHERE false AND (${keyList}) > (${keyList}) ORDER BY ${keyList} LIMIT 0`,
+    );
   } catch (e) {
     throw new SourceError(
       'SOURCE_CURSOR_INVALID',
@@ -353,7 +382,10 @@ export async function keysetPlan(sql: Sql, plan: TablePlan, cursorColumn: string
 export async function countNullCursors(sql: Sql, plan: TablePlan, cursorColumn: string): Promise<number> {
   const cursor = plan.columns.find((c) => c.name === cursorColumn);
   if (!cursor) {
-    throw new SourceError('SOURCE_CURSOR_INVALID', `${plan.source}: cursor column "${cursorColumn}" does not exist`);
+    throw new SourceError(
+      'SOURCE_CURSOR_INVALID',
+      `${plan.source}: cursor column "${cursorColumn}" does not exist`,
+    );
   }
   if (cursor.notNull) return 0;
   const [row] = await sql.unsafe<{ n: string }[]>(

@@ -127,7 +127,10 @@ export function numericPrecisionScale(typmod: number): { precision: number; scal
 const TEXT_LIKE = new Set<number>([OID.text, OID.varchar, OID.bpchar, OID.name, OID.json]);
 
 /** Scalar read of a non-array type (also used for array elements, where `elementOf` says so). */
-function scalarPlan(t: PgType, col: string): { expr: string; wire: WireKind; logical: LogicalType; needsTextCast: boolean } {
+function scalarPlan(
+  t: PgType,
+  col: string,
+): { expr: string; wire: WireKind; logical: LogicalType; needsTextCast: boolean } {
   const self = { expr: col, needsTextCast: false };
   switch (t.oid) {
     case OID.bool:
@@ -145,8 +148,18 @@ function scalarPlan(t: PgType, col: string): { expr: string; wire: WireKind; log
       return { expr: `${col}::float8`, needsTextCast: false, wire: 'float8', logical: { kind: 'float64' } };
     case OID.numeric: {
       const ps = numericPrecisionScale(t.typmod);
-      if (ps && ps.precision >= 1 && ps.precision <= MAX_DECIMAL_PRECISION && ps.scale >= 0 && ps.scale <= ps.precision) {
-        return { ...self, wire: 'numeric', logical: { kind: 'decimal', precision: ps.precision, scale: ps.scale } };
+      if (
+        ps &&
+        ps.precision >= 1 &&
+        ps.precision <= MAX_DECIMAL_PRECISION &&
+        ps.scale >= 0 &&
+        ps.scale <= ps.precision
+      ) {
+        return {
+          ...self,
+          wire: 'numeric',
+          logical: { kind: 'decimal', precision: ps.precision, scale: ps.scale },
+        };
       }
       return { expr: `${col}::text`, needsTextCast: true, wire: 'text', logical: { kind: 'text' } };
     }
@@ -180,7 +193,12 @@ export function readPlan(t: PgType, columnName: string, ndims: number): ReadPlan
   if (t.category === 'A' && t.element && ndims <= 1 && t.element.category !== 'A') {
     const el = scalarPlan(t.element, 'x');
     if (el.needsTextCast) {
-      return { expr: `${col}::text[]`, wire: 'text', list: true, logical: { kind: 'list', element: { kind: 'text' } } };
+      return {
+        expr: `${col}::text[]`,
+        wire: 'text',
+        list: true,
+        logical: { kind: 'list', element: { kind: 'text' } },
+      };
     }
     const expr = t.element.oid === OID.float4 ? `${col}::float8[]` : col;
     return { expr, wire: el.wire, list: true, logical: { kind: 'list', element: el.logical } };
@@ -297,7 +315,8 @@ export function parseArrayLiteral(text: string, ctx: ValueContext): (string | nu
     if (text.lastIndexOf('[', eq) > 0) throw multiDimensional(ctx);
     i = eq + 1;
   }
-  if (text[i] !== '{') throw new DataError(`${ctx.table}.${ctx.column}: unreadable array text ${JSON.stringify(text)}`);
+  if (text[i] !== '{')
+    throw new DataError(`${ctx.table}.${ctx.column}: unreadable array text ${JSON.stringify(text)}`);
   i++;
   const out: (string | null)[] = [];
   if (text[i] === '}') return out;

@@ -1,0 +1,48 @@
+/**
+ * Cold start of the incremental Lambda bundle: bundles the handler exactly as deployed, then
+ * measures in fresh Node processes (median of N) the time to load the bundle (`require`, which
+ * compiles parquet-wasm and loads Arrow and the AWS SDK) against a bare `node -e ""` baseline
+ * measured in the same run. Prints bundle sizes too.
+ *
+ *   npm run bench -- cold-start [--runs N]
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { bundleHandler } from '../functions/bundle.js';
+
+const runs = Number(process.argv[process.argv.indexOf('--runs') + 1] || 7);
+const dir = mkdtempSync(join(tmpdir(), 'tidemark-cold-'));
+const b = await bundleHandler('incremental', dir);
+
+function wallMs(args: string[]): number {
+  const t = process.hrtime.bigint();
+  const r = spawnSync(process.execPath, args, { cwd: dir, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(r.stderr);
+  return Number(process.hrtime.bigint() - t) / 1e6;
+}
+function inProcessMs(): number {
+  const r = spawnSync(
+    process.execPath,
+    ['-e', `const t=process.hrtime.bigint();require(${JSON.stringify(b.entry)});console.log(Number(process.hrtime.bigint()-t)/1e6)`],
+    { cwd: dir, encoding: 'utf8' },
+  );
+  if (r.status !== 0) throw new Error(r.stderr);
+  return Number(r.stdout.trim());
+}
+const median = (xs: number[]) => xs.sort((a, c) => a - c)[Math.floor(xs.length / 2)]!;
+
+const bare: number[] = [];
+const whole: number[] = [];
+const load: number[] = [];
+for (let i = 0; i < runs; i++) {
+  bare.push(wallMs(['-e', '']));
+  whole.push(wallMs(['-e', `require(${JSON.stringify(b.entry)})`]));
+  load.push(inProcessMs());
+}
+console.log(`bundle: index.js ${(b.bytes / 1e6).toFixed(2)} MB, parquet_wasm_bg.wasm ${(b.wasmBytes / 1e6).toFixed(2)} MB`);
+console.log(`median of ${runs}:`);
+console.log(`  node -e ""            ${median(bare).toFixed(0)} ms (baseline)`);
+console.log(`  node + load bundle    ${median(whole).toFixed(0)} ms (${(median(whole) / median(bare)).toFixed(2)}x baseline)`);
+console.log(`  require(bundle) only  ${median(load).toFixed(0)} ms`);

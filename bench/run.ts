@@ -1,0 +1,47 @@
+/**
+ * `npm run bench -- <name> [options]`: the one entry point of the benchmarks.
+ *
+ *   incremental         Postgres -> lake vs psql COPY (wire) and psql | DuckDB (by hand)
+ *   incremental-mysql   the same against MariaDB (mariadb --batch, mariadb | DuckDB)
+ *   encoder             bench/encoder.ts [rows]
+ *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
+ *
+ * Owns dispatch only. encoder and parquet-writer are standalone scripts that read their own
+ * argv, so they run as child processes, unchanged.
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const SCRIPTS: Readonly<Record<string, string>> = {
+  encoder: 'encoder.ts',
+  'parquet-writer': 'parquet-writer.ts',
+};
+const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly string[]): Promise<void> }>>> = {
+  incremental: () => import('./incremental.js'),
+  'incremental-mysql': () => import('./incremental-mysql.js'),
+};
+
+const [name, ...rest] = process.argv.slice(2);
+const names = [...Object.keys(MODULES), ...Object.keys(SCRIPTS)];
+
+if (name === undefined || name === '--help' || name === '-h') {
+  console.log(`usage: npm run bench -- <${names.join('|')}> [options]   (incremental*: --help for options)`);
+  process.exitCode = name === undefined ? 2 : 0;
+} else if (MODULES[name]) {
+  await (await MODULES[name]()).main(rest);
+} else if (SCRIPTS[name]) {
+  const script = fileURLToPath(new URL(SCRIPTS[name], import.meta.url));
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...rest], { stdio: 'inherit' });
+  // Forward an interrupt to the one child we started, by pid, then let it end.
+  const forward = (signal: NodeJS.Signals): void => {
+    child.kill(signal);
+  };
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  child.once('exit', (code, signal) => {
+    process.exitCode = code ?? (signal ? 1 : 0);
+  });
+} else {
+  console.error(`unknown benchmark "${name}"; one of: ${names.join(', ')}`);
+  process.exitCode = 2;
+}

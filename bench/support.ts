@@ -1,0 +1,638 @@
+/**
+ * Shared machinery of the incremental benchmarks (bench/incremental.ts for Postgres,
+ * bench/incremental-mysql.ts for MariaDB): option parsing, timed shell pipelines, the tidemark
+ * child process, alternated runs with medians, the result table, peak-RSS and the DuckDB checks.
+ *
+ * Owns measurement only. Never tunes or patches the engine, drivers or sink it measures, and
+ * never starts a server itself (each bench starts and stops its own, by pid).
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { mkdir, readdir, rm } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { DuckDBInstance } from '@duckdb/node-api';
+
+/** bench/ as an absolute path. */
+export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
+/** The project root (parent of bench/). */
+export const ROOT_DIR = join(BENCH_DIR, '..');
+const CHILD_SCRIPT = join(BENCH_DIR, 'incremental-child.ts');
+/** The by-hand pipeline's reader: plain JS so it pays no TypeScript loader at start (fair to it). */
+export const DUCKDB_STDIN_SCRIPT = join(BENCH_DIR, 'duckdb-stdin-to-parquet.mjs');
+
+/** Options every incremental bench takes. */
+export interface BenchOptions {
+  /** Rows of the measured table. */
+  readonly rows: number;
+  /** Alternated runs per variant; the median is reported. */
+  readonly runs: number;
+  /** Rows of the bigger table used only for the peak-RSS comparison; 0 skips it. */
+  readonly rssRows: number;
+  /** Also run one CPU-profiled child per tidemark sink kind and summarise where time goes. */
+  readonly profile: boolean;
+  /** Reuse (or create and keep) the database cluster here, so big tables are built once. */
+  readonly dataDir: string | undefined;
+  readonly quick: boolean;
+}
+
+const USAGE = `options:
+  --rows N        rows of the measured table (default 1000000)
+  --runs N        alternated runs per variant, median reported (default 3)
+  --rss-rows N    rows of the table for the peak-RSS comparison (default 5 x rows; 0 = skip)
+  --profile       one extra --cpu-prof child per sink kind, summarised by component
+  --data-dir DIR  keep the database cluster in DIR and reuse its tables next time
+  --quick         100000 rows, 1 run, rss-rows 500000 (a smoke test of the bench itself)`;
+
+/** Parses the options above; `--quick` sets defaults the other options still override. */
+export function parseBenchOptions(argv: readonly string[]): BenchOptions {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      rows: { type: 'string' },
+      runs: { type: 'string' },
+      'rss-rows': { type: 'string' },
+      profile: { type: 'boolean', default: false },
+      'data-dir': { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  const quick = values.quick ?? false;
+  const rows = positiveInt('--rows', values.rows, quick ? 100_000 : 1_000_000);
+  const runs = positiveInt('--runs', values.runs, quick ? 1 : 3);
+  const rssRows = values['rss-rows'] === undefined ? rows * 5 : Number(values['rss-rows']);
+  if (!Number.isInteger(rssRows) || rssRows < 0) throw new Error('--rss-rows must be a whole number >= 0');
+  return { rows, runs, rssRows, profile: values.profile ?? false, dataDir: values['data-dir'], quick };
+}
+
+function positiveInt(name: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a whole number >= 1 (got ${text})`);
+  return n;
+}
+
+/** One measurement of one variant. */
+export interface Sample {
+  readonly seconds: number;
+  /** Bytes written (Parquet objects or file); undefined where nothing is kept. */
+  readonly bytes?: number;
+  /** Peak RSS of the process that did the work, in MiB, where known. */
+  readonly rssMiB?: number;
+  /** Time inside the engine (runTable) only, without process start-up, for tidemark variants. */
+  readonly engineSeconds?: number;
+}
+
+/** A variant of the comparison: a name and how to run it once. */
+export interface Variant {
+  readonly name: string;
+  readonly run: () => Promise<Sample>;
+}
+
+/** The medians of one variant. */
+export interface VariantResult {
+  readonly name: string;
+  readonly samples: readonly Sample[];
+  readonly seconds: number;
+  readonly engineSeconds: number | undefined;
+  readonly bytes: number | undefined;
+  readonly rssMiB: number | undefined;
+}
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/**
+ * Runs every variant `runs` times, alternating them (round r starts at variant r mod n, so no
+ * variant always runs first or right after the same neighbour), and reports medians. On a
+ * shared 2-core machine only side-by-side ratios mean much; alternating spreads load bursts
+ * over all variants.
+ */
+export async function alternate(
+  variants: readonly Variant[],
+  runs: number,
+  onSample?: (name: string, sample: Sample, round: number) => void,
+): Promise<VariantResult[]> {
+  const samples = new Map<string, Sample[]>(variants.map((v) => [v.name, []]));
+  for (let round = 0; round < runs; round++) {
+    for (let k = 0; k < variants.length; k++) {
+      const variant = variants[(round + k) % variants.length]!;
+      const sample = await variant.run();
+      samples.get(variant.name)!.push(sample);
+      onSample?.(variant.name, sample, round);
+    }
+  }
+  return variants.map((v) => {
+    const s = samples.get(v.name)!;
+    const engine = s.flatMap((x) => (x.engineSeconds === undefined ? [] : [x.engineSeconds]));
+    const bytes = s.flatMap((x) => (x.bytes === undefined ? [] : [x.bytes]));
+    const rss = s.flatMap((x) => (x.rssMiB === undefined ? [] : [x.rssMiB]));
+    return {
+      name: v.name,
+      samples: s,
+      seconds: median(s.map((x) => x.seconds)),
+      engineSeconds: engine.length ? median(engine) : undefined,
+      bytes: bytes.length ? median(bytes) : undefined,
+      rssMiB: rss.length ? Math.max(...rss) : undefined,
+    };
+  });
+}
+
+/**
+ * A markdown table of the results: median wall seconds, rows/s, the time as a multiple of the
+ * two baselines' times (lower is better; 1.00 = as fast), engine-only time, output bytes, peak RSS.
+ */
+export function resultTable(
+  results: readonly VariantResult[],
+  rows: number,
+  wireName: string,
+  byHandName: string,
+): string {
+  const wire = results.find((r) => r.name === wireName)?.seconds;
+  const byHand = results.find((r) => r.name === byHandName)?.seconds;
+  const lines = [
+    '| variant | median s | rows/s | time x (a) wire | time x (b) by hand | engine-only s | output bytes | peak RSS MiB |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const r of results) {
+    lines.push(
+      `| ${r.name} | ${r.seconds.toFixed(2)} | ${fmtInt(rows / r.seconds)} | ${ratio(r.seconds, wire)} | ` +
+        `${ratio(r.seconds, byHand)} | ${r.engineSeconds === undefined ? '-' : r.engineSeconds.toFixed(2)} | ` +
+        `${r.bytes === undefined ? '-' : fmtInt(r.bytes)} | ${r.rssMiB === undefined ? '-' : r.rssMiB.toFixed(0)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+function ratio(value: number, base: number | undefined): string {
+  return base === undefined || !(base > 0) ? '-' : `${(value / base).toFixed(2)}x`;
+}
+
+export function fmtInt(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+/** One line about the machine and its load, for the report. */
+export function machineNote(): string {
+  const c = cpus();
+  const load = loadavg().map((x) => x.toFixed(2)).join(' ');
+  return `${c.length} x ${c[0]?.model.trim() ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB RAM, load average (1/5/15 min) ${load}, Node ${process.version}`;
+}
+
+/** Runs `command` under `bash -o pipefail`; resolves with its wall seconds; rejects on failure. */
+export async function timeShell(command: string, env: NodeJS.ProcessEnv = {}): Promise<number> {
+  const started = performance.now();
+  const { code, stderr } = await runProcess('bash', ['-o', 'pipefail', '-c', command], env);
+  const seconds = (performance.now() - started) / 1000;
+  if (code !== 0) throw new Error(`pipeline failed (exit ${code}): ${redact(command)}\n${stderr}`);
+  return seconds;
+}
+
+/** Hides the password of every URL in a command, for messages and the report. */
+export function redact(text: string): string {
+  return text.replace(/\/\/([^:/@\s]+):([^@\s]*)@/g, '//$1:***@');
+}
+
+/** Quotes a string for bash. */
+export function shellQuote(text: string): string {
+  return `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
+interface ProcessResult {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Spawns a process and waits for it. While it runs its pid is registered so an interrupt of
+ * the bench (Ctrl-C) ends it too, by pid: a child left running would keep reading the table.
+ */
+function runProcess(file: string, args: readonly string[], env: NodeJS.ProcessEnv): Promise<ProcessResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, {
+      cwd: ROOT_DIR,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      // Its own process group, so an interrupt stops the whole pipeline (psql | node) by group id.
+      detached: true,
+    });
+    const pid = child.pid;
+    if (pid !== undefined) runningGroups.add(pid);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (t: string) => {
+      stdout += t;
+    });
+    child.stderr.setEncoding('utf8').on('data', (t: string) => {
+      stderr = (stderr + t).slice(-8_000);
+    });
+    child.once('error', reject);
+    child.once('close', (code) => {
+      if (pid !== undefined) runningGroups.delete(pid);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Process groups (by leader pid) of the commands running now; killed if the bench is interrupted. */
+const runningGroups = new Set<number>();
+let interruptHooked = false;
+
+/**
+ * Stops running commands on SIGINT/SIGTERM (each its own group, by pid), then lets the
+ * servers' own exit hooks (shared/local/owned-processes.ts) stop the servers.
+ */
+export function stopChildrenOnInterrupt(): void {
+  if (interruptHooked) return;
+  interruptHooked = true;
+  const killGroups = (): void => {
+    for (const pid of runningGroups) {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    runningGroups.clear();
+  };
+  process.on('exit', killGroups);
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.prependListener(signal, killGroups);
+  }
+}
+
+/** What the tidemark child reports (bench/incremental-child.ts). */
+export interface ChildReport {
+  readonly rows: number;
+  readonly pages: number;
+  readonly bytes: number;
+  readonly objects: number;
+  readonly more: boolean;
+  /** runTable's own duration (includes introspection, lease, recovery, commits). */
+  readonly engineMs: number;
+  /** Seconds from process start to the start of runTable (node + tsx + imports + config). */
+  readonly startupSeconds: number;
+  /** process.resourceUsage().maxRSS, KiB. */
+  readonly maxRssKiB: number;
+}
+
+/** Everything the child needs to run one table; passed as JSON in argv. */
+export interface ChildConfig {
+  readonly source: { readonly kind: 'postgres' | 'mysql'; readonly url: string };
+  readonly table: string;
+  readonly cursor: string;
+  readonly lake: {
+    readonly uri: string;
+    readonly compression: 'zstd' | 'snappy';
+    readonly endpoint?: string;
+    readonly region?: string;
+    readonly forcePathStyle?: boolean;
+  };
+  readonly stateDir: string;
+  readonly pageSize: number;
+}
+
+/**
+ * Runs one tidemark sync in a child process (its own RSS), timing the whole process. With
+ * `cpuProfDir`, the child runs under `--cpu-prof` and leaves its profile there.
+ */
+export async function runTidemarkChild(
+  config: ChildConfig,
+  env: NodeJS.ProcessEnv = {},
+  cpuProfDir?: string,
+): Promise<{ sample: Sample; report: ChildReport }> {
+  const args = [
+    ...(cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : []),
+    '--import',
+    'tsx',
+    CHILD_SCRIPT,
+    JSON.stringify(config),
+  ];
+  const started = performance.now();
+  const { code, stdout, stderr } = await runProcess(process.execPath, args, env);
+  const seconds = (performance.now() - started) / 1000;
+  if (code !== 0) throw new Error(`tidemark child failed (exit ${code}):\n${redact(stderr)}`);
+  const last = stdout.trim().split('\n').at(-1) ?? '';
+  const report = JSON.parse(last) as ChildReport;
+  return {
+    report,
+    sample: {
+      seconds,
+      bytes: report.bytes,
+      rssMiB: report.maxRssKiB / 1024,
+      engineSeconds: report.engineMs / 1000,
+    },
+  };
+}
+
+/** Size of a file, or the sum of the files under a directory. */
+export function diskBytes(path: string): number {
+  if (!existsSync(path)) return 0;
+  const st = statSync(path);
+  if (!st.isDirectory()) return st.size;
+  let total = 0;
+  for (const entry of readdirSync(path)) total += diskBytes(join(path, entry));
+  return total;
+}
+
+/** Rows and distinct ids of the Parquet files under `dir` (DuckDB), the cheap correctness check. */
+export async function countLake(dir: string): Promise<{ rows: number; distinctIds: number }> {
+  const db = await DuckDBInstance.create(':memory:');
+  try {
+    const c = await db.connect();
+    const glob = join(dir, '**', '*.parquet').replaceAll("'", "''");
+    const reader = await c.runAndReadAll(
+      `SELECT count(*)::BIGINT, count(DISTINCT id)::BIGINT FROM read_parquet('${glob}')`,
+    );
+    const row = reader.getRows()[0]!;
+    c.closeSync();
+    return { rows: Number(row[0]), distinctIds: Number(row[1]) };
+  } finally {
+    db.closeSync();
+  }
+}
+
+/**
+ * Where the CPU of a `--cpu-prof` profile went, by component (self time of the sampled frames,
+ * grouped by source file), plus the hottest functions. Main thread only.
+ */
+export function summariseProfile(path: string, top = 12): string {
+  interface Frame {
+    readonly functionName: string;
+    readonly url: string;
+    readonly lineNumber: number;
+  }
+  interface ProfileNode {
+    readonly id: number;
+    readonly callFrame: Frame;
+  }
+  interface Profile {
+    readonly nodes: readonly ProfileNode[];
+    readonly samples: readonly number[];
+    readonly timeDeltas: readonly number[];
+  }
+  const profile = JSON.parse(readFileSync(path, 'utf8')) as Profile;
+  const byId = new Map(profile.nodes.map((n) => [n.id, n.callFrame]));
+  const byComponent = new Map<string, number>();
+  const byFunction = new Map<string, number>();
+  let total = 0;
+  profile.samples.forEach((id, i) => {
+    const us = profile.timeDeltas[i] ?? 0;
+    const frame = byId.get(id);
+    if (!frame) return;
+    total += us;
+    const component = componentOf(frame);
+    byComponent.set(component, (byComponent.get(component) ?? 0) + us);
+    const fn = `${frame.functionName || '(anonymous)'} ${shortUrl(frame.url)}${frame.url ? `:${frame.lineNumber + 1}` : ''}`;
+    byFunction.set(fn, (byFunction.get(fn) ?? 0) + us);
+  });
+  const pct = (us: number): string => `${((100 * us) / total).toFixed(1)}%`;
+  const lines = [`CPU profile ${path} (${(total / 1e6).toFixed(2)} s sampled, main thread):`, '', '| component | self time | share |', '|---|---:|---:|'];
+  for (const [name, us] of [...byComponent].sort((a, b) => b[1] - a[1])) {
+    lines.push(`| ${name} | ${(us / 1e6).toFixed(2)} s | ${pct(us)} |`);
+  }
+  lines.push('', `hottest functions (self time):`, '');
+  for (const [name, us] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, top)) {
+    lines.push(`- ${pct(us)} ${name}`);
+  }
+  return lines.join('\n');
+}
+
+/** Component of a sampled frame, by its source file. Order matters: first match wins. */
+function componentOf(frame: { functionName: string; url: string }): string {
+  const { functionName: fn, url } = frame;
+  if (fn === '(idle)') return 'idle (waiting on I/O: source, disk, S3)';
+  if (fn === '(garbage collector)') return 'garbage collector';
+  if (fn === '(program)') return 'V8/native (program)';
+  if (url.startsWith('wasm://') || url.includes('parquet-wasm') || url.includes('parquet_wasm')) {
+    return 'parquet-wasm encode';
+  }
+  if (url.includes('/drivers/postgres/copy-binary')) return 'COPY binary decode (driver)';
+  if (url.includes('/drivers/')) return 'driver (other)';
+  if (url.includes('/node_modules/postgres/')) return 'postgres.js protocol';
+  if (url.includes('/node_modules/mysql2/')) return 'mysql2 protocol/parse';
+  if (url.includes('/dataplane/') || url.includes('/node_modules/apache-arrow/')) return 'Arrow build (encoder/dataplane)';
+  if (url.includes('/sink/')) return 'sink (cast, layout, put)';
+  if (url.includes('/node_modules/@aws-sdk/') || url.includes('/node_modules/@smithy/')) return 'AWS SDK (S3)';
+  if (url.includes('/engine/') || url.includes('/state/') || url.includes('/pipeline/')) return 'engine/state';
+  if (url.includes('/node_modules/tsx/') || url.includes('/node_modules/esbuild/')) return 'tsx loader (startup)';
+  if (url.startsWith('node:')) return 'Node internals (streams, net, fs, buffers)';
+  if (url === '') return 'native/builtins';
+  return 'other';
+}
+
+function shortUrl(url: string): string {
+  const i = url.lastIndexOf('/node_modules/');
+  if (i >= 0) return url.slice(i + '/node_modules/'.length);
+  const j = url.indexOf('/shared/');
+  if (j >= 0) return url.slice(j + 1);
+  return url.replace(/^file:\/\//, '');
+}
+
+/** The bucket the benches create in s3rver. */
+export const S3_BUCKET = 'tidemark-bench';
+/** What s3rver accepts, as a real user would export them. */
+export const S3_ENV: NodeJS.ProcessEnv = {
+  AWS_ACCESS_KEY_ID: 'S3RVER',
+  AWS_SECRET_ACCESS_KEY: 'S3RVER',
+  AWS_REGION: 'us-east-1',
+};
+
+/** Where and how a tidemark variant writes. */
+export interface TidemarkTarget {
+  readonly source: ChildConfig['source'];
+  /** `schema.table` (MySQL: `database.table`). */
+  readonly table: string;
+  readonly cursor: string;
+  readonly compression: 'zstd' | 'snappy';
+  readonly pageSize: number;
+  /** s3rver endpoint; undefined: a file:// lake. */
+  readonly s3Endpoint?: string;
+}
+
+/** The child config of one run into `dir` (its fresh state dir and lake). */
+export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
+  const lake: ChildConfig['lake'] = t.s3Endpoint
+    ? {
+        uri: `s3://${S3_BUCKET}/lake/${basename(dir)}`,
+        compression: t.compression,
+        endpoint: t.s3Endpoint,
+        region: 'us-east-1',
+        forcePathStyle: true,
+      }
+    : { uri: `file://${join(dir, 'lake')}`, compression: t.compression };
+  return {
+    source: t.source,
+    table: t.table,
+    cursor: t.cursor,
+    lake,
+    stateDir: join(dir, 'state'),
+    pageSize: t.pageSize,
+  };
+}
+
+/**
+ * A tidemark variant: a fresh state dir and lake per run (a first full sync), the synced row
+ * count checked against `rows`, and for a local lake a DuckDB count (rows and distinct ids) of
+ * the objects after its first run.
+ */
+export function tidemarkVariant(name: string, target: TidemarkTarget, rows: number, work: string): Variant {
+  let n = 0;
+  let verified = false;
+  return {
+    name,
+    run: async (): Promise<Sample> => {
+      const dir = join(work, `${name.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '')}-${n++}`);
+      await mkdir(dir, { recursive: true });
+      try {
+        const { sample, report } = await runTidemarkChild(
+          childConfig(target, dir),
+          target.s3Endpoint ? S3_ENV : {},
+        );
+        if (report.rows !== rows || report.more) {
+          throw new Error(`${name}: synced ${report.rows} rows (more=${report.more}), expected ${rows}`);
+        }
+        if (!target.s3Endpoint && !verified) {
+          const lake = await countLake(join(dir, 'lake'));
+          if (lake.rows !== rows || lake.distinctIds !== rows) {
+            throw new Error(`${name}: the lake holds ${lake.rows} rows / ${lake.distinctIds} ids, expected ${rows}`);
+          }
+          console.log(
+            `  check ${name}: DuckDB count(*) of the lake = ${fmtInt(lake.rows)}, distinct ids = ${fmtInt(lake.distinctIds)} (ok)`,
+          );
+          verified = true;
+        }
+        return sample;
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+/** The four tidemark variants every incremental bench compares: levers are compression, page size, sink. */
+export function tidemarkVariants(
+  base: Omit<TidemarkTarget, 'compression' | 'pageSize' | 's3Endpoint'>,
+  rows: number,
+  work: string,
+  s3Endpoint: string,
+): Variant[] {
+  return [
+    tidemarkVariant('(c) tidemark file:// zstd, 50k pages', { ...base, compression: 'zstd', pageSize: 50_000 }, rows, work),
+    tidemarkVariant('(c) tidemark file:// snappy, 50k pages', { ...base, compression: 'snappy', pageSize: 50_000 }, rows, work),
+    tidemarkVariant('(c) tidemark file:// zstd, 200k pages', { ...base, compression: 'zstd', pageSize: 200_000 }, rows, work),
+    tidemarkVariant(
+      '(d) tidemark s3rver zstd, 50k pages',
+      { ...base, compression: 'zstd', pageSize: 50_000, s3Endpoint },
+      rows,
+      work,
+    ),
+  ];
+}
+
+/** {@link alternate} with one progress line per run. */
+export function alternateWithLog(variants: readonly Variant[], runs: number): Promise<VariantResult[]> {
+  return alternate(variants, runs, (name, sample, round) => {
+    const extra =
+      sample.engineSeconds === undefined
+        ? ''
+        : ` (engine ${sample.engineSeconds.toFixed(2)} s, peak RSS ${sample.rssMiB?.toFixed(0)} MiB)`;
+    console.log(`  run ${round + 1}: ${name}: ${sample.seconds.toFixed(2)} s${extra}`);
+  });
+}
+
+/**
+ * Peak RSS of the default local variant (file://, zstd, 50k pages) on tables of different
+ * sizes, one child each: page-bounded memory means the figure must not grow with the table.
+ */
+export async function rssSection(
+  base: Omit<TidemarkTarget, 'compression' | 'pageSize' | 's3Endpoint'>,
+  tables: readonly { readonly rows: number; readonly table: string }[],
+  work: string,
+): Promise<void> {
+  console.log('\npeak RSS of `tidemark run` to file:// (zstd, 50k pages), one child process per table:\n');
+  const lines = ['| table rows | wall s | rows/s | peak RSS MiB |', '|---:|---:|---:|---:|'];
+  for (const { rows, table } of tables) {
+    const variant = tidemarkVariant(`rss ${rows}`, { ...base, table, compression: 'zstd', pageSize: 50_000 }, rows, work);
+    const sample = await variant.run();
+    lines.push(
+      `| ${fmtInt(rows)} | ${sample.seconds.toFixed(2)} | ${fmtInt(rows / sample.seconds)} | ${sample.rssMiB?.toFixed(0)} |`,
+    );
+  }
+  console.log(lines.join('\n'));
+}
+
+/** One CPU-profiled child per sink kind (file://, s3rver), summarised by component. */
+export async function profileSection(
+  base: Omit<TidemarkTarget, 'compression' | 'pageSize' | 's3Endpoint'>,
+  s3Endpoint: string,
+  work: string,
+): Promise<void> {
+  for (const s3 of [false, true]) {
+    const dir = join(work, `profile-${s3 ? 's3' : 'file'}`);
+    const profDir = join(dir, 'prof');
+    await mkdir(profDir, { recursive: true });
+    try {
+      const target: TidemarkTarget = { ...base, compression: 'zstd', pageSize: 50_000, ...(s3 ? { s3Endpoint } : {}) };
+      const { sample } = await runTidemarkChild(childConfig(target, dir), s3 ? S3_ENV : {}, profDir);
+      const file = (await readdir(profDir)).find((f) => f.endsWith('.cpuprofile'));
+      console.log(`\n${s3 ? 's3rver' : 'file://'} zstd 50k pages under --cpu-prof: ${sample.seconds.toFixed(2)} s wall\n`);
+      if (file) console.log(summariseProfile(join(profDir, file)));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+}
+
+/** A baseline of the comparison: a shell command, shown in the report, and how to time it once. */
+export interface Baseline extends Variant {
+  /** The exact command (its URL is redacted when printed). */
+  readonly command: string;
+}
+
+/**
+ * The side-by-side comparison: (a) the wire limit and (b) the by-hand pipeline against the
+ * tidemark variants, after one untimed wire pass that warms the OS cache and the server's
+ * buffers the same way for all, in alternated runs; prints the commands and the result table.
+ */
+export async function compare(args: {
+  readonly options: BenchOptions;
+  readonly work: string;
+  readonly s3Endpoint: string;
+  readonly base: Omit<TidemarkTarget, 'compression' | 'pageSize' | 's3Endpoint'>;
+  readonly wire: Baseline;
+  readonly byHand: Baseline;
+}): Promise<VariantResult[]> {
+  const { options, wire, byHand } = args;
+  const variants: Variant[] = [wire, byHand, ...tidemarkVariants(args.base, options.rows, args.work, args.s3Endpoint)];
+  console.log('\ncommands (URL password redacted):');
+  console.log(`  (a) ${redact(wire.command)}`);
+  console.log(`  (b) ${redact(byHand.command)}`);
+  console.log(
+    "  (c/d) node --import tsx bench/incremental-child.ts '<config json>'  (openPipeline + runTable; fresh state dir and lake per run)",
+  );
+  await wire.run();
+  console.log(`\n${fmtInt(options.rows)} rows, ${options.runs} alternated run(s) per variant:`);
+  const results = await alternateWithLog(variants, options.runs);
+  console.log(`\n${resultTable(results, options.rows, wire.name, byHand.name)}`);
+  console.log(
+    '\n"time x" = median wall time as a multiple of the baseline\'s (lower is better). A tidemark variant\'s wall' +
+      ' time is its whole process (node + tsx start, imports, introspection, pages, commits); "engine-only" is' +
+      ' runTable alone. Peak RSS = the highest of its runs.',
+  );
+  return results;
+}
