@@ -227,7 +227,7 @@ async function pageLoop(
     pending = undefined;
     for (const w of page.warnings ?? []) {
       log.warn(w.message, { code: w.code });
-      log.metric('BoundHeld', 1, 'Count', { pipeline: opts.pipeline, table: table.target });
+      if (w.code === 'BOUND_HELD') log.metric('BoundHeld', 1, 'Count', { pipeline: opts.pipeline, table: table.target });
       if (!warnings.some((x) => x.code === w.code)) warnings.push(w);
     }
     if (!page.page || page.page.record.numRows === 0) {

@@ -9,20 +9,21 @@
  * literal syntax both databases accept. Never goes through `Date` (milliseconds, and it drops
  * years outside ±275760) and never rounds: text with more than six fractional digits is refused.
  *
- * Sentinels: Postgres stores `infinity`/`-infinity` as the extreme values of its internal
- * integers (INT64 max/min micros for timestamps, INT32 max/min days for dates); we use the same
- * numbers, so they sort after/before every finite value with no special case.
+ * Sentinels: `infinity` is the max of the integer (as Postgres stores it), `-infinity` is min + 1
+ * (Postgres stores min; DuckDB and Arrow readers treat min + 1 as -infinity and min as an
+ * out-of-range date), so both sort after/before every finite value and DuckDB reads both back as
+ * infinities. No real value comes near either end.
  */
 import { DataError } from '../contracts/errors.js';
 
 /** `timestamp 'infinity'`: int64 max microseconds (Postgres' own DT_NOEND). */
 export const TIMESTAMP_INFINITY = 2n ** 63n - 1n;
-/** `timestamp '-infinity'`: int64 min microseconds (Postgres' own DT_NOBEGIN). */
-export const TIMESTAMP_NEG_INFINITY = -(2n ** 63n);
+/** `timestamp '-infinity'`: int64 min + 1 microseconds (DuckDB's -infinity; Postgres uses min). */
+export const TIMESTAMP_NEG_INFINITY = -(2n ** 63n) + 1n;
 /** `date 'infinity'`: int32 max days (Postgres' own DATEVAL_NOEND). */
 export const DATE_INFINITY = 2 ** 31 - 1;
-/** `date '-infinity'`: int32 min days (Postgres' own DATEVAL_NOBEGIN). */
-export const DATE_NEG_INFINITY = -(2 ** 31);
+/** `date '-infinity'`: int32 min + 1 days (DuckDB's -infinity; Postgres uses min). */
+export const DATE_NEG_INFINITY = -(2 ** 31) + 1;
 
 const MICROS_PER_SECOND = 1_000_000n;
 const MICROS_PER_DAY = 86_400n * MICROS_PER_SECOND;

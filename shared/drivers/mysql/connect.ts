@@ -90,12 +90,19 @@ export function endpointOf(url: string, sourceName?: string): Endpoint {
 
 /**
  * Replaces the password of a connection URL (and any `password=` query parameter) with `***`.
- * Works on strings that are not valid URLs too, so it is safe to call on anything a user typed.
+ * Works on strings that are not valid URLs too (a missing `:` after the scheme, an unencoded `@`
+ * or `:` in the password), so it is safe to call on anything a user typed.
  */
 export function redactUrl(url: string): string {
-  return url
-    .replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@?#]*):[^@/?#]*@/i, '$1:***@')
-    .replace(/([?&]password=)[^&#]*/gi, '$1***');
+  let out = url;
+  const query = out.indexOf('?');
+  const at = (query < 0 ? out : out.slice(0, query)).lastIndexOf('@');
+  if (at > 0) {
+    const slashes = out.indexOf('//');
+    const colon = out.indexOf(':', slashes < 0 || slashes > at ? 0 : slashes + 2);
+    if (colon >= 0 && colon < at) out = `${out.slice(0, colon + 1)}***${out.slice(at)}`;
+  }
+  return out.replace(/([?&]password=)[^&#]*/gi, '$1***');
 }
 
 /**
