@@ -36,7 +36,8 @@ export async function runDemo(): Promise<void> {
 
   line('tidemark demo: Postgres -> Parquet, incremental, on an embedded server');
   const t0 = Date.now();
-  const pg = await startEmbeddedPostgres({ dataDir: join(home, 'pg') });
+  // A temp data dir: as root the server runs as `postgres`, which may not enter this checkout.
+  const pg = await startEmbeddedPostgres({});
   line(`  started PostgreSQL at ${pg.url.replace(/:[^:@/]+@/, ':***@')} in ${Date.now() - t0} ms`);
   const sql = postgres(pg.url, { max: 2, onnotice: () => {} });
   let writer: Promise<void> | undefined;

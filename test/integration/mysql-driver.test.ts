@@ -44,7 +44,13 @@ function source(opts: Partial<MysqlSourceOptions> = {}): MysqlSource {
 
 beforeAll(async () => {
   db = await freshMysqlDatabase('my_driver');
-  admin = await mysql.createConnection({ uri: db.url, multipleStatements: true, supportBigNumbers: true, bigNumberStrings: true, dateStrings: true });
+  admin = await mysql.createConnection({
+    uri: db.url,
+    multipleStatements: true,
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+    dateStrings: true,
+  });
   // TIMESTAMP literals below are UTC, as the driver's session reads them.
   await admin.query("SET time_zone = '+00:00'");
 });
@@ -69,7 +75,13 @@ interface Walked {
  * Walks every page with both paths in lockstep and asserts they agree page by page: same `next`,
  * same `more`, and byte-identical IPC (batch path vs encodeRows of the row path's rows).
  */
-async function walkBoth(src: MysqlSource, ref: TableRef, schema: Schema, cursorColumn: string, pageSize: number): Promise<Walked> {
+async function walkBoth(
+  src: MysqlSource,
+  ref: TableRef,
+  schema: Schema,
+  cursorColumn: string,
+  pageSize: number,
+): Promise<Walked> {
   const rows: Record<string, unknown>[] = [];
   const tokens: string[] = [];
   let after = '';
@@ -137,7 +149,10 @@ describe('introspection', () => {
         u UUID, ip INET6, pt POINT
       )`);
     const src = source();
-    const { ref, schema, warnings } = await src.introspect({ source: `${db.name}.all_types`, target: 'lake.all_types' });
+    const { ref, schema, warnings } = await src.introspect({
+      source: `${db.name}.all_types`,
+      target: 'lake.all_types',
+    });
     expect(warnings).toEqual([]);
     expect(ref).toEqual({ source: `${db.name}.all_types`, target: 'lake.all_types', primaryKey: ['id'] });
     const t = (kind: string, extra: object = {}): LogicalType => ({ kind, ...extra }) as LogicalType;
@@ -199,8 +214,14 @@ describe('introspection', () => {
 
     const ex = await src.introspect({ source: `${db.name}.all_types`, exclude: ['pt', 'ip'] });
     expect(ex.schema.columns.map((c) => c.name)).not.toContain('pt');
-    await oneLineSourceError(src.introspect({ source: `${db.name}.all_types`, exclude: ['id'] }), 'SOURCE_COLUMN_MISSING');
-    await oneLineSourceError(src.introspect({ source: `${db.name}.all_types`, exclude: ['nope'] }), 'SOURCE_COLUMN_MISSING');
+    await oneLineSourceError(
+      src.introspect({ source: `${db.name}.all_types`, exclude: ['id'] }),
+      'SOURCE_COLUMN_MISSING',
+    );
+    await oneLineSourceError(
+      src.introspect({ source: `${db.name}.all_types`, exclude: ['nope'] }),
+      'SOURCE_COLUMN_MISSING',
+    );
   });
 
   it('reads every type exactly, the same through both paths (zero dates as NULL)', async () => {
@@ -329,13 +350,30 @@ describe('random tables: row path == batch path', () => {
     { sql: 'DECIMAL(12,3)', value: decimal(12, 3) },
     { sql: 'DECIMAL(38,0)', value: decimal(38, 0) },
     { sql: 'DECIMAL(65,30)', value: decimal(65, 30) },
-    { sql: 'FLOAT', value: fc.float({ noNaN: true, noDefaultInfinity: true, min: Math.fround(-1e38), max: Math.fround(1e38) }) },
+    {
+      sql: 'FLOAT',
+      value: fc.float({
+        noNaN: true,
+        noDefaultInfinity: true,
+        min: Math.fround(-1e38),
+        max: Math.fround(1e38),
+      }),
+    },
     { sql: 'DOUBLE', value: fc.double({ noNaN: true, noDefaultInfinity: true }) },
     { sql: 'BIT(12)', value: int(0, 4095).map((v) => Buffer.from([v >> 8, v & 0xff])) },
     { sql: 'YEAR', value: fc.oneof(int(1901, 2155), fc.constant(0)) },
     { sql: 'DATE', value: fc.oneof(days.map(daysToDateText), fc.constant('0000-00-00')) },
-    { sql: 'DATETIME(6)', value: fc.oneof(datetimeMicros.map((m) => microsToTimestampText(m, false)), fc.constant('0000-00-00 00:00:00')) },
-    { sql: 'DATETIME(3)', value: datetimeMicros.map((m) => microsToTimestampText((m / 1000n) * 1000n, false)) },
+    {
+      sql: 'DATETIME(6)',
+      value: fc.oneof(
+        datetimeMicros.map((m) => microsToTimestampText(m, false)),
+        fc.constant('0000-00-00 00:00:00'),
+      ),
+    },
+    {
+      sql: 'DATETIME(3)',
+      value: datetimeMicros.map((m) => microsToTimestampText((m / 1000n) * 1000n, false)),
+    },
     { sql: 'TIMESTAMP(6) NULL', value: timestampMicros.map((m) => microsToTimestampText(m, false)) },
     { sql: 'TIME(6)', value: time },
     { sql: 'VARCHAR(20)', value: text },
@@ -352,20 +390,35 @@ describe('random tables: row path == batch path', () => {
 
   /** Cursor kinds: type and a value pool with many ties (times all in the past). */
   const CURSORS: TypeCase[] = [
-    { sql: 'DATETIME(6)', value: int(-3, 3).map((k) => microsToTimestampText(1_600_000_000_000_000n + BigInt(k), false)) },
-    { sql: 'TIMESTAMP(6)', value: int(0, 5).map((k) => microsToTimestampText(1_600_000_000_000_000n + BigInt(k), false)) },
+    {
+      sql: 'DATETIME(6)',
+      value: int(-3, 3).map((k) => microsToTimestampText(1_600_000_000_000_000n + BigInt(k), false)),
+    },
+    {
+      sql: 'TIMESTAMP(6)',
+      value: int(0, 5).map((k) => microsToTimestampText(1_600_000_000_000_000n + BigInt(k), false)),
+    },
     { sql: 'DATETIME', value: int(0, 3).map((k) => microsToTimestampText(-1_000_000n * BigInt(k), false)) },
     { sql: 'DATE', value: int(0, 3).map((k) => daysToDateText(18_000 + k)) },
     { sql: 'BIGINT', value: fc.constantFrom('-9223372036854775808', '-1', '0', '2', '9223372036854775807') },
     { sql: 'BIGINT UNSIGNED', value: fc.constantFrom('0', '9007199254740993', '18446744073709551615') },
     { sql: 'INT UNSIGNED', value: fc.constantFrom('0', '4294967295', '7') },
     { sql: 'DECIMAL(10,2)', value: fc.constantFrom('1.00', '1.01', '-5.50', '0.00') },
-    { sql: 'DECIMAL(50,20)', value: fc.constantFrom('1.00000000000000000001', '1', '-0.00000000000000000001') },
+    {
+      sql: 'DECIMAL(50,20)',
+      value: fc.constantFrom('1.00000000000000000001', '1', '-0.00000000000000000001'),
+    },
     { sql: 'VARCHAR(20)', value: fc.constantFrom("o'brien", 'a\\b', '"q"', 'ZZ', 'zz ', '', 'é', '😀') },
     { sql: 'DOUBLE', value: fc.constantFrom(0.1, -0, 1e-300, 1.7976931348623157e308, -2.5) },
     { sql: 'FLOAT', value: fc.constantFrom(0.1, 16777217, -1e-40, 3.4e38) },
-    { sql: 'VARBINARY(4)', value: fc.constantFrom(Buffer.from([]), Buffer.from([0]), Buffer.from([0, 1]), Buffer.from([0xff])) },
-    { sql: 'TIME(6)', value: fc.constantFrom('-838:59:59', '-00:00:00.5', '00:00:00', '12:00:00.000001', '100:00:00') },
+    {
+      sql: 'VARBINARY(4)',
+      value: fc.constantFrom(Buffer.from([]), Buffer.from([0]), Buffer.from([0, 1]), Buffer.from([0xff])),
+    },
+    {
+      sql: 'TIME(6)',
+      value: fc.constantFrom('-838:59:59', '-00:00:00.5', '00:00:00', '12:00:00.000001', '100:00:00'),
+    },
     { sql: 'YEAR', value: fc.constantFrom(1901, 2024, 2155, 0) },
   ];
 
@@ -387,7 +440,9 @@ describe('random tables: row path == batch path', () => {
         fc.asyncProperty(tableCase, async (tc) => {
           const name = `rnd_${n++}`;
           const cols = tc.columns.map((i, k) => ({ name: `c${k}`, type: TYPES[i]! }));
-          const keyCols = tc.compositeKey ? ['k1 INT NOT NULL', 'k2 VARCHAR(20) NOT NULL'] : ['k1 INT NOT NULL'];
+          const keyCols = tc.compositeKey
+            ? ['k1 INT NOT NULL', 'k2 VARCHAR(20) NOT NULL']
+            : ['k1 INT NOT NULL'];
           const pk = tc.compositeKey ? '(k1, k2)' : '(k1)';
           await admin.query(
             `CREATE TABLE ${name} (${keyCols.join(', ')}, cur ${tc.cursor.sql} NOT NULL, ${cols
@@ -454,9 +509,9 @@ describe('keyset paging', () => {
     const walked = await walkBoth(src, ref, schema, 'updated_at', 1);
     expect(walked.rows.map((r) => r.id)).toEqual(Array.from({ length: 20 }, (_, i) => 20 - i));
     const base = 1_646_370_367_000_000n;
-    expect(walked.tokens.map((t) => decodeKey([{ kind: 'timestamp', utc: false }, { kind: 'int32' }], t)[0])).toEqual(
-      Array.from({ length: 20 }, (_, i) => base + BigInt(i)),
-    );
+    expect(
+      walked.tokens.map((t) => decodeKey([{ kind: 'timestamp', utc: false }, { kind: 'int32' }], t)[0]),
+    ).toEqual(Array.from({ length: 20 }, (_, i) => base + BigInt(i)));
   });
 
   it('pages a BIGINT UNSIGNED key up to 2^64-1 and a DECIMAL(65,30) cursor exactly', async () => {
@@ -468,15 +523,41 @@ describe('keyset paging', () => {
     const src = source();
     const { ref, schema } = await src.introspect({ source: `${db.name}.wide` });
     const walked = await walkBoth(src, ref, schema, 'amount', 1);
-    expect(walked.rows.map((r) => r.id)).toEqual(['0', '18446744073709551614', '18446744073709551615', '9007199254740993', '9007199254740992']);
-    expect(walked.rows[0]!.amount).toBe('-99999999999999999999999999999999999.999999999999999999999999999999');
+    expect(walked.rows.map((r) => r.id)).toEqual([
+      '0',
+      '18446744073709551614',
+      '18446744073709551615',
+      '9007199254740993',
+      '9007199254740992',
+    ]);
+    expect(walked.rows[0]!.amount).toBe(
+      '-99999999999999999999999999999999999.999999999999999999999999999999',
+    );
     const byId = await walkBoth(src, ref, schema, 'id', 2);
-    expect(byId.rows.map((r) => r.id)).toEqual(['0', '9007199254740992', '9007199254740993', '18446744073709551614', '18446744073709551615']);
+    expect(byId.rows.map((r) => r.id)).toEqual([
+      '0',
+      '9007199254740992',
+      '9007199254740993',
+      '18446744073709551614',
+      '18446744073709551615',
+    ]);
   });
 
   it('pages a text cursor holding quotes, backslashes and unicode through both paths, under NO_BACKSLASH_ESCAPES too', async () => {
     await admin.query('CREATE TABLE quoted (name VARCHAR(40) PRIMARY KEY, note INT)');
-    const names = ["o'brien", "it''s", 'back\\slash', '\\x00', '"dq"', '`bt`', 'ünï 😀', '', ' x', "'; DROP TABLE quoted; --", 'Zed'];
+    const names = [
+      "o'brien",
+      "it''s",
+      'back\\slash',
+      '\\x00',
+      '"dq"',
+      '`bt`',
+      'ünï 😀',
+      '',
+      ' x',
+      "'; DROP TABLE quoted; --",
+      'Zed',
+    ];
     await admin.query('INSERT INTO quoted VALUES ?', [names.map((name, note) => [name, note])]);
     await admin.query("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',NO_BACKSLASH_ESCAPES')");
     try {
@@ -534,10 +615,16 @@ describe('values a lake cannot hold', () => {
     const { ref, schema } = await src.introspect({ source: `${db.name}.bad_date` });
     const req = page1(ref, 'id', 10);
     await expect(src.incremental(req)).rejects.toThrow(DataError);
-    await expect(src.incremental(req)).rejects.toThrow(new RegExp(`${db.name}\\.bad_date\\.d: '2024-02-30' is not a calendar date`));
-    await expect(src.incrementalBatch({ ...req, schema, writeMode: 'append' })).rejects.toThrow(/bad_date\.d: '2024-02-30' is not a calendar date/);
+    await expect(src.incremental(req)).rejects.toThrow(
+      new RegExp(`${db.name}\\.bad_date\\.d: '2024-02-30' is not a calendar date`),
+    );
+    await expect(src.incrementalBatch({ ...req, schema, writeMode: 'append' })).rejects.toThrow(
+      /bad_date\.d: '2024-02-30' is not a calendar date/,
+    );
     await admin.query('UPDATE bad_date SET d = NULL WHERE id = 2');
-    await expect(src.incrementalBatch({ ...req, schema, writeMode: 'append' })).rejects.toThrow(/bad_date\.t: .*2023-02-29/);
+    await expect(src.incrementalBatch({ ...req, schema, writeMode: 'append' })).rejects.toThrow(
+      /bad_date\.t: .*2023-02-29/,
+    );
     // The connection is still usable after a refused page: the stream was drained.
     await admin.query('DELETE FROM bad_date WHERE id = 3');
     const ok = await src.incrementalBatch({ ...req, schema, writeMode: 'append' });
@@ -556,7 +643,9 @@ describe('safe upper bound', () => {
     try {
       await writer.query('BEGIN');
       await writer.query("INSERT INTO events (note) VALUES ('late')"); // updated_at = this statement's NOW(6)
-      const [[{ tid }]] = (await writer.query('SELECT CONNECTION_ID() AS tid')) as unknown as [[{ tid: number }]];
+      const [[{ tid }]] = (await writer.query('SELECT CONNECTION_ID() AS tid')) as unknown as [
+        [{ tid: number }],
+      ];
       await new Promise((r) => setTimeout(r, 200));
       await admin.query("INSERT INTO events (note) VALUES ('after-1'), ('after-2')"); // committed, newer cursor
       const req = page1(ref, 'updated_at');
@@ -569,7 +658,11 @@ describe('safe upper bound', () => {
       expect(batchPage.next).toBe(rowPage.next);
       expect(rowPage.more).toBe(false);
       const held = rowPage.warnings?.filter((w) => w.code === 'BOUND_HELD') ?? [];
-      const holder = held.map((w) => (w as unknown as { holder: { threadId: number; user: string; command: string; trxId: string } }).holder);
+      const holder = held.map(
+        (w) =>
+          (w as unknown as { holder: { threadId: number; user: string; command: string; trxId: string } })
+            .holder,
+      );
       expect(holder.map((h) => h.threadId)).toContain(Number(tid));
       const mine = holder.find((h) => h.threadId === Number(tid))!;
       expect(mine).toMatchObject({ user: 'root', command: 'Sleep' });
@@ -620,7 +713,8 @@ describe('safe upper bound', () => {
       await new Promise((r) => setTimeout(r, 300));
       await writer.query('COMMIT');
       let page = await pending;
-      for (let deadline = Date.now() + 60_000; page.page.length === 0 && Date.now() < deadline; ) page = await src.incremental(req);
+      for (let deadline = Date.now() + 60_000; page.page.length === 0 && Date.now() < deadline; )
+        page = await src.incremental(req);
       expect(page.page.map((r) => r.note)).toEqual(['late', 'early']);
     } finally {
       await writer.query('ROLLBACK').catch(() => undefined);
@@ -642,10 +736,16 @@ describe('safe upper bound', () => {
       const strict = source({ url: url.toString() });
       const { ref, schema } = await strict.introspect({ source: `${db.name}.priv` });
       const req = page1(ref, 'updated_at', 10);
-      const e = await oneLineSourceError(strict.incrementalBatch({ ...req, schema, writeMode: 'append' }), 'SOURCE_PRIVILEGE');
+      const e = await oneLineSourceError(
+        strict.incrementalBatch({ ...req, schema, writeMode: 'append' }),
+        'SOURCE_PRIVILEGE',
+      );
       expect(e.message).toContain(`GRANT PROCESS ON *.* TO '${user}'@'%';`);
       expect(e.message).toContain('lagOnly');
-      await oneLineSourceError(strict.introspect({ source: `${db.name}.priv`, cursorColumn: 'updated_at' }), 'SOURCE_PRIVILEGE');
+      await oneLineSourceError(
+        strict.introspect({ source: `${db.name}.priv`, cursorColumn: 'updated_at' }),
+        'SOURCE_PRIVILEGE',
+      );
 
       const lagOnly = source({ url: url.toString(), lagOnly: true, lagMs: 1000 });
       await lagOnly.introspect({ source: `${db.name}.priv` });
@@ -657,8 +757,13 @@ describe('safe upper bound', () => {
       await granted.introspect({ source: `${db.name}.priv` });
       expect((await granted.incremental(req)).page).toHaveLength(1);
 
-      await admin.query(`CREATE TABLE secret (id INT PRIMARY KEY); GRANT INSERT ON \`${db.name}\`.secret TO '${user}'@'%'`);
-      const denied = await oneLineSourceError(lagOnly.introspect({ source: `${db.name}.secret` }), 'SOURCE_PRIVILEGE');
+      await admin.query(
+        `CREATE TABLE secret (id INT PRIMARY KEY); GRANT INSERT ON \`${db.name}\`.secret TO '${user}'@'%'`,
+      );
+      const denied = await oneLineSourceError(
+        lagOnly.introspect({ source: `${db.name}.secret` }),
+        'SOURCE_PRIVILEGE',
+      );
       expect(denied.message).toContain(`GRANT SELECT ON \`${db.name}\`.\`secret\` TO '${user}'@'%';`);
     } finally {
       await Promise.all(sources.splice(0).map((s) => s.close()));
@@ -671,27 +776,41 @@ describe('refusals are one-line SourceErrors', () => {
   it('wrong password', async () => {
     const url = new URL(db.url);
     url.password = 'not-the-password';
-    const e = await oneLineSourceError(source({ url: url.toString() }).introspect({ source: `${db.name}.priv` }), 'SOURCE_AUTH_FAILED');
-    expect(e.message).toMatch(/^access denied for user "root" at 127\.0\.0\.1:\d+; check the user and password in the source URL/);
+    const e = await oneLineSourceError(
+      source({ url: url.toString() }).introspect({ source: `${db.name}.priv` }),
+      'SOURCE_AUTH_FAILED',
+    );
+    expect(e.message).toMatch(
+      /^access denied for user "root" at 127\.0\.0\.1:\d+; check the user and password in the source URL/,
+    );
     expect(e.message).not.toContain('not-the-password');
   });
 
   it('unreachable port', async () => {
     const url = new URL(db.url);
     url.port = String(await freePort());
-    const e = await oneLineSourceError(source({ url: url.toString() }).introspect({ source: `${db.name}.x` }), 'SOURCE_UNREACHABLE');
+    const e = await oneLineSourceError(
+      source({ url: url.toString() }).introspect({ source: `${db.name}.x` }),
+      'SOURCE_UNREACHABLE',
+    );
     expect(e.message).toContain(`127.0.0.1:${url.port}`);
   });
 
   it('missing database', async () => {
     const url = new URL(db.url);
     url.pathname = '/no_such_db';
-    await oneLineSourceError(source({ url: url.toString() }).introspect({ source: 'no_such_db.x' }), 'SOURCE_DATABASE_MISSING');
+    await oneLineSourceError(
+      source({ url: url.toString() }).introspect({ source: 'no_such_db.x' }),
+      'SOURCE_DATABASE_MISSING',
+    );
   });
 
   it('unknown table, with similar names', async () => {
     await admin.query('CREATE TABLE customers (id INT PRIMARY KEY)');
-    const e = await oneLineSourceError(source().introspect({ source: `${db.name}.custmers` }), 'SOURCE_TABLE_MISSING');
+    const e = await oneLineSourceError(
+      source().introspect({ source: `${db.name}.custmers` }),
+      'SOURCE_TABLE_MISSING',
+    );
     expect(e.message).toContain(`${db.name}.custmers`);
     expect(e.message).toContain(`did you mean ${db.name}.customers`);
   });
@@ -701,13 +820,22 @@ describe('refusals are one-line SourceErrors', () => {
       CREATE TABLE cur_checks (id INT PRIMARY KEY, j JSON, e ENUM('b','a'), updated_at DATETIME(6));
       CREATE TABLE no_pk (updated_at DATETIME(6) NOT NULL, v INT, INDEX (updated_at))`);
     const src = source();
-    const missing = await oneLineSourceError(src.introspect({ source: `${db.name}.cur_checks`, cursorColumn: 'updatd_at' }), 'SOURCE_CURSOR_INVALID');
+    const missing = await oneLineSourceError(
+      src.introspect({ source: `${db.name}.cur_checks`, cursorColumn: 'updatd_at' }),
+      'SOURCE_CURSOR_INVALID',
+    );
     expect(missing.message).toContain('"updatd_at" does not exist');
     for (const c of ['j', 'e']) {
-      const unorderable = await oneLineSourceError(src.introspect({ source: `${db.name}.cur_checks`, cursorColumn: c }), 'SOURCE_CURSOR_INVALID');
+      const unorderable = await oneLineSourceError(
+        src.introspect({ source: `${db.name}.cur_checks`, cursorColumn: c }),
+        'SOURCE_CURSOR_INVALID',
+      );
       expect(unorderable.message).toContain('cannot be ordered for keyset paging');
     }
-    const noPk = await oneLineSourceError(src.introspect({ source: `${db.name}.no_pk`, cursorColumn: 'updated_at' }), 'SOURCE_KEY_MISSING');
+    const noPk = await oneLineSourceError(
+      src.introspect({ source: `${db.name}.no_pk`, cursorColumn: 'updated_at' }),
+      'SOURCE_KEY_MISSING',
+    );
     expect(noPk.message).toContain(`${db.name}.no_pk has no primary key`);
     // The same checks run on the first page when introspect was not given the cursor.
     const { ref } = await src.introspect({ source: `${db.name}.no_pk` });
@@ -716,15 +844,21 @@ describe('refusals are one-line SourceErrors', () => {
 
   it('warns (does not refuse) when no index leads with the cursor column', async () => {
     const src = source();
-    const { warnings } = await src.introspect({ source: `${db.name}.cur_checks`, cursorColumn: 'updated_at' });
+    const { warnings } = await src.introspect({
+      source: `${db.name}.cur_checks`,
+      cursorColumn: 'updated_at',
+    });
     expect(warnings.map((w) => w.code)).toEqual(['CURSOR_NOT_INDEXED']);
-    expect(warnings[0]!.message).toContain(`ALTER TABLE \`${db.name}\`.\`cur_checks\` ADD INDEX (\`updated_at\`, \`id\`)`);
+    expect(warnings[0]!.message).toContain(
+      `ALTER TABLE \`${db.name}\`.\`cur_checks\` ADD INDEX (\`updated_at\`, \`id\`)`,
+    );
   });
 });
 
 describe('throughput (measured, logged)', () => {
   it('reads 200,000 rows through both paths, batch path first', async () => {
-    const digits = '(SELECT 0 n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)';
+    const digits =
+      '(SELECT 0 n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)';
     await admin.query(`
       CREATE TABLE bench (id BIGINT PRIMARY KEY, v INT NOT NULL, amount DECIMAL(12,2), note VARCHAR(100), updated_at DATETIME(6) NOT NULL,
                           f DOUBLE, INDEX (updated_at, id));
@@ -739,9 +873,20 @@ describe('throughput (measured, logged)', () => {
       let rows = 0;
       const started = performance.now();
       for (let seq = 1; ; seq++) {
-        const req = { table: ref, cursorColumn: 'updated_at', after, pageSize: 50_000, posPrefix: incrementalPosPrefix(seq), ordinalBase: 0 };
-        const r = batch ? await src.incrementalBatch({ ...req, schema, writeMode: 'append' }) : await src.incremental(req);
-        rows += batch ? ((r.page as { record: RecordBatch } | undefined)?.record.numRows ?? 0) : (r.page as unknown[]).length;
+        const req = {
+          table: ref,
+          cursorColumn: 'updated_at',
+          after,
+          pageSize: 50_000,
+          posPrefix: incrementalPosPrefix(seq),
+          ordinalBase: 0,
+        };
+        const r = batch
+          ? await src.incrementalBatch({ ...req, schema, writeMode: 'append' })
+          : await src.incremental(req);
+        rows += batch
+          ? ((r.page as { record: RecordBatch } | undefined)?.record.numRows ?? 0)
+          : (r.page as unknown[]).length;
         after = r.next;
         if (!r.more) break;
       }
@@ -750,7 +895,9 @@ describe('throughput (measured, logged)', () => {
     await run(true); // warm up the server's buffer pool and the JIT
     const batch = await run(true);
     const rowPath = await run(false);
-    console.log(`[mysql driver] 200k rows, pages of 50k: batch path ${batch.rowsPerSecond} rows/s, row path ${rowPath.rowsPerSecond} rows/s`);
+    console.log(
+      `[mysql driver] 200k rows, pages of 50k: batch path ${batch.rowsPerSecond} rows/s, row path ${rowPath.rowsPerSecond} rows/s`,
+    );
     expect(batch.rows).toBe(200_000);
     expect(rowPath.rows).toBe(200_000);
   });

@@ -9,7 +9,8 @@
  *
  * Two kinds, as in the Postgres driver:
  * - Time cursors (DATETIME, TIMESTAMP, DATE): rows with cursor >= bound wait for a later page,
- *   bound = least(NOW(6), start of the oldest other open InnoDB transaction) - lag.
+ *   bound = least(NOW(6) - max(lag, TRX_CACHE_MS), start of the oldest other open InnoDB
+ *   transaction - lag) (INNODB_TRX is a cache up to 100 ms old: see `timeBound`).
  *   Two MySQL facts make the lag matter more than on Postgres: NOW() is the start of the
  *   STATEMENT, not of the transaction, and a transaction appears in INNODB_TRX only from its
  *   first InnoDB access (BEGIN alone starts nothing). A statement that took NOW() just before
@@ -60,7 +61,8 @@ export type TimeBoundType = 'timestamp' | 'datetime' | 'date';
 /** trx_started as UTC (it is printed in the server's system time zone). */
 const TRX_STARTED_UTC = "CONVERT_TZ(t.trx_started, 'SYSTEM', '+00:00')";
 /** Other sessions' transactions (ours is excluded: it never writes). */
-const OTHER_TRANSACTIONS = 'information_schema.INNODB_TRX AS t WHERE t.trx_mysql_thread_id <> CONNECTION_ID()';
+const OTHER_TRANSACTIONS =
+  'information_schema.INNODB_TRX AS t WHERE t.trx_mysql_thread_id <> CONNECTION_ID()';
 
 /**
  * Whether this account can see other sessions' transactions (INNODB_TRX needs PROCESS; both
@@ -68,7 +70,11 @@ const OTHER_TRANSACTIONS = 'information_schema.INNODB_TRX AS t WHERE t.trx_mysql
  * than returning an empty table). Without it: refuses with the GRANT to run, unless the table
  * chose `lagOnly`, in which case the bound relies on the lag alone (returns false).
  */
-export async function checkTransactionPrivilege(db: MysqlSession, table: string, lagOnly: boolean): Promise<boolean> {
+export async function checkTransactionPrivilege(
+  db: MysqlSession,
+  table: string,
+  lagOnly: boolean,
+): Promise<boolean> {
   try {
     await db.query('SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX');
     return true;
@@ -129,7 +135,9 @@ export async function timeBound(
   stallAfterMs: number,
   canSeeTransactions: boolean,
 ): Promise<TimeBound> {
-  const oldest = canSeeTransactions ? `(SELECT MIN(${TRX_STARTED_UTC}) AS oldest FROM ${OTHER_TRANSACTIONS})` : '(SELECT NULL AS oldest)';
+  const oldest = canSeeTransactions
+    ? `(SELECT MIN(${TRX_STARTED_UTC}) AS oldest FROM ${OTHER_TRANSACTIONS})`
+    : '(SELECT NULL AS oldest)';
   const lag = `INTERVAL ${Math.round(lagMs * 1000)} MICROSECOND`;
   const nowSide = `(NOW(6) - INTERVAL ${Math.round((canSeeTransactions ? Math.max(lagMs, TRX_CACHE_MS) : lagMs) * 1000)} MICROSECOND)`;
   const trxSide = `(o.oldest - ${lag})`;
@@ -141,7 +149,11 @@ export async function timeBound(
       : type === 'datetime'
         ? `DATE_FORMAT(${local}, '%Y-%m-%d %H:%i:%s.%f')`
         : `DATE_FORMAT(${local}, '%Y-%m-%d')`;
-  const [row] = await db.query<{ bound: string | null; ageUs: string | number | null; lowered: string | number | null }>(
+  const [row] = await db.query<{
+    bound: string | null;
+    ageUs: string | number | null;
+    lowered: string | number | null;
+  }>(
     `SELECT ${value} AS bound, TIMESTAMPDIFF(MICROSECOND, o.oldest, NOW(6)) AS ageUs, ${trxSide} < ${nowSide} AS lowered FROM ${oldest} AS o`,
   );
   if (!row?.bound) {
@@ -199,18 +211,26 @@ export async function highWaterBound(
   }
   // The listing must be newer than the mark; INNODB_TRX's cache may be TRX_CACHE_MS old.
   await sleep(TRX_CACHE_MS, signal);
-  const open = await db.query<{ trxId: string | number }>(`SELECT t.trx_id AS trxId FROM ${OTHER_TRANSACTIONS}`);
+  const open = await db.query<{ trxId: string | number }>(
+    `SELECT t.trx_id AS trxId FROM ${OTHER_TRANSACTIONS}`,
+  );
   if (open.length === 0) return { mark, held: false, warnings: [] };
   // trx_id is BIGINT UNSIGNED: listed as digits, never as quoted strings (compared as doubles).
   const ids = open.map((o) => String(o.trxId)).filter((id) => /^\d+$/.test(id));
   const inList = `t.trx_id IN (${ids.join(', ')})`;
   const deadline = Date.now() + settleMs;
   for (;;) {
-    const [still] = await db.query<{ n: string | number }>(`SELECT COUNT(*) AS n FROM ${OTHER_TRANSACTIONS} AND ${inList}`);
+    const [still] = await db.query<{ n: string | number }>(
+      `SELECT COUNT(*) AS n FROM ${OTHER_TRANSACTIONS} AND ${inList}`,
+    );
     if (Number(still!.n) === 0) return { mark, held: false, warnings: [] };
     if (Date.now() >= deadline) {
       // Every transaction we waited for is reported, not only old ones: nothing is read until they end.
-      return { mark, held: true, warnings: await holders(db, -1, inList, 'holds the page back (high-water cursor)') };
+      return {
+        mark,
+        held: true,
+        warnings: await holders(db, -1, inList, 'holds the page back (high-water cursor)'),
+      };
     }
     await sleep(SETTLE_POLL_MS, signal);
   }
@@ -242,7 +262,12 @@ interface HolderRow {
 }
 
 /** Transactions open longer than `olderThanMs` (and matching `extra`), oldest first, as warnings. */
-async function holders(db: MysqlSession, olderThanMs: number, extra: string | undefined, what: string): Promise<BoundHeldWarning[]> {
+async function holders(
+  db: MysqlSession,
+  olderThanMs: number,
+  extra: string | undefined,
+  what: string,
+): Promise<BoundHeldWarning[]> {
   const age = `TIMESTAMPDIFF(MICROSECOND, ${TRX_STARTED_UTC}, NOW(6))`;
   const rows = await db.query<HolderRow>(
     `SELECT t.trx_id AS trxId, t.trx_mysql_thread_id AS threadId, p.USER AS user, p.HOST AS host, p.COMMAND AS command,

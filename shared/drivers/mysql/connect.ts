@@ -21,6 +21,8 @@ export interface ConnectOptions {
   readonly connectTimeoutMs?: number;
   /** How the spec names this source (e.g. `sources.app`), used in error messages. */
   readonly sourceName?: string;
+  /** `program_name` connection attribute (performance_schema.session_connect_attrs). Default `tidemark`. */
+  readonly applicationName?: string;
 }
 
 /** Where a connection goes, for messages: never includes the password. */
@@ -77,7 +79,10 @@ export function endpointOf(url: string, sourceName?: string): Endpoint {
     );
   }
   if (u.protocol !== 'mysql:' && u.protocol !== 'mariadb:') {
-    throw new SourceError('SOURCE_URL_INVALID', `${source} must start with mysql:// or mariadb://, got ${u.protocol}//`);
+    throw new SourceError(
+      'SOURCE_URL_INVALID',
+      `${source} must start with mysql:// or mariadb://, got ${u.protocol}//`,
+    );
   }
   return {
     user: decodeURIComponent(u.username) || 'root',
@@ -111,7 +116,11 @@ export function redactUrl(url: string): string {
  */
 export function parseServerVersion(version: string, at = 'the server'): Omit<ServerInfo, 'connectionId'> {
   const m = /^(\d+)\.(\d+)/.exec(version);
-  if (!m) throw new SourceError('SOURCE_VERSION_UNSUPPORTED', `${at} reports version "${version}", which tidemark cannot read`);
+  if (!m)
+    throw new SourceError(
+      'SOURCE_VERSION_UNSUPPORTED',
+      `${at} reports version "${version}", which tidemark cannot read`,
+    );
   const flavor = /mariadb/i.test(version) ? 'mariadb' : 'mysql';
   const major = Number(m[1]);
   const minor = Number(m[2]);
@@ -157,6 +166,7 @@ export class MysqlSession {
       jsonStrings: true,
       charset: 'UTF8MB4_GENERAL_CI',
       multipleStatements: false,
+      connectAttributes: { program_name: opts.applicationName ?? 'tidemark' },
     };
   }
 
@@ -169,7 +179,8 @@ export class MysqlSession {
   async query<T>(sql: string, values: readonly unknown[] = []): Promise<T[]> {
     const { promise } = await this.open();
     try {
-      const [rows] = await promise.query(sql, values as unknown[]);
+      // Without values the text is sent as is: a `?` inside a quoted name stays a `?`.
+      const [rows] = values.length > 0 ? await promise.query(sql, values as unknown[]) : await promise.query(sql);
       return rows as unknown as T[];
     } catch (e) {
       this.dropIfFatal(e);
@@ -263,7 +274,11 @@ export class MysqlSession {
       const [rows] = await promise.query('SELECT VERSION() AS version, CONNECTION_ID() AS id');
       const row = (rows as { version: string; id: number | string }[])[0]!;
       const at = `${this.endpoint.host}:${this.endpoint.port}`;
-      return { core, promise, server: { ...parseServerVersion(row.version, at), connectionId: Number(row.id) } };
+      return {
+        core,
+        promise,
+        server: { ...parseServerVersion(row.version, at), connectionId: Number(row.id) },
+      };
     } catch (e) {
       core.destroy();
       throw e;
@@ -276,14 +291,25 @@ export class MysqlSession {
 }
 
 /** Node socket error codes that mean "nothing answered at host:port". */
-const UNREACHABLE = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'EPIPE', 'PROTOCOL_CONNECTION_LOST']);
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNRESET',
+  'EPIPE',
+  'PROTOCOL_CONNECTION_LOST',
+]);
 const NAME_NOT_RESOLVED = new Set(['ENOTFOUND', 'EAI_AGAIN']);
 
 /**
  * Turns a connection-phase failure into a one-line `SourceError` saying what to check; returns
  * undefined for anything else (a query error), which the caller handles with its own context.
  */
-export function translateConnectError(e: unknown, ep: Endpoint, connectTimeoutMs?: number): SourceError | undefined {
+export function translateConnectError(
+  e: unknown,
+  ep: Endpoint,
+  connectTimeoutMs?: number,
+): SourceError | undefined {
   if (!(e instanceof Error)) return undefined;
   const code = String((e as { code?: unknown }).code ?? '');
   const at = `${ep.host}:${ep.port}`;
@@ -313,9 +339,13 @@ export function translateConnectError(e: unknown, ep: Endpoint, connectTimeoutMs
         { cause: e },
       );
     case 'ER_CON_COUNT_ERROR':
-      return new SourceError('SOURCE_UNAVAILABLE', `${at} has no free connection slots (too many connections); retry later or raise max_connections`, {
-        cause: e,
-      });
+      return new SourceError(
+        'SOURCE_UNAVAILABLE',
+        `${at} has no free connection slots (too many connections); retry later or raise max_connections`,
+        {
+          cause: e,
+        },
+      );
   }
   if (UNREACHABLE.has(code)) {
     return new SourceError(
@@ -325,7 +355,11 @@ export function translateConnectError(e: unknown, ep: Endpoint, connectTimeoutMs
     );
   }
   if (NAME_NOT_RESOLVED.has(code)) {
-    return new SourceError('SOURCE_UNREACHABLE', `cannot resolve host "${ep.host}" (${code}); check the host in ${ep.source}`, { cause: e });
+    return new SourceError(
+      'SOURCE_UNREACHABLE',
+      `cannot resolve host "${ep.host}" (${code}); check the host in ${ep.source}`,
+      { cause: e },
+    );
   }
   if (code === 'ETIMEDOUT') {
     const seconds = Math.max(1, Math.ceil((connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS) / 1000));
@@ -336,9 +370,13 @@ export function translateConnectError(e: unknown, ep: Endpoint, connectTimeoutMs
     );
   }
   if (/SSL|TLS|CERT/i.test(code) || /\b(SSL|TLS|certificate)\b/i.test(e.message)) {
-    return new SourceError('SOURCE_TLS', `TLS to ${at} failed: ${firstLine(e.message)}; check the ssl parameters in ${ep.source}`, {
-      cause: e,
-    });
+    return new SourceError(
+      'SOURCE_TLS',
+      `TLS to ${at} failed: ${firstLine(e.message)}; check the ssl parameters in ${ep.source}`,
+      {
+        cause: e,
+      },
+    );
   }
   return undefined;
 }

@@ -76,13 +76,22 @@ async function readBound(
   const c = cursorSql(keyset);
   if (keyset.bound.kind === 'time') {
     const b = await timeBound(db, keyset.bound.type, s.lagMs, s.stallAfterMs, s.canSeeTransactions);
-    return { kind: 'predicate', sql: `${c} < ${b.literal}`, warnings: b.warnings, ...(b.recheckAt ? { recheckAt: b.recheckAt } : {}) };
+    return {
+      kind: 'predicate',
+      sql: `${c} < ${b.literal}`,
+      warnings: b.warnings,
+      ...(b.recheckAt ? { recheckAt: b.recheckAt } : {}),
+    };
   }
-  if (settled.literal !== undefined) return { kind: 'predicate', sql: `${c} <= ${settled.literal}`, warnings: [], settled: settled.literal };
+  if (settled.literal !== undefined)
+    return { kind: 'predicate', sql: `${c} <= ${settled.literal}`, warnings: [], settled: settled.literal };
   const markSql = `SELECT ${keyset.cursor.read.expr} FROM ${plan.qualified} AS ${TABLE_ALIAS} WHERE ${c} IS NOT NULL ORDER BY ${c} DESC LIMIT 1`;
   const hw = await highWaterBound(db, markSql, s.settleMs, s.canSeeTransactions, signal);
   if (hw.held || hw.mark === null) return { kind: 'empty', warnings: hw.warnings };
-  const literal = keyLiteral(keyset.cursor.read, parseValue(keyset.cursor.read, hw.mark, ctxOf(plan, keyset.cursor)));
+  const literal = keyLiteral(
+    keyset.cursor.read,
+    parseValue(keyset.cursor.read, hw.mark, ctxOf(plan, keyset.cursor)),
+  );
   return { kind: 'predicate', sql: `${c} <= ${literal}`, warnings: hw.warnings, settled: literal };
 }
 
@@ -118,7 +127,14 @@ async function recheckBound(
  * ...`), never as a row comparison `(c, k) > (v, w)`: MariaDB does not use an index range for
  * the row comparison (a full scan per page: 95 s instead of 3 s for 1M rows, ENVIRONMENT.md).
  */
-function pageSql(plan: TablePlan, keyset: KeysetPlan, selected: readonly ColumnInfo[], after: readonly string[] | undefined, bound: string, limit: number): string {
+function pageSql(
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  selected: readonly ColumnInfo[],
+  after: readonly string[] | undefined,
+  bound: string,
+  limit: number,
+): string {
   // Keys are qualified with the table alias: an unqualified ORDER BY name could bind to a
   // select-list expression of the same name.
   const keys = keyset.keys.map((k) => `${TABLE_ALIAS}.${quoteIdent(k.name)}`);
@@ -184,7 +200,15 @@ function buildPage(
 ): PreparedPage {
   const hidden = keyset.keys.filter((k) => !data.includes(k));
   const selected = [...data, ...hidden];
-  return { kind: 'page', sql: pageSql(plan, keyset, selected, after, bound.sql, limit), data, selected, after, limit, bound };
+  return {
+    kind: 'page',
+    sql: pageSql(plan, keyset, selected, after, bound.sql, limit),
+    data,
+    selected,
+    after,
+    limit,
+    bound,
+  };
 }
 
 async function preparePage(
@@ -234,7 +258,9 @@ export async function readRowPage(
   for (;;) {
     const raw = await db.raw(page.sql, req.signal);
     const more = raw.length > req.pageSize;
-    const again: PreparedPage | undefined = more ? undefined : await recheckBound(db, plan, keyset, settings, settled, page, req.signal);
+    const again: PreparedPage | undefined = more
+      ? undefined
+      : await recheckBound(db, plan, keyset, settings, settled, page, req.signal);
     if (again) {
       page = again;
       continue;
@@ -245,7 +271,8 @@ export async function readRowPage(
     for (let r = 0; r < n; r++) {
       const values = raw[r]!;
       const row: Record<string, unknown> = {};
-      for (let i = 0; i < data.length; i++) row[data[i]!.name] = parseValue(data[i]!.read, values[i]!, ctxOf(plan, data[i]!));
+      for (let i = 0; i < data.length; i++)
+        row[data[i]!.name] = parseValue(data[i]!.read, values[i]!, ctxOf(plan, data[i]!));
       rows[r] = row;
     }
     const warnings = page.bound.warnings;
@@ -282,7 +309,9 @@ export async function readBatchPage(
   const data = req.schema.columns.map((c) => {
     const col = plan.columns.find((x) => x.name === c.name);
     if (!col) {
-      throw new DataError(`${plan.source}: column "${c.name}" of the resolved schema is not in the table any more; re-introspect the table`);
+      throw new DataError(
+        `${plan.source}: column "${c.name}" of the resolved schema is not in the table any more; re-introspect the table`,
+      );
     }
     return col;
   });
@@ -291,7 +320,9 @@ export async function readBatchPage(
   let page: PreparedPage = first;
   for (;;) {
     const read = await streamPage(db, plan, page, req);
-    const again: PreparedPage | undefined = read.more ? undefined : await recheckBound(db, plan, keyset, settings, settled, page, req.signal);
+    const again: PreparedPage | undefined = read.more
+      ? undefined
+      : await recheckBound(db, plan, keyset, settings, settled, page, req.signal);
     if (again) {
       page = again;
       continue;
@@ -323,7 +354,10 @@ async function streamPage(
   req: BatchPageRequest,
 ): Promise<{ enc: BatchEncoder; rows: number; more: boolean; last: RawRow | undefined }> {
   const { data } = page;
-  const enc = new BatchEncoder(req.schema, { phase: 'incremental', capacity: Math.min(req.pageSize, MAX_INITIAL_CAPACITY) });
+  const enc = new BatchEncoder(req.schema, {
+    phase: 'incremental',
+    capacity: Math.min(req.pageSize, MAX_INITIAL_CAPACITY),
+  });
   const width = data.length;
   const writers = data.map((_, i) => enc.col(i));
   const appenders: Appender[] = data.map((c) => appenderOf(c.read, ctxOf(plan, c)));

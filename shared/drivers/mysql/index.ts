@@ -38,8 +38,20 @@ import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { checkTransactionPrivilege } from './bound.js';
 import { MysqlSession, translateConnectError } from './connect.js';
-import { type BatchPageRequest, type BoundSettings, readBatchPage, readRowPage, type SettledMark } from './incremental.js';
-import { countNullCursors, introspectTable, type KeysetPlan, keysetPlan, type TablePlan } from './introspect.js';
+import {
+  type BatchPageRequest,
+  type BoundSettings,
+  readBatchPage,
+  readRowPage,
+  type SettledMark,
+} from './incremental.js';
+import {
+  countNullCursors,
+  introspectTable,
+  type KeysetPlan,
+  keysetPlan,
+  type TablePlan,
+} from './introspect.js';
 
 export { redactUrl } from './connect.js';
 export type { BoundHeldWarning, BoundHolder } from './bound.js';
@@ -62,7 +74,7 @@ export interface MysqlSourceOptions {
    * Default false: refuse without it, with the GRANT to run.
    */
   readonly lagOnly?: boolean;
-  /** Accepted for parity with the Postgres source; MySQL shows the user and host instead. */
+  /** `program_name` connection attribute (performance_schema.session_connect_attrs). Default `tidemark`. */
   readonly applicationName?: string;
   /** A transaction open longer than this that holds the bound back is reported (`BOUND_HELD`). Default 60 000 ms. */
   readonly stallAfterMs?: number;
@@ -89,7 +101,9 @@ export type MysqlTableSpec = TableSpec & { readonly cursorColumn?: string };
  * replaced if it dies); pages are read one at a time. Implements `Introspector`,
  * `IncrementalSource`, `BatchIncrementalSource` and `NullCursorCounter`.
  */
-export class MysqlSource implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter {
+export class MysqlSource
+  implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter
+{
   private readonly db: MysqlSession;
   private readonly options: MysqlSourceOptions;
   private readonly lagMs: number;
@@ -106,6 +120,7 @@ export class MysqlSource implements Introspector, IncrementalSource, BatchIncrem
       url: options.url,
       ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
       ...(options.sourceName !== undefined ? { sourceName: options.sourceName } : {}),
+      ...(options.applicationName !== undefined ? { applicationName: options.applicationName } : {}),
     });
     this.lagMs = options.lagMs ?? DEFAULT_LAG_MS;
     this.stallAfterMs = options.stallAfterMs ?? DEFAULT_STALL_AFTER_MS;
@@ -124,14 +139,17 @@ export class MysqlSource implements Introspector, IncrementalSource, BatchIncrem
       this.plans.set(t.source, plan);
       for (const key of this.keysets.keys()) if (key.startsWith(`${t.source}\0`)) this.keysets.delete(key);
       const warnings: Warning[] = [];
-      if (t.cursorColumn !== undefined) warnings.push(...((await this.keyset(plan, t.cursorColumn)).created?.warnings ?? []));
+      if (t.cursorColumn !== undefined)
+        warnings.push(...((await this.keyset(plan, t.cursorColumn)).created?.warnings ?? []));
       return { ref: plan.ref, schema: plan.schema, warnings };
     });
   }
 
   /** Rows whose cursor is NULL or a zero date; they are never read (the engine applies the nullCursor policy). */
   async countNullCursors(table: TableRef, cursorColumn: string): Promise<number> {
-    return this.guard(table.source, async () => countNullCursors(this.db, await this.plan(table), cursorColumn));
+    return this.guard(table.source, async () =>
+      countNullCursors(this.db, await this.plan(table), cursorColumn),
+    );
   }
 
   /** One page as row maps (the row path; also the oracle of the batch path). */
@@ -139,7 +157,10 @@ export class MysqlSource implements Introspector, IncrementalSource, BatchIncrem
     return this.guard(req.table.source, async () => {
       const plan = await this.plan(req.table);
       const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
-      return withWarnings(await readRowPage(this.db, plan, keyset, req, this.settings(), settled), created?.warnings);
+      return withWarnings(
+        await readRowPage(this.db, plan, keyset, req, this.settings(), settled),
+        created?.warnings,
+      );
     });
   }
 
@@ -148,7 +169,10 @@ export class MysqlSource implements Introspector, IncrementalSource, BatchIncrem
     return this.guard(req.table.source, async () => {
       const plan = await this.plan(req.table);
       const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
-      return withWarnings(await readBatchPage(this.db, plan, keyset, req, this.settings(), settled, this.clock), created?.warnings);
+      return withWarnings(
+        await readBatchPage(this.db, plan, keyset, req, this.settings(), settled, this.clock),
+        created?.warnings,
+      );
     });
   }
 
@@ -187,7 +211,11 @@ export class MysqlSource implements Introspector, IncrementalSource, BatchIncrem
     const known = this.keysets.get(key);
     if (known) return known;
     if (this.canSeeTransactions === undefined) {
-      this.canSeeTransactions = await checkTransactionPrivilege(this.db, plan.source, this.options.lagOnly ?? false);
+      this.canSeeTransactions = await checkTransactionPrivilege(
+        this.db,
+        plan.source,
+        this.options.lagOnly ?? false,
+      );
     }
     const k = keysetPlan(plan, cursorColumn);
     const entry = { keyset: k, settled: {} };
@@ -216,7 +244,10 @@ export class MysqlSource implements Introspector, IncrementalSource, BatchIncrem
 }
 
 /** Adds the keyset's one-time warnings (if any) to a page result. */
-function withWarnings<T>(r: IncrementalResult<T>, extra: readonly Warning[] | undefined): IncrementalResult<T> {
+function withWarnings<T>(
+  r: IncrementalResult<T>,
+  extra: readonly Warning[] | undefined,
+): IncrementalResult<T> {
   if (!extra || extra.length === 0) return r;
   return { ...r, warnings: [...extra, ...(r.warnings ?? [])] };
 }

@@ -72,7 +72,10 @@ export interface KeysetPlan {
 export function splitTableName(source: string): { database: string; table: string } {
   const dot = source.indexOf('.');
   if (dot <= 0 || dot === source.length - 1) {
-    throw new SourceError('SOURCE_TABLE_MISSING', `table "${source}" must be written as database.table (e.g. shop.orders)`);
+    throw new SourceError(
+      'SOURCE_TABLE_MISSING',
+      `table "${source}" must be written as database.table (e.g. shop.orders)`,
+    );
   }
   return { database: source.slice(0, dot), table: source.slice(dot + 1) };
 }
@@ -137,7 +140,13 @@ export async function introspectTable(db: MysqlSession, spec: TableSpec): Promis
       jsonAlias: jsonColumns.has(r.name),
     };
     const m = mapColumn(info, `${TABLE_ALIAS}.${quoteIdent(r.name)}`);
-    return { name: r.name, notNull: !info.nullable, sourceType: m.sourceType, read: m.read, nullable: m.nullable };
+    return {
+      name: r.name,
+      notNull: !info.nullable,
+      sourceType: m.sourceType,
+      read: m.read,
+      nullable: m.nullable,
+    };
   });
 
   const indexRows = await db.query<IndexRow>(
@@ -156,7 +165,9 @@ export async function introspectTable(db: MysqlSession, spec: TableSpec): Promis
     if (r.subPart !== null) ix.prefix = true;
   }
   const indexes: IndexInfo[] = [...byName].map(([name, ix]) => ({ name, ...ix }));
-  const primaryKey = (indexes.find((i) => i.name === 'PRIMARY')?.columns ?? []).filter((c): c is string => c !== null);
+  const primaryKey = (indexes.find((i) => i.name === 'PRIMARY')?.columns ?? []).filter(
+    (c): c is string => c !== null,
+  );
 
   const exclude = new Set(spec.exclude ?? []);
   for (const name of exclude) {
@@ -209,7 +220,12 @@ async function checkSelect(db: MysqlSession, source: string, qualified: string):
 }
 
 /** A "no such table" error listing up to three similar table names the account can see. */
-async function unknownTable(db: MysqlSession, source: string, database: string, table: string): Promise<SourceError> {
+async function unknownTable(
+  db: MysqlSession,
+  source: string,
+  database: string,
+  table: string,
+): Promise<SourceError> {
   const rows = await db.query<{ db: string; t: string }>(
     `SELECT TABLE_SCHEMA AS db, TABLE_NAME AS t FROM information_schema.TABLES
      WHERE TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') LIMIT 5000`,
@@ -221,8 +237,12 @@ async function unknownTable(db: MysqlSession, source: string, database: string, 
     .sort((a, b) => a.d - b.d || a.name.localeCompare(b.name))
     .slice(0, 3)
     .map((x) => x.name);
-  const hint = similar.length > 0 ? `; did you mean ${similar.join(', ')}?` : '; check the database and table name';
-  return new SourceError('SOURCE_TABLE_MISSING', `table ${source} does not exist or is not visible to this account${hint}`);
+  const hint =
+    similar.length > 0 ? `; did you mean ${similar.join(', ')}?` : '; check the database and table name';
+  return new SourceError(
+    'SOURCE_TABLE_MISSING',
+    `table ${source} does not exist or is not visible to this account${hint}`,
+  );
 }
 
 /** Levenshtein distance (small strings only). */
@@ -253,7 +273,9 @@ export function keysetPlan(plan: TablePlan, cursorColumn: string): KeysetPlan {
     );
   }
   const refuseType = (c: ColumnInfo, role: string) => {
-    const why = c.read.keyRefusal ?? (isKeyType(c.read.logical) ? undefined : `read as ${describeType(c.read.logical)}`);
+    const why =
+      c.read.keyRefusal ??
+      (isKeyType(c.read.logical) ? undefined : `read as ${describeType(c.read.logical)}`);
     if (why) {
       throw new SourceError(
         'SOURCE_CURSOR_INVALID',
@@ -265,10 +287,14 @@ export function keysetPlan(plan: TablePlan, cursorColumn: string): KeysetPlan {
 
   let rest: ColumnInfo[];
   if (plan.primaryKey.length > 0) {
-    rest = plan.primaryKey.filter((k) => k !== cursorColumn).map((k) => plan.columns.find((c) => c.name === k)!);
+    rest = plan.primaryKey
+      .filter((k) => k !== cursorColumn)
+      .map((k) => plan.columns.find((c) => c.name === k)!);
     for (const k of rest) refuseType(k, 'primary-key');
   } else {
-    const unique = plan.indexes.some((i) => i.unique && !i.prefix && i.columns.length === 1 && i.columns[0] === cursorColumn);
+    const unique = plan.indexes.some(
+      (i) => i.unique && !i.prefix && i.columns.length === 1 && i.columns[0] === cursorColumn,
+    );
     if (!unique || !cursor.notNull) {
       throw new SourceError(
         'SOURCE_KEY_MISSING',
@@ -310,15 +336,24 @@ export function realDate(cursorSql: string): string {
  * Counts rows whose cursor is NULL, or a zero date (which reads as NULL; docs/mysql.md). 0
  * without a query when the column is NOT NULL and not a date/time type.
  */
-export async function countNullCursors(db: MysqlSession, plan: TablePlan, cursorColumn: string): Promise<number> {
+export async function countNullCursors(
+  db: MysqlSession,
+  plan: TablePlan,
+  cursorColumn: string,
+): Promise<number> {
   const cursor = plan.columns.find((c) => c.name === cursorColumn);
   if (!cursor) {
-    throw new SourceError('SOURCE_CURSOR_INVALID', `${plan.source}: cursor column "${cursorColumn}" does not exist`);
+    throw new SourceError(
+      'SOURCE_CURSOR_INVALID',
+      `${plan.source}: cursor column "${cursorColumn}" does not exist`,
+    );
   }
   const zeroDates = cursor.read.kind === 'date' || cursor.read.kind === 'datetime';
   if (cursor.notNull && !zeroDates) return 0;
   const c = `${TABLE_ALIAS}.${quoteIdent(cursorColumn)}`;
   const where = zeroDates ? `${c} IS NULL OR NOT (${realDate(c)})` : `${c} IS NULL`;
-  const [row] = await db.query<{ n: string | number }>(`SELECT COUNT(*) AS n FROM ${plan.qualified} AS ${TABLE_ALIAS} WHERE ${where}`);
+  const [row] = await db.query<{ n: string | number }>(
+    `SELECT COUNT(*) AS n FROM ${plan.qualified} AS ${TABLE_ALIAS} WHERE ${where}`,
+  );
   return Number(row!.n);
 }

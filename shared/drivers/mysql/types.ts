@@ -17,7 +17,12 @@
 import { DataError } from '../../contracts/errors.js';
 import type { ColumnWriter } from '../../dataplane/encoder.js';
 import type { LogicalType } from '../../dataplane/schema.js';
-import { daysToDateText, dateTextToDays, microsToTimestampText, timestampTextToMicros } from '../../position/time-text.js';
+import {
+  daysToDateText,
+  dateTextToDays,
+  microsToTimestampText,
+  timestampTextToMicros,
+} from '../../position/time-text.js';
 
 /**
  * How the text of a selected value is read:
@@ -100,7 +105,12 @@ const BINARY_TYPES = new Set(['binary', 'varbinary', 'tinyblob', 'blob', 'medium
 /** The mapping of one column (`col` is the qualified, quoted column the expression reads). */
 export function mapColumn(c: InfoColumn, col: string): ColumnMapping {
   const unsigned = /\bunsigned\b/i.test(c.columnType);
-  const plain = (kind: ValueKind, logical: LogicalType, literal: LiteralKind, keyRefusal?: string): ReadPlan => ({
+  const plain = (
+    kind: ValueKind,
+    logical: LogicalType,
+    literal: LiteralKind,
+    keyRefusal?: string,
+  ): ReadPlan => ({
     expr: col,
     kind,
     logical,
@@ -121,7 +131,9 @@ export function mapColumn(c: InfoColumn, col: string): ColumnMapping {
       break;
     case 'int':
     case 'integer':
-      read = unsigned ? plain('int64', { kind: 'int64' }, 'number') : plain('int', { kind: 'int32' }, 'number');
+      read = unsigned
+        ? plain('int64', { kind: 'int64' }, 'number')
+        : plain('int', { kind: 'int32' }, 'number');
       break;
     case 'bigint':
       // As RDS snapshot export does: unsigned annotations break Trino/Athena statistics.
@@ -148,7 +160,12 @@ export function mapColumn(c: InfoColumn, col: string): ColumnMapping {
       read = { expr: `(${col} + 0e0)`, kind: 'float', logical: { kind: 'float64' }, literal: 'float' };
       break;
     case 'bit':
-      read = plain('binary', { kind: 'binary' }, 'bytes', 'BIT compares as an integer, not as the bytes it is read as');
+      read = plain(
+        'binary',
+        { kind: 'binary' },
+        'bytes',
+        'BIT compares as an integer, not as the bytes it is read as',
+      );
       break;
     case 'year':
       read = plain('int', { kind: 'int16' }, 'number');
@@ -171,18 +188,33 @@ export function mapColumn(c: InfoColumn, col: string): ColumnMapping {
       break;
     case 'enum':
     case 'set':
-      read = plain('text', { kind: 'text' }, 'string', `${c.dataType.toUpperCase()} sorts by member index but compares as text`);
+      read = plain(
+        'text',
+        { kind: 'text' },
+        'string',
+        `${c.dataType.toUpperCase()} sorts by member index but compares as text`,
+      );
       break;
     default:
       if (TEXT_TYPES.has(c.dataType)) {
-        read = plain('text', { kind: 'text' }, 'string', c.jsonAlias ? 'JSON values have no total order usable for paging' : undefined);
+        read = plain(
+          'text',
+          { kind: 'text' },
+          'string',
+          c.jsonAlias ? 'JSON values have no total order usable for paging' : undefined,
+        );
         if (c.jsonAlias) sourceType = 'json';
       } else if (BINARY_TYPES.has(c.dataType)) {
         read = plain('binary', { kind: 'binary' }, 'bytes');
       } else if (GEOMETRY.has(c.dataType)) {
         // The server's internal format: a 4-byte SRID, then WKB.
         read = plain('binary', { kind: 'binary' }, 'bytes', 'spatial values have no order');
-      } else if (c.charset !== null || c.dataType === 'inet4' || c.dataType === 'inet6' || c.dataType === 'uuid') {
+      } else if (
+        c.charset !== null ||
+        c.dataType === 'inet4' ||
+        c.dataType === 'inet6' ||
+        c.dataType === 'uuid'
+      ) {
         // MariaDB's INET4/INET6/UUID and any other character type: the server's own text.
         read = plain('text', { kind: 'text' }, 'string');
       } else {
@@ -252,8 +284,8 @@ export type Appender = (w: ColumnWriter, b: Buffer) => void;
 
 const MINUS = 0x2d;
 const DIGIT_0 = 0x30;
-/** Longest digit string (sign included) that is always a safe integer: 15 digits. */
-const SAFE_DIGITS = 16;
+/** Longest text (sign included) whose digits are always a safe integer: 15 characters (< 10^15 < 2^53). */
+const SAFE_DIGITS = 15;
 const MICROS_PER_DAY = 86_400_000_000;
 const MICROS_PER_SECOND = 1_000_000;
 /** Days from 1970 within which micros since 1970 are safe integers (2^53 µs is ~104 249 days). */
@@ -317,7 +349,8 @@ function microsOfBytes(days: number, b: Buffer): number | bigint | undefined {
   }
   const seconds = h * 3600 + mi * 60 + s;
   // Within ±SAFE_DAYS every partial sum stays below 2^53: plain number arithmetic is exact.
-  if (days > -SAFE_DAYS && days < SAFE_DAYS) return days * MICROS_PER_DAY + seconds * MICROS_PER_SECOND + frac;
+  if (days > -SAFE_DAYS && days < SAFE_DAYS)
+    return days * MICROS_PER_DAY + seconds * MICROS_PER_SECOND + frac;
   return BigInt(days) * BigInt(MICROS_PER_DAY) + BigInt(seconds * MICROS_PER_SECOND + frac);
 }
 
@@ -327,7 +360,8 @@ export function appenderOf(plan: ReadPlan, ctx: ValueContext): Appender {
     case 'int':
       return (w, b) => w.appendInt(asciiInt(b));
     case 'int64':
-      return (w, b) => (b.length <= SAFE_DIGITS ? w.appendInt(asciiInt(b)) : w.appendBigInt(BigInt(b.toString('latin1'))));
+      return (w, b) =>
+        b.length <= SAFE_DIGITS ? w.appendInt(asciiInt(b)) : w.appendBigInt(BigInt(b.toString('latin1')));
     case 'decimal':
       return (w, b) => w.appendDecimalText(b.toString('latin1'));
     case 'float':
