@@ -5,7 +5,7 @@
  * times (local state dir, local Parquet lake). Then it checks the lake against the table with
  * DuckDB, prints the query it used, and stops everything it started. Ends by itself in < 1 min.
  */
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Context } from 'aws-lambda';
 import postgres from 'postgres';
@@ -82,7 +82,7 @@ export async function runDemo(): Promise<void> {
       }
     })();
 
-    process.env.TIDEMARK_SPEC = JSON.stringify({
+    const demoSpec = {
       pipeline: 'demo',
       sources: { shop: { kind: 'postgres', url: pg.url } },
       state: { dir: join(home, 'state') },
@@ -99,7 +99,10 @@ export async function runDemo(): Promise<void> {
           lagSeconds: 1,
         },
       ],
-    });
+    };
+    process.env.TIDEMARK_SPEC = JSON.stringify(demoSpec);
+    // Kept for `tidemark status` after the demo (the server is gone by then; status reads state only).
+    writeFileSync(join(home, 'tidemark.json'), `${JSON.stringify(demoSpec, null, 2)}\n`);
     process.env.TIDEMARK_LOG_LEVEL ??= 'warn';
 
     line(`  running the incremental Lambda handler ${RUNS} times, 3 s apart (state: ${join(home, 'state')})`);
@@ -145,7 +148,8 @@ export async function runDemo(): Promise<void> {
     line(`  source: ${sourceRows} orders, ${shipped} shipped`);
     const ok = orders === sourceRows && lakeShipped === shipped;
     line(ok ? '  the lake matches the table.' : '  MISMATCH between lake and table');
-    line(`  Parquet files are in ${lakeDir}; try: tidemark status -c <spec>, or read them with any Parquet reader.`);
+    line(`  Parquet files are in ${lakeDir}`);
+    line('  next: npx tidemark status -c .tidemark/demo/tidemark.json   (then write your own spec: tidemark.example.yaml)');
     if (!ok) process.exitCode = 1;
   } finally {
     stop = true;

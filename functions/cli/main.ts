@@ -123,7 +123,7 @@ async function cmdStatus(argv: string[]): Promise<void> {
       const lease = rec.lease && rec.lease.expiresAt > Date.now() ? `held by ${rec.lease.owner}` : 'free';
       rows.push({
         table: tableTarget(t),
-        cursor: st.cursor || '(start)',
+        cursor: st.cursorText ?? (st.cursor || '(start)'),
         pages: st.seq,
         rows: st.rowsTotal,
         lastCommit: st.lastCommitAt ?? 'never',

@@ -13,6 +13,7 @@
  */
 import type { IncrementalState } from './incremental-state.js';
 import { initialIncrementalState, parseIncrementalState } from './incremental-state.js';
+import { describeCursor } from './cursor-display.js';
 import { LeaseHeldError, TidemarkError } from '../contracts/errors.js';
 import type { ObjectRef, Sink } from '../contracts/sink.js';
 import type {
@@ -244,9 +245,11 @@ async function pageLoop(
     const refs: ObjectRef[] = await opts.sink.write(table.target, schema, startPosition, [page.page]);
     const pageRows = page.page.record.numRows;
     const pageBytes = refs.reduce((s, r) => s + r.bytes, 0);
+    const cursorText = describeCursor(schema, table.cursor, page.next);
     const next: IncrementalState = {
       ...state,
       cursor: page.next,
+      ...(cursorText ? { cursorText } : {}),
       seq: state.seq + 1,
       rowsTotal: state.rowsTotal + pageRows,
       lastCommitAt: new Date(opts.clock()).toISOString(),

@@ -10,6 +10,8 @@ import { TidemarkError } from '../contracts/errors.js';
 export interface IncrementalState {
   /** Resume token: (cursor value, primary key) of the last committed row; '' = from the start. */
   readonly cursor: string;
+  /** The token rendered for people (`updated_at=..., id=...`); display only. */
+  readonly cursorText?: string;
   /** The cursor column the token was taken on. */
   readonly cursorColumn: string;
   /** Committed pages so far; the next object's start position is derived from it. */
@@ -49,6 +51,7 @@ export function parseIncrementalState(value: unknown, cursorColumn: string): Inc
     cursorColumn: v.cursorColumn,
     seq: v.seq,
     rowsTotal: typeof v.rowsTotal === 'number' ? v.rowsTotal : 0,
+    ...(typeof v.cursorText === 'string' ? { cursorText: v.cursorText } : {}),
     ...(v.lastCommitAt ? { lastCommitAt: v.lastCommitAt } : {}),
     ...(v.lastObjects ? { lastObjects: v.lastObjects } : {}),
   };

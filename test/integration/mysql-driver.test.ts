@@ -572,6 +572,25 @@ describe('keyset paging', () => {
     }
   });
 
+  it('quotes table and column names holding backticks, question marks, spaces and unicode', async () => {
+    await admin.query(
+      'CREATE TABLE `we?ird``name` (`Ïd ``x`` ?` INT PRIMARY KEY, `up dated?` DATETIME(6) NOT NULL, `v?` TEXT, INDEX (`up dated?`))',
+    );
+    await admin.query(
+      "INSERT INTO `we?ird``name` VALUES (1, '2020-01-01 00:00:00', 'a'), (2, '2020-01-01 00:00:00', 'b'), (3, '2019-01-01 00:00:00', '?')",
+    );
+    const src = source();
+    const { ref, schema, warnings } = await src.introspect({
+      source: `${db.name}.we?ird\`name`,
+      cursorColumn: 'up dated?',
+    });
+    expect(warnings).toEqual([]);
+    expect(schema.columns.map((c) => c.name)).toEqual(['Ïd `x` ?', 'up dated?', 'v?']);
+    expect(await src.countNullCursors(ref, 'up dated?')).toBe(0);
+    const walked = await walkBoth(src, ref, schema, 'up dated?', 1);
+    expect(walked.rows.map((r) => r['v?'])).toEqual(['?', 'a', 'b']);
+  });
+
   it('uses the cursor alone as keyset when the table has no primary key but the cursor is UNIQUE NOT NULL', async () => {
     await admin.query(`
       CREATE TABLE nopk (seq BIGINT NOT NULL UNIQUE, v TEXT);
@@ -900,5 +919,21 @@ describe('throughput (measured, logged)', () => {
     );
     expect(batch.rows).toBe(200_000);
     expect(rowPath.rows).toBe(200_000);
+
+    // Aborted mid-stream: the page rejects, the connection is dropped, the next page reconnects.
+    const controller = new AbortController();
+    const req = {
+      table: ref,
+      cursorColumn: 'updated_at',
+      after: '',
+      pageSize: 200_000,
+      posPrefix: incrementalPosPrefix(1),
+      ordinalBase: 0,
+    };
+    const aborted = src.incrementalBatch({ ...req, schema, writeMode: 'append', signal: controller.signal });
+    setTimeout(() => controller.abort(), 50);
+    await expect(aborted).rejects.toThrow(/abort/i);
+    const after = await src.incrementalBatch({ ...req, pageSize: 10, schema, writeMode: 'append' });
+    expect(after.page!.record.numRows).toBe(10);
   });
 });
