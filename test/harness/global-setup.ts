@@ -28,8 +28,8 @@
  * startup fails halfway, and on exit/SIGINT/SIGTERM (shared/local/owned-processes.ts); servers of
  * an earlier run that was SIGKILLed are reaped at the next start (run-dir.ts).
  */
+import { TEMPLATE_ROOT } from './templates.js';
 import { mkdir } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../shared/local/embedded-postgres.js';
@@ -41,11 +41,6 @@ import type { TestServers } from './servers.js';
 
 const MYSQL_DATABASE = 'tidemark_test';
 const S3_BUCKET = 'tidemark-test';
-/**
- * Initialised data dirs to copy instead of running initdb / mariadb-install-db on every run
- * (shared/local/template-dir.ts); keyed by binary and settings, so an upgrade builds new ones.
- */
-const TEMPLATE_ROOT = join(tmpdir(), 'tidemark-templates');
 /** Local throwaway servers on 127.0.0.1 only: a fixed password keeps URLs in logs usable by hand. */
 const PASSWORD = 'tidemark';
 
