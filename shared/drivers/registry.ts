@@ -3,7 +3,7 @@
  * without opening anything: the CDK app and `validate` use them) and how to open an incremental
  * source. The composition root (shared/pipeline) asks it for sources; the engine never imports it.
  */
-import type { Clock } from '../contracts/state.js';
+
 import type {
   BatchIncrementalSource,
   Capabilities,
@@ -11,6 +11,7 @@ import type {
   Introspector,
   NullCursorCounter,
 } from '../contracts/source.js';
+import type { Clock } from '../contracts/state.js';
 
 export type DriverKind = 'postgres' | 'mysql';
 
@@ -37,56 +38,50 @@ export interface DriverRegistration {
   openIncremental(settings: IncrementalSourceSettings): Promise<ClosableIncrementalSource>;
 }
 
-const postgres: DriverRegistration = {
-  kind: 'postgres',
-  // Stream/snapshot arrive with the CDC issues; the slot position is recoverable by nature.
-  capabilities: Object.freeze({
+/** Capabilities of the SQL drivers today: incremental only; stream/snapshot come with CDC. */
+function incrementalOnly(beforeImage: boolean): Capabilities {
+  return Object.freeze({
     snapshot: false,
     chunkQuery: false,
     stream: false,
     maxConnections: 0,
     modes: Object.freeze(['incremental'] as const),
-    beforeImage: false,
+    beforeImage,
     monotonicSequence: false,
+    // A slot position (Postgres) and a GTID or file:pos (MySQL) resume exactly.
     recoverablePosition: true,
-  }),
+  });
+}
+
+/** The constructor options both SQL drivers take, from the per-table settings. */
+function sourceOptions(s: IncrementalSourceSettings) {
+  return {
+    url: s.url,
+    sourceName: s.sourceName,
+    connectTimeoutMs: s.connectTimeoutMs,
+    lagMs: s.lagMs,
+    lagOnly: s.lagOnly,
+    ...(s.clock ? { clock: s.clock } : {}),
+  };
+}
+
+const postgres: DriverRegistration = {
+  kind: 'postgres',
+  // Only with REPLICA IDENTITY FULL does pgoutput carry the whole deleted row.
+  capabilities: incrementalOnly(false),
   async openIncremental(s) {
     const { PostgresSource } = await import('./postgres/index.js');
-    return new PostgresSource({
-      url: s.url,
-      sourceName: s.sourceName,
-      connectTimeoutMs: s.connectTimeoutMs,
-      lagMs: s.lagMs,
-      lagOnly: s.lagOnly,
-      ...(s.clock ? { clock: s.clock } : {}),
-    });
+    return new PostgresSource(sourceOptions(s));
   },
 };
 
 const mysql: DriverRegistration = {
   kind: 'mysql',
-  // Stream/snapshot arrive with the CDC issues; binlog row events carry the full before image
-  // (binlog_row_image=FULL) and a GTID or file:pos resumes exactly.
-  capabilities: Object.freeze({
-    snapshot: false,
-    chunkQuery: false,
-    stream: false,
-    maxConnections: 0,
-    modes: Object.freeze(['incremental'] as const),
-    beforeImage: true,
-    monotonicSequence: false,
-    recoverablePosition: true,
-  }),
+  // Binlog row events carry the full before image (binlog_row_image=FULL).
+  capabilities: incrementalOnly(true),
   async openIncremental(s) {
     const { MysqlSource } = await import('./mysql/index.js');
-    return new MysqlSource({
-      url: s.url,
-      sourceName: s.sourceName,
-      connectTimeoutMs: s.connectTimeoutMs,
-      lagMs: s.lagMs,
-      lagOnly: s.lagOnly,
-      ...(s.clock ? { clock: s.clock } : {}),
-    });
+    return new MysqlSource(sourceOptions(s));
   },
 };
 
@@ -98,7 +93,10 @@ const REGISTRY: ReadonlyMap<DriverKind, DriverRegistration> = new Map([
 /** The registration of a driver kind, or a clear error when that driver is not built yet. */
 export function driver(kind: DriverKind): DriverRegistration {
   const d = REGISTRY.get(kind);
-  if (!d) throw new Error(`no driver registered for kind "${kind}" (available: ${[...REGISTRY.keys()].join(', ')})`);
+  if (!d)
+    throw new Error(
+      `no driver registered for kind "${kind}" (available: ${[...REGISTRY.keys()].join(', ')})`,
+    );
   return d;
 }
 

@@ -180,7 +180,8 @@ export class MysqlSession {
     const { promise } = await this.open();
     try {
       // Without values the text is sent as is: a `?` inside a quoted name stays a `?`.
-      const [rows] = values.length > 0 ? await promise.query(sql, values as unknown[]) : await promise.query(sql);
+      const [rows] =
+        values.length > 0 ? await promise.query(sql, values as unknown[]) : await promise.query(sql);
       return rows as unknown as T[];
     } catch (e) {
       this.dropIfFatal(e);

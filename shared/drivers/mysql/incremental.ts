@@ -21,6 +21,7 @@ import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
+import { checkPageSize, emptyResult } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { MysqlSession, RawRow } from './connect.js';
 import { type ColumnInfo, type KeysetPlan, realDate, TABLE_ALIAS, type TablePlan } from './introspect.js';
@@ -166,17 +167,6 @@ function afterLiterals(keyset: KeysetPlan, after: string): string[] | undefined 
 
 function ctxOf(plan: TablePlan, c: ColumnInfo): ValueContext {
   return { table: plan.source, column: c.name };
-}
-
-function checkPageSize(req: IncrementalPage): void {
-  if (!Number.isSafeInteger(req.pageSize) || req.pageSize < 1) {
-    throw new DataError(`${req.table.source}: page size must be a positive integer, got ${req.pageSize}`);
-  }
-}
-
-/** A page with nothing in it: resume where we were. */
-function emptyResult<T>(req: IncrementalPage, page: T, warnings: Warning[]): IncrementalResult<T> {
-  return { next: req.after, page, more: false, ...(warnings.length > 0 ? { warnings } : {}) };
 }
 
 /** The statement of one page and what it selects: data columns (in `data` order), then hidden keys. */

@@ -36,6 +36,7 @@ import type {
 import type { Clock } from '../../contracts/state.js';
 import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
+import { withWarnings } from '../page.js';
 import { checkTransactionPrivilege } from './bound.js';
 import { MysqlSession, translateConnectError } from './connect.js';
 import {
@@ -53,8 +54,8 @@ import {
   type TablePlan,
 } from './introspect.js';
 
-export { redactUrl } from './connect.js';
 export type { BoundHeldWarning, BoundHolder } from './bound.js';
+export { redactUrl } from './connect.js';
 
 /** Options of a MySQL/MariaDB source. Only `url` is required. */
 export interface MysqlSourceOptions {
@@ -241,13 +242,4 @@ export class MysqlSource
       );
     }
   }
-}
-
-/** Adds the keyset's one-time warnings (if any) to a page result. */
-function withWarnings<T>(
-  r: IncrementalResult<T>,
-  extra: readonly Warning[] | undefined,
-): IncrementalResult<T> {
-  if (!extra || extra.length === 0) return r;
-  return { ...r, warnings: [...extra, ...(r.warnings ?? [])] };
 }

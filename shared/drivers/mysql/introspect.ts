@@ -12,6 +12,7 @@ import { SourceError } from '../../contracts/errors.js';
 import type { TableRef, TableSpec, Warning } from '../../contracts/source.js';
 import { describeType, type LogicalType, type Schema } from '../../dataplane/schema.js';
 import { isKeyType } from '../../position/key-codec.js';
+import { exclusions } from '../page.js';
 import type { TimeBoundType } from './bound.js';
 import type { MysqlSession } from './connect.js';
 import { type InfoColumn, mapColumn, quoteIdent, type ReadPlan } from './types.js';
@@ -169,21 +170,12 @@ export async function introspectTable(db: MysqlSession, spec: TableSpec): Promis
     (c): c is string => c !== null,
   );
 
-  const exclude = new Set(spec.exclude ?? []);
-  for (const name of exclude) {
-    if (!columns.some((c) => c.name === name)) {
-      throw new SourceError(
-        'SOURCE_COLUMN_MISSING',
-        `${spec.source}: excluded column "${name}" does not exist; columns are ${columns.map((c) => c.name).join(', ')}`,
-      );
-    }
-    if (primaryKey.includes(name)) {
-      throw new SourceError(
-        'SOURCE_COLUMN_MISSING',
-        `${spec.source}: primary-key column "${name}" cannot be excluded (the lake needs it to resolve row versions)`,
-      );
-    }
-  }
+  const exclude = exclusions(
+    spec.source,
+    spec.exclude,
+    columns.map((c) => c.name),
+    primaryKey,
+  );
   const schema: Schema = {
     columns: columns
       .filter((c) => !exclude.has(c.name))

@@ -18,8 +18,8 @@ import { DataError } from '../../contracts/errors.js';
 import type { ColumnWriter } from '../../dataplane/encoder.js';
 import type { LogicalType } from '../../dataplane/schema.js';
 import {
-  daysToDateText,
   dateTextToDays,
+  daysToDateText,
   microsToTimestampText,
   timestampTextToMicros,
 } from '../../position/time-text.js';

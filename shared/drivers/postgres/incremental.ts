@@ -20,9 +20,10 @@ import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
+import { checkPageSize, emptyResult } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { Sql } from './connect.js';
-import { type CopyField, CopyBinaryDecoder, decodeBinaryValue } from './copy-binary.js';
+import { CopyBinaryDecoder, type CopyField, decodeBinaryValue } from './copy-binary.js';
 import type { ColumnInfo, KeysetPlan, TablePlan } from './introspect.js';
 import { keyText, parseColumnText, quoteIdent, quoteLiteral, type ValueContext } from './types.js';
 
@@ -113,17 +114,6 @@ function afterTexts(keyset: KeysetPlan, after: string): string[] | undefined {
 
 function ctxOf(plan: TablePlan, c: ColumnInfo): ValueContext {
   return { table: plan.source, column: c.name };
-}
-
-function checkPageSize(req: IncrementalPage): void {
-  if (!Number.isSafeInteger(req.pageSize) || req.pageSize < 1) {
-    throw new DataError(`${req.table.source}: page size must be a positive integer, got ${req.pageSize}`);
-  }
-}
-
-/** A page with nothing in it: resume where we were. */
-function emptyResult<T>(req: IncrementalPage, page: T, warnings: Warning[]): IncrementalResult<T> {
-  return { next: req.after, page, more: false, ...(warnings.length > 0 ? { warnings } : {}) };
 }
 
 /**

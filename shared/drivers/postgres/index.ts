@@ -35,6 +35,7 @@ import type {
 import type { Clock } from '../../contracts/state.js';
 import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
+import { withWarnings } from '../page.js';
 import { checkActivityPrivilege } from './bound.js';
 import { connect, type Endpoint, type Sql, translateConnectError } from './connect.js';
 import { type BatchPageRequest, type BoundSettings, readBatchPage, readRowPage } from './incremental.js';
@@ -46,8 +47,8 @@ import {
   type TablePlan,
 } from './introspect.js';
 
-export { redactUrl } from './connect.js';
 export type { BoundHeldWarning, BoundHolder } from './bound.js';
+export { redactUrl } from './connect.js';
 
 /** Options of a Postgres source. Only `url` is required. */
 export interface PostgresSourceOptions {
@@ -212,13 +213,4 @@ export class PostgresSource
       );
     }
   }
-}
-
-/** Adds the keyset's one-time warnings (if any) to a page result. */
-function withWarnings<T>(
-  r: IncrementalResult<T>,
-  extra: readonly Warning[] | undefined,
-): IncrementalResult<T> {
-  if (!extra || extra.length === 0) return r;
-  return { ...r, warnings: [...extra, ...(r.warnings ?? [])] };
 }

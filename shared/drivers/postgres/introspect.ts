@@ -13,6 +13,7 @@ import type { TableRef, TableSpec, Warning } from '../../contracts/source.js';
 import type { LogicalType, Schema } from '../../dataplane/schema.js';
 import { describeType } from '../../dataplane/schema.js';
 import { isKeyType } from '../../position/key-codec.js';
+import { exclusions } from '../page.js';
 import type { TimeBoundType } from './bound.js';
 import type { Sql } from './connect.js';
 import { OID, type PgType, quoteIdent, quoteLiteral, type ReadPlan, readPlan } from './types.js';
@@ -162,21 +163,12 @@ export async function introspectTable(sql: Sql, spec: TableSpec): Promise<TableP
   );
   const primaryKey = pkRows.map((r) => r.attname);
 
-  const exclude = new Set(spec.exclude ?? []);
-  for (const name of exclude) {
-    if (!columns.some((c) => c.name === name)) {
-      throw new SourceError(
-        'SOURCE_COLUMN_MISSING',
-        `${spec.source}: excluded column "${name}" does not exist; columns are ${columns.map((c) => c.name).join(', ')}`,
-      );
-    }
-    if (primaryKey.includes(name)) {
-      throw new SourceError(
-        'SOURCE_COLUMN_MISSING',
-        `${spec.source}: primary-key column "${name}" cannot be excluded (the lake needs it to resolve row versions)`,
-      );
-    }
-  }
+  const exclude = exclusions(
+    spec.source,
+    spec.exclude,
+    columns.map((c) => c.name),
+    primaryKey,
+  );
   const schema: Schema = {
     columns: columns
       .filter((c) => !exclude.has(c.name))

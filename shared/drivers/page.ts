@@ -1,0 +1,60 @@
+/**
+ * What every SQL driver's incremental page read shares, whatever the dialect: request checks,
+ * the empty page, one-time warnings, and the column exclusions of introspection. Dialect SQL
+ * stays in each driver; this module never names a database client.
+ */
+import { DataError, SourceError } from '../contracts/errors.js';
+import type { IncrementalPage, IncrementalResult, Warning } from '../contracts/source.js';
+
+/** Refuses a page size that is not a positive integer. */
+export function checkPageSize(req: IncrementalPage): void {
+  if (!Number.isSafeInteger(req.pageSize) || req.pageSize < 1) {
+    throw new DataError(`${req.table.source}: page size must be a positive integer, got ${req.pageSize}`);
+  }
+}
+
+/** A page with nothing in it: resume where we were. */
+export function emptyResult<T>(
+  req: IncrementalPage,
+  page: T,
+  warnings: readonly Warning[],
+): IncrementalResult<T> {
+  return { next: req.after, page, more: false, ...(warnings.length > 0 ? { warnings } : {}) };
+}
+
+/** Adds one-time warnings (if any) in front of a page result's own. */
+export function withWarnings<T>(
+  r: IncrementalResult<T>,
+  extra: readonly Warning[] | undefined,
+): IncrementalResult<T> {
+  if (!extra || extra.length === 0) return r;
+  return { ...r, warnings: [...extra, ...(r.warnings ?? [])] };
+}
+
+/**
+ * Validates `exclude` against the table's columns: an unknown name is a typo, and a primary-key
+ * column cannot be left out (the lake needs it to resolve row versions). Returns the set.
+ */
+export function exclusions(
+  table: string,
+  exclude: readonly string[] | undefined,
+  columnNames: readonly string[],
+  primaryKey: readonly string[],
+): Set<string> {
+  const set = new Set(exclude ?? []);
+  for (const name of set) {
+    if (!columnNames.includes(name)) {
+      throw new SourceError(
+        'SOURCE_COLUMN_MISSING',
+        `${table}: excluded column "${name}" does not exist; columns are ${columnNames.join(', ')}`,
+      );
+    }
+    if (primaryKey.includes(name)) {
+      throw new SourceError(
+        'SOURCE_COLUMN_MISSING',
+        `${table}: primary-key column "${name}" cannot be excluded (the lake needs it to resolve row versions)`,
+      );
+    }
+  }
+  return set;
+}
