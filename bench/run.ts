@@ -5,9 +5,10 @@
  *   incremental-mysql   the same against MariaDB (mariadb --batch, mariadb | DuckDB)
  *   encoder             bench/encoder.ts [rows]
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
+ *   cold-start          bench/cold-start.ts [--runs N]
  *
- * Owns dispatch only. encoder and parquet-writer are standalone scripts that read their own
- * argv, so they run as child processes, unchanged.
+ * Owns dispatch only. encoder, parquet-writer and cold-start are standalone scripts that read
+ * their own argv, so they run as child processes, unchanged.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 const SCRIPTS: Readonly<Record<string, string>> = {
   encoder: 'encoder.ts',
   'parquet-writer': 'parquet-writer.ts',
+  'cold-start': 'cold-start.ts',
 };
 const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly string[]): Promise<void> }>>> = {
   incremental: () => import('./incremental.js'),

@@ -180,8 +180,12 @@ export async function alternate(
 
 /**
  * A markdown table of the results: median wall seconds, rows/s, the time as a multiple of the
- * two baselines' times (lower is better; 1.00 = as fast), engine-only time and its ratio to the
- * by-hand pipeline, start-up, output bytes, peak RSS, hung runs.
+ * two baselines' times (lower is better; 1.00 = as fast), engine-only time and its multiple of
+ * the by-hand pipeline, start-up, output bytes, peak RSS, hung runs.
+ *
+ * The multiples are PAIRED: the median over rounds of (this variant's time / the baseline's time
+ * in the same round). When the machine's load drifts during the bench (other jobs starting or
+ * ending), a ratio of two medians mixes rounds run under different loads; paired ratios do not.
  */
 export function resultTable(
   results: readonly VariantResult[],
@@ -189,8 +193,8 @@ export function resultTable(
   wireName: string,
   byHandName: string,
 ): string {
-  const wire = results.find((r) => r.name === wireName)?.seconds;
-  const byHand = results.find((r) => r.name === byHandName)?.seconds;
+  const wire = results.find((r) => r.name === wireName);
+  const byHand = results.find((r) => r.name === byHandName);
   const opt = (v: number | undefined, digits = 2): string => (v === undefined ? '-' : v.toFixed(digits));
   const lines = [
     '| variant | median s | rows/s | time x (a) | time x (b) | engine-only s | engine x (b) | start-up s | output bytes | peak RSS MiB | hung runs |',
@@ -198,16 +202,29 @@ export function resultTable(
   ];
   for (const r of results) {
     lines.push(
-      `| ${r.name.replaceAll('|', '\\|')} | ${r.seconds.toFixed(2)} | ${fmtInt(rows / r.seconds)} | ${ratio(r.seconds, wire)} | ` +
-        `${ratio(r.seconds, byHand)} | ${opt(r.engineSeconds)} | ${r.engineSeconds === undefined ? '-' : ratio(r.engineSeconds, byHand)} | ` +
+      `| ${r.name.replaceAll('|', '\\|')} | ${r.seconds.toFixed(2)} | ${fmtInt(rows / r.seconds)} | ` +
+        `${pairedRatio(r, wire, (x) => x.seconds)} | ${pairedRatio(r, byHand, (x) => x.seconds)} | ` +
+        `${opt(r.engineSeconds)} | ${pairedRatio(r, byHand, (x) => x.engineSeconds)} | ` +
         `${opt(r.startupSeconds)} | ${r.bytes === undefined ? '-' : fmtInt(r.bytes)} | ${opt(r.rssMiB, 0)} | ${r.hangs} |`,
     );
   }
   return lines.join('\n');
 }
 
-function ratio(value: number, base: number | undefined): string {
-  return base === undefined || !(base > 0) ? '-' : `${(value / base).toFixed(2)}x`;
+/** Median over rounds of value(variant sample) / (baseline's seconds in the same round). */
+function pairedRatio(
+  variant: VariantResult,
+  baseline: VariantResult | undefined,
+  value: (s: Sample) => number | undefined,
+): string {
+  if (!baseline) return '-';
+  const ratios: number[] = [];
+  variant.samples.forEach((s, i) => {
+    const v = value(s);
+    const b = baseline.samples[i]?.seconds;
+    if (v !== undefined && b !== undefined && b > 0) ratios.push(v / b);
+  });
+  return ratios.length ? `${median(ratios).toFixed(2)}x` : '-';
 }
 
 export function fmtInt(n: number): string {
@@ -770,7 +787,8 @@ export async function compare(args: {
   const results = await alternateWithLog(variants, options.runs);
   console.log(`\n${resultTable(results, options.rows, wire.name, byHand.name)}`);
   console.log(
-    '\n"time x" = median wall time as a multiple of the baseline\'s (lower is better). A tidemark variant\'s wall' +
+    '\n"time x" = median over rounds of (wall time / the baseline\'s wall time in the same round); lower is better.' +
+      ' A tidemark variant\'s wall' +
       ' time is its whole process (node + tsx start, imports, introspection, pages, commits); "engine-only" is' +
       ' runTable alone. Peak RSS = the highest of its runs.',
   );

@@ -1,7 +1,7 @@
 /**
  * Bundles a Lambda handler with esbuild exactly as `cdk deploy` ships it: one CommonJS file
- * (parquet-wasm's node build needs __dirname), the parquet-wasm .wasm copied beside it, and the
- * pipeline spec as `tidemark.yaml`. `tidemark invoke` and the CDK app both use this, so the local
+ * (parquet-wasm's node build needs __dirname), the Parquet encoder's worker thread beside it, the
+ * parquet-wasm .wasm copied beside both, and the pipeline spec as `tidemark.yaml`. `tidemark invoke` and the CDK app both use this, so the local
  * invoke tests the same artifact that is deployed.
  */
 import { copyFileSync, mkdirSync, statSync } from 'node:fs';
@@ -39,6 +39,19 @@ export async function bundleHandler(name: HandlerName, outDir: string, specFile?
     // The Lambda runtime ships the AWS SDK v3, but pinning our own keeps behaviour identical
     // between local invoke and AWS; it costs ~1 MB.
     external: [],
+    logLevel: 'error',
+  });
+  // The Parquet encoder's worker thread, bundled on its own beside index.js (it loads the same
+  // .wasm from the same directory).
+  await build({
+    entryPoints: [join(ROOT, 'shared/sink/parquet-worker.cjs')],
+    outfile: join(outDir, 'parquet-worker.cjs'),
+    bundle: true,
+    platform: 'node',
+    target: 'node22',
+    format: 'cjs',
+    minify: true,
+    legalComments: 'none',
     logLevel: 'error',
   });
   const require = createRequire(import.meta.url);

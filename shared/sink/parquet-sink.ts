@@ -32,7 +32,7 @@ import {
   tablePrefix,
 } from './layout.js';
 import type { ObjectStore, StoredObject } from './object-store.js';
-import { encodeParquet, type ParquetCompression } from './parquet-writer.js';
+import { encodeParquetAsync, type ParquetCompression } from './parquet-writer.js';
 
 export type { ObjectStore, StoredObject } from './object-store.js';
 
@@ -92,7 +92,7 @@ export class ParquetSink implements Sink {
     }
     const lake = records.map(toLakeRecord);
     const rows = lake.reduce((n, r) => n + r.numRows, 0);
-    const bytes = encodeParquet(lake, {
+    const bytes = await encodeParquetAsync(lake, {
       compression: this.compression,
       ...(this.maxRowGroupRows ? { maxRowGroupRows: this.maxRowGroupRows } : {}),
       // Every row has its own position: a dictionary for it would only overflow.
