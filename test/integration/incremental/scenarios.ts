@@ -3,7 +3,7 @@
  * driver runs the same assertions: ties, late commit, crash at random points, overlapping runs,
  * the Lambda deadline, and bad input. Each scenario uses its own table and temp dirs.
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +15,9 @@ import { bundleHandler } from '../../../functions/bundle.js';
 import { type SourceFixture, lakeRows, latest, localSpec, runOnce } from './fixture.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
+
+/** Crash workers still running: killed when a scenario file ends, even after a failure. */
+const workers = new Set<ChildProcess>();
 
 /** Runs until caught up (bounded), returning the number of runs. */
 async function syncAll(spec: Parameters<typeof runOnce>[0]): Promise<number> {
@@ -32,6 +35,7 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       fx = await makeFixture();
     });
     afterAll(async () => {
+      for (const w of workers) w.kill('SIGKILL');
       await fx?.drop();
     });
 
@@ -285,6 +289,7 @@ function crashWorker(
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, TM_SPEC: JSON.stringify(spec), TM_CRASH_MODE: mode, TM_CRASH_NTH: String(nth) },
   });
+  workers.add(child);
   let err = '';
   child.stderr.on('data', (d: Buffer) => {
     err += d.toString();
@@ -292,6 +297,7 @@ function crashWorker(
   const timer = mode === 'random' ? setTimeout(() => child.kill('SIGKILL'), ms) : undefined;
   return new Promise((resolve, reject) => {
     child.on('close', (code, signal) => {
+      workers.delete(child);
       clearTimeout(timer);
       if (code !== null && code !== 0) reject(new Error(`crash worker failed (${code}): ${err}`));
       else resolve(signal ?? code);
