@@ -12,7 +12,9 @@ import { DuckDBInstance } from '@duckdb/node-api';
 
 const [out, format, compression, columnsJson] = process.argv.slice(2);
 if (!out || !format || !compression || !columnsJson) {
-  throw new Error("usage: duckdb-stdin-to-parquet.mjs <out.parquet> <csv|tsv> <zstd|snappy> '<columns json>'");
+  throw new Error(
+    "usage: duckdb-stdin-to-parquet.mjs <out.parquet> <csv|tsv> <zstd|snappy> '<columns json>'",
+  );
 }
 const columns = JSON.parse(columnsJson);
 const sqlString = (text) => `'${String(text).replaceAll("'", "''")}'`;
@@ -22,9 +24,7 @@ const columnList = Object.entries(columns)
 // psql csv: quoted fields, NULL = empty unquoted field. mariadb --batch: tabs, backslash
 // escapes, NULL spelled out.
 const reader =
-  format === 'csv'
-    ? `delim=',', quote='"', escape='"'`
-    : `delim='\t', quote='', escape='', nullstr='NULL'`;
+  format === 'csv' ? `delim=',', quote='"', escape='"'` : `delim='\t', quote='', escape='', nullstr='NULL'`;
 const db = await DuckDBInstance.create(':memory:');
 const connection = await db.connect();
 await connection.run(

@@ -32,7 +32,11 @@ const spec = parseSpec({
 });
 const table = spec.tables[0]!;
 // Warnings and errors to stderr (the parent shows them on failure); stdout carries the report.
-const logger = createLogger({ json: true, level: 'warn', write: (line) => process.stderr.write(`${line}\n`) });
+const logger = createLogger({
+  json: true,
+  level: 'warn',
+  write: (line) => process.stderr.write(`${line}\n`),
+});
 
 const startupSeconds = process.uptime();
 const pipeline = await openPipeline(spec);
@@ -42,6 +46,7 @@ try {
 } finally {
   await pipeline.close();
 }
+const usage = process.resourceUsage();
 const report: ChildReport = {
   rows: summary.rows,
   pages: summary.pages,
@@ -50,7 +55,8 @@ const report: ChildReport = {
   more: summary.more,
   engineMs: summary.durationMs,
   startupSeconds,
-  maxRssKiB: process.resourceUsage().maxRSS,
+  maxRssKiB: usage.maxRSS,
+  cpuSeconds: (usage.userCPUTime + usage.systemCPUTime) / 1e6,
 };
 writeSync(1, `${JSON.stringify(report)}\n`);
 // Keep-alive sockets of the S3 client would hold the process open for seconds: the run is done.

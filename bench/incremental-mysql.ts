@@ -67,7 +67,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     );
     return;
   }
-  if (options.dataDir) console.log('note: --data-dir is for the Postgres bench; MariaDB is installed afresh.');
+  if (options.dataDir)
+    console.log('note: --data-dir is for the Postgres bench; MariaDB is installed afresh.');
   stopChildrenOnInterrupt();
   const work = await mkdtemp(join(tmpdir(), 'tidemark-bench-my-'));
   let db: MariaDbServer | undefined;
@@ -100,15 +101,15 @@ export async function main(argv: readonly string[]): Promise<void> {
       wire: {
         name: '(a) wire: mariadb --quick --batch > /dev/null',
         command: wireCommand(port, table),
-        run: async () => ({ seconds: await timeShell(wireCommand(port, table), MARIADB_ENV) }),
+        run: () => timeShell(wireCommand(port, table), MARIADB_ENV),
       },
       byHand: {
         name: '(b) by hand: mariadb --batch | DuckDB parquet zstd',
         command: byHandCommand(port, table, 'by-hand.parquet'),
         run: async () => {
           await rm(byHandOut, { force: true });
-          const seconds = await timeShell(byHandCommand(port, table, byHandOut), MARIADB_ENV);
-          return { seconds, bytes: diskBytes(byHandOut) };
+          const sample = await timeShell(byHandCommand(port, table, byHandOut), MARIADB_ENV);
+          return { ...sample, bytes: diskBytes(byHandOut) };
         },
       },
     });
@@ -219,7 +220,9 @@ async function ensureTable(url: string, rows: number): Promise<string> {
     }
     await c.query(`ALTER TABLE ${name} ADD INDEX by_updated (updated_at, id), COMMENT = '${rows}'`);
     await c.query(`ANALYZE TABLE ${name}`);
-    console.log(`table ${name}: ${fmtInt(rows)} rows, built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    console.log(
+      `table ${name}: ${fmtInt(rows)} rows, built in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    );
     return name;
   } finally {
     await c.end();

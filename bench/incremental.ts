@@ -86,24 +86,28 @@ export async function main(argv: readonly string[]): Promise<void> {
       wire: {
         name: '(a) wire: psql COPY binary > /dev/null',
         command: wireCommand(url, table),
-        run: async () => ({ seconds: await timeShell(wireCommand(url, table), PSQL_ENV) }),
+        run: () => timeShell(wireCommand(url, table), PSQL_ENV),
       },
       byHand: {
         name: '(b) by hand: psql \\copy csv | DuckDB parquet zstd',
         command: byHandCommand(url, table, 'by-hand.parquet'),
         run: async () => {
           await rm(byHandOut, { force: true });
-          const seconds = await timeShell(byHandCommand(url, table, byHandOut), PSQL_ENV);
-          return { seconds, bytes: diskBytes(byHandOut) };
+          const sample = await timeShell(byHandCommand(url, table, byHandOut), PSQL_ENV);
+          return { ...sample, bytes: diskBytes(byHandOut) };
         },
       },
     });
     if (options.rssRows > 0) {
       const big = await ensureTable(url, options.rssRows);
-      await rssSection(base, [
-        { rows: options.rows, table },
-        { rows: options.rssRows, table: big },
-      ], work);
+      await rssSection(
+        base,
+        [
+          { rows: options.rows, table },
+          { rows: options.rssRows, table: big },
+        ],
+        work,
+      );
     }
     if (options.profile) await profileSection(base, s3.s3Endpoint!, work);
     console.log(`\nmachine after: ${machineNote()}`);
@@ -186,7 +190,9 @@ async function ensureTable(url: string, rows: number): Promise<string> {
     await sql.unsafe(`VACUUM (ANALYZE) ${name}`);
     await sql.unsafe(`COMMENT ON TABLE ${name} IS '${rows}'`);
     const [size] = await sql<{ s: string }[]>`SELECT pg_size_pretty(pg_total_relation_size(${name})) AS s`;
-    console.log(`table ${name}: ${fmtInt(rows)} rows, ${size?.s} with indexes, built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    console.log(
+      `table ${name}: ${fmtInt(rows)} rows, ${size?.s} with indexes, built in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    );
     return name;
   } finally {
     await sql.end();

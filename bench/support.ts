@@ -92,6 +92,11 @@ export interface Sample {
   readonly engineSeconds?: number;
   /** Process start to runTable (node, tsx, imports), for tidemark variants. */
   readonly startupSeconds?: number;
+  /**
+   * CPU seconds (user + system, all threads) of the client side: the tidemark process, or every
+   * process of a shell pipeline. The database server's own CPU is not included.
+   */
+  readonly cpuSeconds?: number;
 }
 
 /** A variant of the comparison: a name and how to run it once. */
@@ -107,6 +112,7 @@ export interface VariantResult {
   readonly seconds: number;
   readonly engineSeconds: number | undefined;
   readonly startupSeconds: number | undefined;
+  readonly cpuSeconds: number | undefined;
   readonly bytes: number | undefined;
   readonly rssMiB: number | undefined;
   /** Runs killed as hung (no page committed for a while) and run again. */
@@ -149,7 +155,9 @@ export async function alternate(
         } catch (error) {
           if (!(error instanceof ChildStalledError) || attempt >= MAX_HANGS_PER_RUN) throw error;
           hangs.set(variant.name, hangs.get(variant.name)! + 1);
-          console.log(`  run ${round + 1}: ${variant.name}: HUNG, killed; running it again. ${error.message.split('\n')[0]}`);
+          console.log(
+            `  run ${round + 1}: ${variant.name}: HUNG, killed; running it again. ${error.message.split('\n')[0]}`,
+          );
         }
       }
     }
@@ -163,6 +171,7 @@ export async function alternate(
       });
     const engine = pick((x) => x.engineSeconds);
     const startup = pick((x) => x.startupSeconds);
+    const cpu = pick((x) => x.cpuSeconds);
     const bytes = pick((x) => x.bytes);
     const rss = pick((x) => x.rssMiB);
     return {
@@ -171,6 +180,7 @@ export async function alternate(
       seconds: median(s.map((x) => x.seconds)),
       engineSeconds: engine.length ? median(engine) : undefined,
       startupSeconds: startup.length ? median(startup) : undefined,
+      cpuSeconds: cpu.length ? median(cpu) : undefined,
       bytes: bytes.length ? median(bytes) : undefined,
       rssMiB: rss.length ? Math.max(...rss) : undefined,
       hangs: hangs.get(v.name)!,
@@ -197,15 +207,15 @@ export function resultTable(
   const byHand = results.find((r) => r.name === byHandName);
   const opt = (v: number | undefined, digits = 2): string => (v === undefined ? '-' : v.toFixed(digits));
   const lines = [
-    '| variant | median s | rows/s | time x (a) | time x (b) | engine-only s | engine x (b) | start-up s | output bytes | peak RSS MiB | hung runs |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| variant | median s | rows/s | time x (a) | time x (b) | engine-only s | engine x (b) | start-up s | client CPU s | output bytes | peak RSS MiB | hung runs |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of results) {
     lines.push(
       `| ${r.name.replaceAll('|', '\\|')} | ${r.seconds.toFixed(2)} | ${fmtInt(rows / r.seconds)} | ` +
         `${pairedRatio(r, wire, (x) => x.seconds)} | ${pairedRatio(r, byHand, (x) => x.seconds)} | ` +
         `${opt(r.engineSeconds)} | ${pairedRatio(r, byHand, (x) => x.engineSeconds)} | ` +
-        `${opt(r.startupSeconds)} | ${r.bytes === undefined ? '-' : fmtInt(r.bytes)} | ${opt(r.rssMiB, 0)} | ${r.hangs} |`,
+        `${opt(r.startupSeconds)} | ${opt(r.cpuSeconds)} | ${r.bytes === undefined ? '-' : fmtInt(r.bytes)} | ${opt(r.rssMiB, 0)} | ${r.hangs} |`,
     );
   }
   return lines.join('\n');
@@ -234,17 +244,32 @@ export function fmtInt(n: number): string {
 /** One line about the machine and its load, for the report. */
 export function machineNote(): string {
   const c = cpus();
-  const load = loadavg().map((x) => x.toFixed(2)).join(' ');
+  const load = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
   return `${c.length} x ${c[0]?.model.trim() ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB RAM, load average (1/5/15 min) ${load}, Node ${process.version}`;
 }
 
-/** Runs `command` under `bash -o pipefail`; resolves with its wall seconds; rejects on failure. */
-export async function timeShell(command: string, env: NodeJS.ProcessEnv = {}): Promise<number> {
+/**
+ * Runs `command` under `bash -o pipefail`; resolves with its wall seconds and the CPU seconds of
+ * every process it ran (bash's `times`, children's user + system); rejects on failure.
+ */
+export async function timeShell(command: string, env: NodeJS.ProcessEnv = {}): Promise<Sample> {
   const started = performance.now();
-  const { code, stderr } = await runProcess('bash', ['-o', 'pipefail', '-c', command], env);
+  const script = `${command}\nrc=$?\ntimes >&2\nexit $rc`;
+  const { code, stderr } = await runProcess('bash', ['-o', 'pipefail', '-c', script], env);
   const seconds = (performance.now() - started) / 1000;
   if (code !== 0) throw new Error(`pipeline failed (exit ${code}): ${redact(command)}\n${stderr}`);
-  return seconds;
+  // `times` prints the shell's own times, then its children's: "0m1.234s 0m0.456s".
+  const children = stderr
+    .trimEnd()
+    .split('\n')
+    .at(-1)
+    ?.match(/^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/);
+  const cpuSeconds = children
+    ? Number(children[1]) * 60 + Number(children[2]) + Number(children[3]) * 60 + Number(children[4])
+    : undefined;
+  return cpuSeconds === undefined ? { seconds } : { seconds, cpuSeconds };
 }
 
 /** Hides the password of every URL in a command, for messages and the report. */
@@ -344,6 +369,8 @@ export interface ChildReport {
   readonly startupSeconds: number;
   /** process.resourceUsage().maxRSS, KiB. */
   readonly maxRssKiB: number;
+  /** User + system CPU seconds of the whole process (all threads, the Parquet worker included). */
+  readonly cpuSeconds: number;
 }
 
 /** Everything the child needs to run one table; passed as JSON in argv. */
@@ -422,6 +449,7 @@ export async function runTidemarkChild(
       rssMiB: report.maxRssKiB / 1024,
       engineSeconds: report.engineMs / 1000,
       startupSeconds: report.startupSeconds,
+      cpuSeconds: report.cpuSeconds,
     },
   };
 }
@@ -479,7 +507,7 @@ export async function countLake(dir: string): Promise<{ rows: number; distinctId
  * Where the CPU of a `--cpu-prof` profile went, by component: each sample goes to the component
  * of its frame's source file, and a sample in Node internals or builtins (Buffer.subarray, a
  * stream, a hash) to the nearest caller that has a component of its own, so "the decoder's
- * subarray calls" count as decoding. Also the hottest functions by self time. Main thread only.
+ * subarray calls" count as decoding. Also the hottest functions by self time. One thread's profile.
  */
 export function summariseProfile(path: string, top = 12): string {
   interface Frame {
@@ -535,14 +563,16 @@ export function summariseProfile(path: string, top = 12): string {
   });
   const pct = (us: number): string => `${((100 * us) / total).toFixed(1)}%`;
   const lines = [
-    `CPU profile (${(total / 1e6).toFixed(2)} s sampled, main thread):`,
+    `CPU profile, ${(total / 1e6).toFixed(2)} s sampled:`,
     '',
     '| component | time | share | of it in Node/builtins it called |',
     '|---|---:|---:|---:|',
   ];
   for (const [name, { us, viaRuntimeUs }] of [...byComponent].sort((x, y) => y[1].us - x[1].us)) {
     if (us / total < 0.002) continue;
-    lines.push(`| ${name} | ${(us / 1e6).toFixed(2)} s | ${pct(us)} | ${viaRuntimeUs ? `${(viaRuntimeUs / 1e6).toFixed(2)} s` : '-'} |`);
+    lines.push(
+      `| ${name} | ${(us / 1e6).toFixed(2)} s | ${pct(us)} | ${viaRuntimeUs ? `${(viaRuntimeUs / 1e6).toFixed(2)} s` : '-'} |`,
+    );
   }
   lines.push('', 'hottest functions (self time):', '');
   for (const [name, us] of [...byFunction].sort((x, y) => y[1] - x[1]).slice(0, top)) {
@@ -579,12 +609,17 @@ function componentOf(frame: { functionName: string; url: string }): string {
   if (url.includes('/drivers/')) return 'driver (other)';
   if (url.includes('/node_modules/postgres/')) return 'postgres.js protocol';
   if (url.includes('/node_modules/mysql2/')) return 'mysql2 protocol/parse';
-  if (url.includes('/dataplane/') || url.includes('/node_modules/apache-arrow/')) return 'Arrow build (encoder/dataplane)';
+  if (url.includes('/dataplane/') || url.includes('/node_modules/apache-arrow/'))
+    return 'Arrow build (encoder/dataplane)';
   if (url.includes('/sink/')) return 'sink (cast, layout, put)';
-  if (url.includes('/node_modules/@aws-sdk/') || url.includes('/node_modules/@smithy/')) return 'AWS SDK (S3)';
-  if (url.includes('/engine/') || url.includes('/state/') || url.includes('/pipeline/')) return 'engine/state';
-  if (url.includes('/node_modules/tsx/') || url.includes('/node_modules/esbuild/')) return 'tsx loader (startup)';
-  if (url.startsWith('node:internal/modules') || url.includes('cjs-module-lexer')) return 'module loading (startup)';
+  if (url.includes('/node_modules/@aws-sdk/') || url.includes('/node_modules/@smithy/'))
+    return 'AWS SDK (S3)';
+  if (url.includes('/engine/') || url.includes('/state/') || url.includes('/pipeline/'))
+    return 'engine/state';
+  if (url.includes('/node_modules/tsx/') || url.includes('/node_modules/esbuild/'))
+    return 'tsx loader (startup)';
+  if (url.startsWith('node:internal/modules') || url.includes('cjs-module-lexer'))
+    return 'module loading (startup)';
   if (url.startsWith('node:')) return RUNTIME;
   if (url === '') return BUILTINS;
   return OTHER;
@@ -664,7 +699,9 @@ export function tidemarkVariant(name: string, target: TidemarkTarget, rows: numb
         if (!target.s3Endpoint && !verified) {
           const lake = await countLake(join(dir, 'lake'));
           if (lake.rows !== rows || lake.distinctIds !== rows) {
-            throw new Error(`${name}: the lake holds ${lake.rows} rows / ${lake.distinctIds} ids, expected ${rows}`);
+            throw new Error(
+              `${name}: the lake holds ${lake.rows} rows / ${lake.distinctIds} ids, expected ${rows}`,
+            );
           }
           console.log(
             `  check ${name}: DuckDB count(*) of the lake = ${fmtInt(lake.rows)}, distinct ids = ${fmtInt(lake.distinctIds)} (ok)`,
@@ -687,9 +724,24 @@ export function tidemarkVariants(
   s3Endpoint: string,
 ): Variant[] {
   return [
-    tidemarkVariant('(c) tidemark file:// zstd, 50k pages', { ...base, compression: 'zstd', pageSize: 50_000 }, rows, work),
-    tidemarkVariant('(c) tidemark file:// snappy, 50k pages', { ...base, compression: 'snappy', pageSize: 50_000 }, rows, work),
-    tidemarkVariant('(c) tidemark file:// zstd, 200k pages', { ...base, compression: 'zstd', pageSize: 200_000 }, rows, work),
+    tidemarkVariant(
+      '(c) tidemark file:// zstd, 50k pages',
+      { ...base, compression: 'zstd', pageSize: 50_000 },
+      rows,
+      work,
+    ),
+    tidemarkVariant(
+      '(c) tidemark file:// snappy, 50k pages',
+      { ...base, compression: 'snappy', pageSize: 50_000 },
+      rows,
+      work,
+    ),
+    tidemarkVariant(
+      '(c) tidemark file:// zstd, 200k pages',
+      { ...base, compression: 'zstd', pageSize: 200_000 },
+      rows,
+      work,
+    ),
     tidemarkVariant(
       '(d) tidemark s3rver zstd, 50k pages',
       { ...base, compression: 'zstd', pageSize: 50_000, s3Endpoint },
@@ -702,10 +754,11 @@ export function tidemarkVariants(
 /** {@link alternate} with one progress line per run. */
 export function alternateWithLog(variants: readonly Variant[], runs: number): Promise<VariantResult[]> {
   return alternate(variants, runs, (name, sample, round) => {
+    const cpu = sample.cpuSeconds === undefined ? '' : `client CPU ${sample.cpuSeconds.toFixed(2)} s`;
     const extra =
       sample.engineSeconds === undefined
-        ? ''
-        : ` (engine ${sample.engineSeconds.toFixed(2)} s, peak RSS ${sample.rssMiB?.toFixed(0)} MiB)`;
+        ? cpu && ` (${cpu})`
+        : ` (engine ${sample.engineSeconds.toFixed(2)} s, ${cpu}, peak RSS ${sample.rssMiB?.toFixed(0)} MiB)`;
     console.log(`  run ${round + 1}: ${name}: ${sample.seconds.toFixed(2)} s${extra}`);
   });
 }
@@ -722,7 +775,12 @@ export async function rssSection(
   console.log('\npeak RSS of `tidemark run` to file:// (zstd, 50k pages), one child process per table:\n');
   const lines = ['| table rows | wall s | rows/s | peak RSS MiB |', '|---:|---:|---:|---:|'];
   for (const { rows, table } of tables) {
-    const variant = tidemarkVariant(`rss ${rows}`, { ...base, table, compression: 'zstd', pageSize: 50_000 }, rows, work);
+    const variant = tidemarkVariant(
+      `rss ${rows}`,
+      { ...base, table, compression: 'zstd', pageSize: 50_000 },
+      rows,
+      work,
+    );
     const [result] = await alternate([variant], 1);
     const sample = result!.samples[0]!;
     lines.push(
@@ -744,11 +802,29 @@ export async function profileSection(
     const profDir = join(dir, 'prof');
     await mkdir(profDir, { recursive: true });
     try {
-      const target: TidemarkTarget = { ...base, compression: 'zstd', pageSize: 50_000, ...(s3 ? { s3Endpoint } : {}) };
+      const target: TidemarkTarget = {
+        ...base,
+        compression: 'zstd',
+        pageSize: 50_000,
+        ...(s3 ? { s3Endpoint } : {}),
+      };
       const { sample } = await runTidemarkChild(childConfig(target, dir), s3 ? S3_ENV : {}, profDir);
-      const file = (await readdir(profDir)).find((f) => f.endsWith('.cpuprofile'));
-      console.log(`\n${s3 ? 's3rver' : 'file://'} zstd 50k pages under --cpu-prof: ${sample.seconds.toFixed(2)} s wall\n`);
-      if (file) console.log(summariseProfile(join(profDir, file)));
+      // One profile per thread: CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile; thread 0 is
+      // main. Other threads here are tsx's module-loader thread; the Parquet encode worker is not
+      // profiled (the sink starts it with `execArgv: []`, so it does not inherit --cpu-prof).
+      const files = (await readdir(profDir)).filter((f) => f.endsWith('.cpuprofile')).sort();
+      console.log(
+        `\n${s3 ? 's3rver' : 'file://'} zstd 50k pages under --cpu-prof: ${sample.seconds.toFixed(2)} s wall`,
+      );
+      for (const file of files) {
+        const thread = file.split('.').at(-3);
+        const summary = summariseProfile(join(profDir, file));
+        if (thread === '0') console.log(`\nmain thread: ${summary}`);
+        else
+          console.log(
+            `\nthread ${thread} (module loader): ${summary.split('\n')[0]} (mostly idle; not shown)`,
+          );
+      }
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -775,7 +851,11 @@ export async function compare(args: {
   readonly byHand: Baseline;
 }): Promise<VariantResult[]> {
   const { options, wire, byHand } = args;
-  const variants: Variant[] = [wire, byHand, ...tidemarkVariants(args.base, options.rows, args.work, args.s3Endpoint)];
+  const variants: Variant[] = [
+    wire,
+    byHand,
+    ...tidemarkVariants(args.base, options.rows, args.work, args.s3Endpoint),
+  ];
   console.log('\ncommands (URL password redacted):');
   console.log(`  (a) ${redact(wire.command)}`);
   console.log(`  (b) ${redact(byHand.command)}`);
@@ -787,8 +867,9 @@ export async function compare(args: {
   const results = await alternateWithLog(variants, options.runs);
   console.log(`\n${resultTable(results, options.rows, wire.name, byHand.name)}`);
   console.log(
-    '\n"time x" = median over rounds of (wall time / the baseline\'s wall time in the same round); lower is better.' +
-      ' A tidemark variant\'s wall' +
+    '\n"client CPU" = user + system seconds of the client processes (all threads; not the database server).' +
+      '\n"time x" = median over rounds of (wall time / the baseline\'s wall time in the same round); lower is better.' +
+      " A tidemark variant's wall" +
       ' time is its whole process (node + tsx start, imports, introspection, pages, commits); "engine-only" is' +
       ' runTable alone. Peak RSS = the highest of its runs.',
   );
