@@ -89,11 +89,10 @@ export async function handler(event: IncrementalEvent, context: Context): Promis
     logger.info('incremental run finished', { summary: response });
     return response;
   } catch (e) {
-    if ((e as TidemarkError).code === 'SOURCE_AUTH_FAILED') {
-      // The secret may have been rotated: the next invocation re-reads it and reconnects.
-      forgetSecrets();
-      await shutdown().catch(() => undefined);
-    }
+    // After any failure the next invocation starts clean: new connections (a stalled or broken
+    // one is not reused), and a re-read secret in case it was rotated.
+    if ((e as TidemarkError).code === 'SOURCE_AUTH_FAILED') forgetSecrets();
+    await shutdown().catch(() => undefined);
     logger.error('incremental run failed', {
       table: table.table,
       error: e instanceof Error ? { name: e.name, code: (e as TidemarkError).code, message: e.message } : String(e),

@@ -82,6 +82,11 @@ export interface IncrementalRunOptions {
   readonly safetyMarginMs?: number;
   /** Stop after this many pages (tests, the demo). */
   readonly maxPages?: number;
+  /**
+   * A page read that takes longer fails the run (`PAGE_TIMEOUT`) instead of waiting forever on
+   * a stalled connection; nothing is committed past the last durable page. Default 10 min.
+   */
+  readonly pageTimeoutMs?: number;
   /** Encoder for sources that only implement the row path. */
   readonly encodeRows?: RowEncoder;
   /** Show a TTY progress line. */
@@ -222,9 +227,10 @@ async function pageLoop(
   // overlap is safe, and it hides the source round trip behind the Parquet encode and upload.
   // Not even the first page starts when the deadline is already inside the safety margin.
   let pending: Promise<PageResult> | undefined = timeLeft() ? readPage(state.cursor, state.seq) : undefined;
+  pending?.catch(() => {}); // surfaced when awaited (or abandoned after a page timeout)
   let pageStart = opts.clock();
   while (pending) {
-    const page: PageResult = await pending;
+    const page: PageResult = await withTimeout(pending, opts.pageTimeoutMs ?? 600_000, table.source);
     pending = undefined;
     for (const w of page.warnings ?? []) {
       log.warn(w.message, { code: w.code });
@@ -303,6 +309,25 @@ async function pageLoop(
   };
   log.metric('RowsSynced', rows, 'Count', { pipeline: opts.pipeline, table: table.target });
   return summary;
+}
+
+export class PageTimeoutError extends TidemarkError {
+  override name = 'PageTimeoutError';
+  constructor(table: string, ms: number) {
+    super(
+      'PAGE_TIMEOUT',
+      `${table}: a page read took longer than ${Math.round(ms / 1000)} s; the connection is closed and nothing past the last committed page was written; the next run resumes from there`,
+    );
+  }
+}
+
+/** Rejects with PageTimeoutError when `p` does not settle within `ms`. */
+function withTimeout<T>(p: Promise<T>, ms: number, table: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new PageTimeoutError(table, ms)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** The lease TTL to take or renew now: bounded by the deadline when there is one. */

@@ -25,6 +25,8 @@ export interface RunTableOptions {
   readonly remainingMs?: () => number;
   readonly safetyMarginMs?: number;
   readonly maxPages?: number;
+  /** See IncrementalRunOptions.pageTimeoutMs. */
+  readonly pageTimeoutMs?: number;
   readonly progressTty?: boolean;
   readonly leaseTtlMs?: number;
   /** With a deadline: the lease outlives it by this much (see IncrementalRunOptions). */
@@ -65,6 +67,7 @@ export async function runTable(
     ...(opts.remainingMs ? { remainingMs: opts.remainingMs } : {}),
     ...(opts.safetyMarginMs !== undefined ? { safetyMarginMs: opts.safetyMarginMs } : {}),
     ...(opts.maxPages !== undefined ? { maxPages: opts.maxPages } : {}),
+    ...(opts.pageTimeoutMs !== undefined ? { pageTimeoutMs: opts.pageTimeoutMs } : {}),
     ...(opts.leaseGraceMs !== undefined ? { leaseGraceMs: opts.leaseGraceMs } : {}),
     ...(opts.progressTty !== undefined ? { progressTty: opts.progressTty } : {}),
   });

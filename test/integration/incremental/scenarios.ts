@@ -204,8 +204,9 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       async function expectRefused(
         spec: ReturnType<typeof localSpec>,
         pattern: RegExp,
+        opts: Parameters<typeof runOnce>[1] = {},
       ): Promise<void> {
-        const err = await runOnce(spec.spec).then(
+        const err = await runOnce(spec.spec, opts).then(
           () => undefined,
           (e: unknown) => e as Error,
         );
@@ -249,6 +250,10 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         const ok = localSpec(fx, { lagOnly: true, lagSeconds: 1 }, url);
         const s = await runOnce(ok.spec);
         expect(s.rows).toBe(100);
+      });
+
+      it('a page read that stalls past the page timeout fails the run without committing', async () => {
+        await expectRefused(localSpec(fx), /page read took longer than 0 s/, { pageTimeoutMs: 1 });
       });
 
       it('cursor without an index: a warning, the sync runs', async () => {
