@@ -1,7 +1,7 @@
 /**
- * What every SQL driver's incremental page read shares, whatever the dialect: request checks,
- * the empty page, one-time warnings, and the column exclusions of introspection. Dialect SQL
- * stays in each driver; this module never names a database client.
+ * What every SQL driver shares, whatever the dialect: incremental page request checks, the empty
+ * page, one-time warnings, and introspection's column exclusions and "did you mean" table
+ * suggestions. Dialect SQL stays in each driver; this module never names a database client.
  */
 import { DataError, SourceError } from '../contracts/errors.js';
 import type { IncrementalPage, IncrementalResult, Warning } from '../contracts/source.js';
@@ -57,4 +57,28 @@ export function exclusions(
     }
   }
   return set;
+}
+
+/** Up to three of `candidates` close to `target` (case-insensitive edit distance), closest first. */
+export function similarNames(target: string, candidates: readonly string[]): string[] {
+  const t = target.toLowerCase();
+  return candidates
+    .map((name) => ({ name, d: editDistance(name.toLowerCase(), t) }))
+    .filter((x) => x.d <= Math.max(2, Math.floor(t.length / 4)))
+    .sort((a, b) => a.d - b.d || a.name.localeCompare(b.name))
+    .slice(0, 3)
+    .map((x) => x.name);
+}
+
+/** Levenshtein distance (small strings only). */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length]!;
 }

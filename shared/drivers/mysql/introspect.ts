@@ -12,7 +12,7 @@ import { SourceError } from '../../contracts/errors.js';
 import type { TableRef, TableSpec, Warning } from '../../contracts/source.js';
 import { describeType, type LogicalType, type Schema } from '../../dataplane/schema.js';
 import { isKeyType } from '../../position/key-codec.js';
-import { exclusions } from '../page.js';
+import { exclusions, similarNames } from '../page.js';
 import type { TimeBoundType } from './bound.js';
 import type { MysqlSession } from './connect.js';
 import { type InfoColumn, mapColumn, quoteIdent, type ReadPlan } from './types.js';
@@ -222,32 +222,16 @@ async function unknownTable(
     `SELECT TABLE_SCHEMA AS db, TABLE_NAME AS t FROM information_schema.TABLES
      WHERE TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') LIMIT 5000`,
   );
-  const target = `${database}.${table}`.toLowerCase();
-  const similar = rows
-    .map((r) => ({ name: `${r.db}.${r.t}`, d: editDistance(`${r.db}.${r.t}`.toLowerCase(), target) }))
-    .filter((x) => x.d <= Math.max(2, Math.floor(target.length / 4)))
-    .sort((a, b) => a.d - b.d || a.name.localeCompare(b.name))
-    .slice(0, 3)
-    .map((x) => x.name);
+  const similar = similarNames(
+    `${database}.${table}`,
+    rows.map((r) => `${r.db}.${r.t}`),
+  );
   const hint =
     similar.length > 0 ? `; did you mean ${similar.join(', ')}?` : '; check the database and table name';
   return new SourceError(
     'SOURCE_TABLE_MISSING',
     `table ${source} does not exist or is not visible to this account${hint}`,
   );
-}
-
-/** Levenshtein distance (small strings only). */
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = cur;
-  }
-  return prev[b.length]!;
 }
 
 /**

@@ -13,7 +13,7 @@ import type { TableRef, TableSpec, Warning } from '../../contracts/source.js';
 import type { LogicalType, Schema } from '../../dataplane/schema.js';
 import { describeType } from '../../dataplane/schema.js';
 import { isKeyType } from '../../position/key-codec.js';
-import { exclusions } from '../page.js';
+import { exclusions, similarNames } from '../page.js';
 import type { TimeBoundType } from './bound.js';
 import type { Sql } from './connect.js';
 import { OID, type PgType, quoteIdent, quoteLiteral, type ReadPlan, readPlan } from './types.js';
@@ -248,16 +248,10 @@ async function unknownTable(sql: Sql, source: string, nsp: string, rel: string):
        AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
      LIMIT 5000`,
   );
-  const target = `${nsp}.${rel}`.toLowerCase();
-  const scored = rows
-    .map((r) => {
-      const name = `${r.nsp}.${r.rel}`;
-      return { name, d: editDistance(name.toLowerCase(), target) };
-    })
-    .filter((x) => x.d <= Math.max(2, Math.floor(target.length / 4)))
-    .sort((a, b) => a.d - b.d || a.name.localeCompare(b.name))
-    .slice(0, 3)
-    .map((x) => x.name);
+  const scored = similarNames(
+    `${nsp}.${rel}`,
+    rows.map((r) => `${r.nsp}.${r.rel}`),
+  );
   const hint =
     scored.length > 0
       ? `; did you mean ${scored.join(', ')}?`
@@ -266,19 +260,6 @@ async function unknownTable(sql: Sql, source: string, nsp: string, rel: string):
     'SOURCE_TABLE_MISSING',
     `table ${source} does not exist or is not visible to this role${hint}`,
   );
-}
-
-/** Levenshtein distance (small strings only). */
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = cur;
-  }
-  return prev[b.length]!;
 }
 
 /**
