@@ -16,7 +16,10 @@ function urlFromRdsSecret(kind: SourceSpec['kind'], s: Record<string, unknown>, 
   const { host, port, username, password } = s;
   const dbname = s.dbname ?? s.database ?? (kind === 'postgres' ? 'postgres' : '');
   if (typeof host !== 'string' || typeof username !== 'string' || typeof password !== 'string') {
-    throw new ConfigError('secretArn', `secret ${arn} is JSON but lacks host/username/password (RDS secret shape)`);
+    throw new ConfigError(
+      'secretArn',
+      `secret ${arn} is JSON but lacks host/username/password (RDS secret shape)`,
+    );
   }
   const scheme = kind === 'postgres' ? 'postgres' : 'mysql';
   const p = port ?? (kind === 'postgres' ? 5432 : 3306);
@@ -32,11 +35,16 @@ export async function resolveSourceUrl(source: SourceSpec, client?: SecretsManag
     p = (async () => {
       const sm = client ?? new SecretsManagerClient({});
       const out = await sm.send(new GetSecretValueCommand({ SecretId: arn })).catch((e: unknown) => {
-        throw new ConfigError('secretArn', `cannot read secret ${arn}: ${(e as Error).name}; check the role's secretsmanager:GetSecretValue permission`, { cause: e });
+        throw new ConfigError(
+          'secretArn',
+          `cannot read secret ${arn}: ${(e as Error).name}; check the role's secretsmanager:GetSecretValue permission`,
+          { cause: e },
+        );
       });
       const text = out.SecretString;
       if (!text) throw new ConfigError('secretArn', `secret ${arn} has no SecretString`);
-      if (text.trimStart().startsWith('{')) return urlFromRdsSecret(source.kind, JSON.parse(text) as Record<string, unknown>, arn);
+      if (text.trimStart().startsWith('{'))
+        return urlFromRdsSecret(source.kind, JSON.parse(text) as Record<string, unknown>, arn);
       return text.trim();
     })();
     cache.set(arn, p);

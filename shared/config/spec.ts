@@ -13,7 +13,10 @@ import { ConfigError } from '../contracts/errors.js';
 
 const identifier = z
   .string()
-  .regex(/^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$/, 'must be "schema.table" (MySQL: "database.table")');
+  .regex(
+    /^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$/,
+    'must be "schema.table" (MySQL: "database.table")',
+  );
 
 const scheduleExpr = z
   .string()
@@ -51,12 +54,19 @@ const stateSchema = z
     dir: z.string().min(1).optional(),
   })
   .strict()
-  .refine((s) => Boolean(s.dynamodb) !== Boolean(s.dir), { message: 'give exactly one of "dynamodb" or "dir"' });
+  .refine((s) => Boolean(s.dynamodb) !== Boolean(s.dir), {
+    message: 'give exactly one of "dynamodb" or "dir"',
+  });
 
 const lakeSchema = z
   .object({
     /** `s3://bucket/prefix` or `file://dir` (relative dirs resolve against the spec file). */
-    uri: z.string().regex(/^(s3:\/\/[a-z0-9.-]{3,63}(\/.*)?|file:\/\/.+)$/, 'must be "s3://bucket/prefix" or "file://dir"'),
+    uri: z
+      .string()
+      .regex(
+        /^(s3:\/\/[a-z0-9.-]{3,63}(\/.*)?|file:\/\/.+)$/,
+        'must be "s3://bucket/prefix" or "file://dir"',
+      ),
     region: z.string().optional(),
     endpoint: z.string().url().optional(),
     forcePathStyle: z.boolean().optional(),
@@ -70,7 +80,10 @@ const tableSchema = z
     source: z.string().min(1),
     table: identifier,
     /** Lake table name; defaults to `table`. */
-    target: z.string().regex(/^[a-z0-9_]+\.[a-z0-9_]+$/, 'must be lowercase "schema.table"').optional(),
+    target: z
+      .string()
+      .regex(/^[a-z0-9_]+\.[a-z0-9_]+$/, 'must be lowercase "schema.table"')
+      .optional(),
     mode: z.enum(['incremental']),
     /** The cursor column, e.g. `updated_at`. */
     cursor: z.string().min(1),
@@ -155,13 +168,17 @@ export function parseSpec(raw: unknown, opts: { baseDir?: string; env?: NodeJS.P
   spec.tables.forEach((t, i) => {
     if (!spec.sources[t.source]) {
       const known = Object.keys(spec.sources).join(', ');
-      throw new ConfigError(`tables[${i}].source`, `names source "${t.source}", which is not under "sources" (known: ${known})`);
+      throw new ConfigError(
+        `tables[${i}].source`,
+        `names source "${t.source}", which is not under "sources" (known: ${known})`,
+      );
     }
   });
   const targets = new Set<string>();
   spec.tables.forEach((t, i) => {
     const target = tableTarget(t);
-    if (targets.has(target)) throw new ConfigError(`tables[${i}].target`, `two tables write to lake table "${target}"`);
+    if (targets.has(target))
+      throw new ConfigError(`tables[${i}].target`, `two tables write to lake table "${target}"`);
     targets.add(target);
   });
   const baseDir = opts.baseDir ?? process.cwd();
@@ -185,7 +202,9 @@ export function loadSpecFile(path: string, env?: NodeJS.ProcessEnv): Spec {
   try {
     raw = parseYaml(text);
   } catch (e) {
-    throw new ConfigError('', `${path} is not valid YAML: ${(e as Error).message.split('\n')[0]}`, { cause: e });
+    throw new ConfigError('', `${path} is not valid YAML: ${(e as Error).message.split('\n')[0]}`, {
+      cause: e,
+    });
   }
   return parseSpec(raw, { baseDir: dirname(resolve(path)), ...(env ? { env } : {}) });
 }
@@ -199,7 +218,10 @@ export function tableTarget(t: TableSpecConfig): string {
 export function findTable(spec: Spec, name: string): TableSpecConfig {
   const t = spec.tables.find((x) => x.table === name || tableTarget(x) === name);
   if (!t) {
-    throw new ConfigError('--table', `no table "${name}" in pipeline ${spec.pipeline} (known: ${spec.tables.map((x) => x.table).join(', ')})`);
+    throw new ConfigError(
+      '--table',
+      `no table "${name}" in pipeline ${spec.pipeline} (known: ${spec.tables.map((x) => x.table).join(', ')})`,
+    );
   }
   return t;
 }
@@ -214,7 +236,10 @@ export function redactSpec(spec: Spec): Spec {
   return {
     ...spec,
     sources: Object.fromEntries(
-      Object.entries(spec.sources).map(([k, s]) => [k, { ...s, ...(s.url ? { url: redactUrl(s.url) } : {}) }]),
+      Object.entries(spec.sources).map(([k, s]) => [
+        k,
+        { ...s, ...(s.url ? { url: redactUrl(s.url) } : {}) },
+      ]),
     ),
   };
 }

@@ -74,7 +74,11 @@ export class LeaseLostError extends TidemarkError {
     readonly owner: string,
     options?: ErrorOptions,
   ) {
-    super('LEASE_LOST', `lease on ${key} held by ${owner} expired or was taken over; stopped before committing`, options);
+    super(
+      'LEASE_LOST',
+      `lease on ${key} held by ${owner} expired or was taken over; stopped before committing`,
+      options,
+    );
   }
 }
 

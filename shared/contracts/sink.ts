@@ -23,7 +23,12 @@ export interface Sink {
    * Writes the batches of one table as object(s) named from `startPosition`. Durable when the
    * promise resolves (S3 PutObject acknowledged / file fsynced and renamed).
    */
-  write(table: string, schema: Schema, startPosition: Position, batches: readonly Batch[]): Promise<ObjectRef[]>;
+  write(
+    table: string,
+    schema: Schema,
+    startPosition: Position,
+    batches: readonly Batch[],
+  ): Promise<ObjectRef[]>;
   /**
    * Deletes the objects of `table` whose start position is at or after `committed` (leftovers of
    * an attempt that crashed before its commit). Returns what it removed.

@@ -64,7 +64,11 @@ export interface ChunkSource {
   /** The ordered chunk boundary keys. */
   bounds(signal?: AbortSignal): Promise<unknown[][]>;
   /** Reads one chunk, calling `fn` per row keyed by column name. */
-  scan(chunk: Chunk, fn: (row: Record<string, unknown>) => void | Promise<void>, signal?: AbortSignal): Promise<void>;
+  scan(
+    chunk: Chunk,
+    fn: (row: Record<string, unknown>) => void | Promise<void>,
+    signal?: AbortSignal,
+  ): Promise<void>;
 }
 
 /** The SQL-backed surface of a relational source. */
@@ -111,6 +115,14 @@ export interface IncrementalResult<T> {
    * back (code `BOUND_HELD`). The engine logs each as a warning and counts it in a metric.
    */
   readonly warnings?: readonly Warning[];
+}
+
+/**
+ * Optional capability: the table's approximate row count from catalog statistics (no scan), so
+ * a first sync can show an ETA. Undefined when the statistics are missing.
+ */
+export interface RowEstimator {
+  estimateRows(table: TableRef): Promise<number | undefined>;
 }
 
 /** Optional capability: counts rows whose cursor is NULL (they are never reached by `>`). */

@@ -12,7 +12,7 @@
  * Must never: round or truncate a value (a value a column cannot hold is a `DataError`), or
  * know any database client.
  */
-import { type Data, type DataType, RecordBatch, type Schema as ArrowSchema, Struct } from 'apache-arrow';
+import { type Schema as ArrowSchema, type Data, type DataType, RecordBatch, Struct } from 'apache-arrow';
 import { DataError } from '../contracts/errors.js';
 import { BatchError } from './batch.js';
 import { arrowData, ColumnWriter } from './column-writer.js';

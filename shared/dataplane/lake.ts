@@ -16,20 +16,20 @@
  * files of one table disagree on a column's type.
  */
 import {
+  Schema as ArrowSchema,
+  type Data,
   DataType,
   DateUnit,
   Dictionary,
   Field,
   makeData,
-  RecordBatch,
-  Schema as ArrowSchema,
   Precision,
+  RecordBatch,
   Struct,
-  TimeUnit,
   Timestamp,
+  TimeUnit,
   Uint8,
   Utf8,
-  type Data,
   type Vector,
   vectorFromArray,
 } from 'apache-arrow';

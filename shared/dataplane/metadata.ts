@@ -5,7 +5,7 @@
  *
  * Incremental rows cannot tell an insert from an update: they carry `__op = u` (1), never `c`.
  */
-import { Bool, Field, TimeUnit, Timestamp, Uint8, Utf8 } from 'apache-arrow';
+import { Bool, Field, Timestamp, TimeUnit, Uint8, Utf8 } from 'apache-arrow';
 
 /** `__op` values on the wire (uint8). */
 export const Op = { create: 0, update: 1, delete: 2 } as const;

@@ -7,10 +7,11 @@
  * already decimal(20,0), lists name their child `element`.
  */
 import {
+  Schema as ArrowSchema,
   Binary,
   Bool,
-  DateDay,
   type DataType,
+  DateDay,
   Decimal,
   Field,
   Float64,
@@ -19,9 +20,8 @@ import {
   Int32,
   Int64,
   List,
-  Schema as ArrowSchema,
-  TimeUnit,
   Timestamp,
+  TimeUnit,
   Utf8,
 } from 'apache-arrow';
 import { isMetadataColumn, metadataFields } from './metadata.js';

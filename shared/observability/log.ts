@@ -15,7 +15,12 @@ export interface Logger {
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
   /** Emits metrics (EMF when JSON). `dims` become CloudWatch dimensions. */
-  metric(name: string, value: number, unit: 'Count' | 'Milliseconds' | 'Bytes' | 'Seconds', dims: Record<string, string>): void;
+  metric(
+    name: string,
+    value: number,
+    unit: 'Count' | 'Milliseconds' | 'Bytes' | 'Seconds',
+    dims: Record<string, string>,
+  ): void;
   child(fields: Record<string, unknown>): Logger;
 }
 
@@ -31,13 +36,14 @@ export interface LoggerOptions {
 
 function jsonSafe(v: unknown): unknown {
   if (typeof v === 'bigint') return v.toString();
-  if (v instanceof Error) return { name: v.name, message: v.message, ...('code' in v ? { code: v.code } : {}) };
+  if (v instanceof Error)
+    return { name: v.name, message: v.message, ...('code' in v ? { code: v.code } : {}) };
   return v;
 }
 
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const json = opts.json ?? !process.stdout.isTTY;
-  const min = LEVELS[opts.level ?? ((process.env.TIDEMARK_LOG_LEVEL as Level | undefined) ?? 'info')] ?? 20;
+  const min = LEVELS[opts.level ?? (process.env.TIDEMARK_LOG_LEVEL as Level | undefined) ?? 'info'] ?? 20;
   const write = opts.write ?? ((line: string) => (json ? process.stdout : process.stderr).write(`${line}\n`));
   const base = opts.fields ?? {};
   // EMF metrics only where CloudWatch collects them (Lambda, ECS) or when asked for.
@@ -71,7 +77,13 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
         JSON.stringify({
           _aws: {
             Timestamp: Date.now(),
-            CloudWatchMetrics: [{ Namespace: 'tidemark', Dimensions: [Object.keys(dims)], Metrics: [{ Name: name, Unit: unit }] }],
+            CloudWatchMetrics: [
+              {
+                Namespace: 'tidemark',
+                Dimensions: [Object.keys(dims)],
+                Metrics: [{ Name: name, Unit: unit }],
+              },
+            ],
           },
           ...dims,
           [name]: value,

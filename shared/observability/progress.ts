@@ -49,13 +49,17 @@ export class Progress {
     return s > 0 ? this.rows / s : 0;
   }
 
-  private line(): string {
+  /** Seconds left at the current rate, when a total is known; 0 once past it. */
+  etaSeconds(): number | undefined {
     const rate = this.rate();
-    let eta = '';
-    if (this.opts.total && rate > 0 && this.opts.total > this.rows) {
-      eta = `  eta ${Math.ceil((this.opts.total - this.rows) / rate)}s`;
-    }
-    return `${this.opts.label}: ${this.rows.toLocaleString('en-US')} rows  ${Math.round(rate).toLocaleString('en-US')} rows/s  ${this.pages} pages  ${(this.bytes / 1e6).toFixed(1)} MB${eta}`;
+    if (!this.opts.total || rate <= 0) return undefined;
+    return Math.max(0, Math.ceil((this.opts.total - this.rows) / rate));
+  }
+
+  private line(): string {
+    const left = this.etaSeconds();
+    const eta = left !== undefined ? `  eta ${left}s` : '';
+    return `${this.opts.label}: ${this.rows.toLocaleString('en-US')} rows  ${Math.round(this.rate()).toLocaleString('en-US')} rows/s  ${this.pages} pages  ${(this.bytes / 1e6).toFixed(1)} MB${eta}`;
   }
 
   private draw(final: boolean): void {
@@ -68,7 +72,7 @@ export class Progress {
         pages: this.pages,
         bytes: this.bytes,
         rowsPerSecond: Math.round(this.rate()),
-        ...(this.opts.total ? { totalEstimate: this.opts.total } : {}),
+        ...(this.opts.total ? { totalEstimate: this.opts.total, etaSeconds: this.etaSeconds() } : {}),
       });
     }
   }

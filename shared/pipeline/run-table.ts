@@ -6,9 +6,10 @@
  * Owns: turning a spec table into engine options. Never decides sync semantics (the engine does)
  * and never prints (callers do).
  */
-import { hostname } from 'node:os';
+
 import { randomUUID } from 'node:crypto';
-import { tableTarget, type Spec, type TableSpecConfig } from '../config/spec.js';
+import { hostname } from 'node:os';
+import { type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js';
 import type { Clock } from '../contracts/state.js';
 import { type IncrementalSummary, runIncremental } from '../engine/incremental-run.js';
 import type { Logger } from '../observability/log.js';

@@ -13,14 +13,14 @@
  * reading every footer to count rows would cost a GET per object.
  */
 import { util } from 'apache-arrow';
-import { BatchError, type Batch, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
+import { SinkError } from '../contracts/errors.js';
+import type { ObjectRef, Sink } from '../contracts/sink.js';
+import type { Position } from '../contracts/source.js';
+import { type Batch, BatchError, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
 import { toLakeRecord } from '../dataplane/lake.js';
 import { META_POS, METADATA_COLUMNS } from '../dataplane/metadata.js';
 import type { Schema } from '../dataplane/schema.js';
 import { wireSchema } from '../dataplane/wire.js';
-import { SinkError } from '../contracts/errors.js';
-import type { ObjectRef, Sink } from '../contracts/sink.js';
-import type { Position } from '../contracts/source.js';
 import { collapseToLatest } from './collapse.js';
 import {
   compareNameToPosition,

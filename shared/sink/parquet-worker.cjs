@@ -14,7 +14,8 @@ parentPort.on('message', (msg) => {
       .setCompression(CODECS[msg.compression])
       .setMaxRowGroupSize(msg.maxRowGroupRows);
     for (const column of msg.plainColumns) builder = builder.setColumnDictionaryEnabled(column, false);
-    if (msg.keyValueMetadata) builder = builder.setKeyValueMetadata(new Map(Object.entries(msg.keyValueMetadata)));
+    if (msg.keyValueMetadata)
+      builder = builder.setKeyValueMetadata(new Map(Object.entries(msg.keyValueMetadata)));
     const bytes = writeParquet(Table.fromIPCStream(msg.ipc), builder.build());
     parentPort.postMessage({ id: msg.id, bytes }, [bytes.buffer]);
   } catch (e) {

@@ -131,7 +131,10 @@ function encoderWorker(): Worker | undefined {
  * copied), the wasm encode runs on another core, and the bytes come back transferred. Falls back
  * to the main thread when no worker can be started. Same bytes as `encodeParquet`.
  */
-export function encodeParquetAsync(records: readonly RecordBatch[], options: ParquetWriteOptions = {}): Promise<Uint8Array> {
+export function encodeParquetAsync(
+  records: readonly RecordBatch[],
+  options: ParquetWriteOptions = {},
+): Promise<Uint8Array> {
   const w = encoderWorker();
   if (!w) return Promise.resolve(encodeParquet(records, options));
   if (records.length === 0) return Promise.reject(new Error('encodeParquet needs at least one record batch'));

@@ -19,6 +19,7 @@
  * the TTL is 20 min for a 15 min maximum run).
  */
 import {
+  type AttributeValue,
   ConditionalCheckFailedException,
   CreateTableCommand,
   DescribeTableCommand,
@@ -27,7 +28,6 @@ import {
   ResourceNotFoundException,
   UpdateItemCommand,
   type UpdateItemCommandInput,
-  type AttributeValue,
 } from '@aws-sdk/client-dynamodb';
 import { StateError } from '../contracts/errors.js';
 import type {
@@ -39,12 +39,12 @@ import type {
   StateValue,
 } from '../contracts/state.js';
 import {
-  type StoredState,
   checkOwner,
   checkTtl,
   decideAcquire,
   decideCommit,
   decideRenew,
+  type StoredState,
   serializeValue,
 } from './cursor-rules.js';
 

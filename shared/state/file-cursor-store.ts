@@ -19,14 +19,14 @@
  * complete file. One residual race is accepted: a holder that is alive but slower than
  * `lockStaleMs` can lose its lock between its last check and its rename.
  */
-import { randomUUID, createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import {
   type FileHandle,
   link,
   mkdir,
   open,
-  readFile,
   readdir,
+  readFile,
   rename,
   stat,
   unlink,
@@ -44,14 +44,14 @@ import type {
   StateValue,
 } from '../contracts/state.js';
 import {
-  EMPTY_STATE,
-  type StoredState,
   checkOwner,
   checkTtl,
   decideAcquire,
   decideCommit,
   decideRelease,
   decideRenew,
+  EMPTY_STATE,
+  type StoredState,
   serializeValue,
 } from './cursor-rules.js';
 

@@ -9,14 +9,14 @@
  */
 import type { Clock, CommitRequest, CursorStore, Lease, StateRecord } from '../contracts/state.js';
 import {
-  EMPTY_STATE,
-  type StoredState,
   checkOwner,
   checkTtl,
   decideAcquire,
   decideCommit,
   decideRelease,
   decideRenew,
+  EMPTY_STATE,
+  type StoredState,
   serializeValue,
 } from './cursor-rules.js';
 

@@ -982,6 +982,17 @@ describe('binary decoding against the server', () => {
 });
 
 describe('infinities in the lake', () => {
+  it('estimates the row count from planner statistics, for the first sync ETA', async () => {
+    await admin.unsafe('CREATE TABLE est (id int PRIMARY KEY)');
+    const src = source();
+    const { ref } = await src.introspect({ source: 'public.est' });
+    expect(await src.estimateRows(ref)).toBeUndefined(); // never analyzed: no guess
+    await admin.unsafe('INSERT INTO est SELECT generate_series(1, 5000); ANALYZE est');
+    const n = await src.estimateRows(ref);
+    expect(n).toBeGreaterThan(4000);
+    expect(n).toBeLessThan(6000);
+  });
+
   it('reach DuckDB through Parquet: both infinities read back as infinities', async () => {
     await admin.unsafe(`
       CREATE TABLE inf (id int PRIMARY KEY, tstz timestamptz, ts timestamp, d date);

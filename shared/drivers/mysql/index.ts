@@ -51,6 +51,7 @@ import {
   introspectTable,
   type KeysetPlan,
   keysetPlan,
+  splitTableName,
   type TablePlan,
 } from './introspect.js';
 
@@ -151,6 +152,19 @@ export class MysqlSource
     return this.guard(table.source, async () =>
       countNullCursors(this.db, await this.plan(table), cursorColumn),
     );
+  }
+
+  /** information_schema.TABLES.TABLE_ROWS (InnoDB's estimate; undefined when unknown). */
+  async estimateRows(table: TableRef): Promise<number | undefined> {
+    return this.guard(table.source, async () => {
+      const { database, table: name } = splitTableName(table.source);
+      const rows = await this.db.query<{ n: string | null }>(
+        'SELECT TABLE_ROWS AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
+        [database, name],
+      );
+      const n = Number(rows[0]?.n ?? 0);
+      return n > 0 ? n : undefined;
+    });
   }
 
   /** One page as row maps (the row path; also the oracle of the batch path). */

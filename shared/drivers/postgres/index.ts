@@ -139,6 +139,19 @@ export class PostgresSource
     );
   }
 
+  /** pg_class.reltuples (planner statistics; -1 or 0 before the first ANALYZE: undefined). */
+  async estimateRows(table: TableRef): Promise<number | undefined> {
+    return this.guard(table.source, async () => {
+      const plan = await this.plan(table);
+      const [row] = await this.sql.unsafe<{ n: string }[]>(
+        'SELECT reltuples::bigint::text AS n FROM pg_class WHERE oid = $1::oid',
+        [plan.oid],
+      );
+      const n = Number(row?.n ?? -1);
+      return n > 0 ? n : undefined;
+    });
+  }
+
   /** One page as row maps (the row path; also the oracle of the batch path). */
   async incremental(req: IncrementalPage): Promise<IncrementalResult<Record<string, unknown>[]>> {
     return this.guard(req.table.source, async () => {
