@@ -37,6 +37,7 @@ describe('tidemark CLI', () => {
       [
         'pipeline: cli-test',
         'sources:',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the spec's own ${env:NAME} syntax
         '  db: { kind: postgres, url: "${env:CLI_TEST_PG_URL}" }',
         'state: { dir: ./state }',
         'lake: { uri: file://./lake }',

@@ -66,6 +66,7 @@ describe('pipeline spec', () => {
 
   it('refuses a missing environment variable by name, and two tables writing one lake table', () => {
     const env = base();
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the spec's own ${env:NAME} syntax
     env.sources.app.url = 'postgres://u:${env:NOPE_PW}@h/db';
     expect(errorOf(env).message).toContain('NOPE_PW is not set');
     const dup = base();
