@@ -37,6 +37,7 @@ import type { Clock } from '../../contracts/state.js';
 import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { withWarnings } from '../page.js';
+import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
 import { checkTransactionPrivilege } from './bound.js';
 import { MysqlSession, translateConnectError } from './connect.js';
 import {
@@ -58,45 +59,18 @@ import {
 export type { BoundHeldWarning, BoundHolder } from './bound.js';
 export { redactUrl } from './connect.js';
 
-/** Options of a MySQL/MariaDB source. Only `url` is required. */
-export interface MysqlSourceOptions {
-  /** `mysql://user:password@host:port/db` (query parameters such as `ssl` pass through to mysql2). */
-  readonly url: string;
-  /** Connection timeout. Default 10 000 ms. */
-  readonly connectTimeoutMs?: number;
-  /**
-   * Time cursors: rows newer than (oldest open transaction start, or now) minus this wait for a
-   * later page; covers application-set cursors, clock skew and the moment between a statement's
-   * NOW() and its transaction appearing in INNODB_TRX. Non-time cursors: how long a page waits
-   * for transactions open at the high-water read to end. Default 5 000 ms.
-   */
-  readonly lagMs?: number;
-  /**
-   * Run without the PROCESS privilege (INNODB_TRX unreadable) and rely on the lag alone.
-   * Default false: refuse without it, with the GRANT to run.
-   */
-  readonly lagOnly?: boolean;
-  /** `program_name` connection attribute (performance_schema.session_connect_attrs). Default `tidemark`. */
-  readonly applicationName?: string;
-  /** A transaction open longer than this that holds the bound back is reported (`BOUND_HELD`). Default 60 000 ms. */
-  readonly stallAfterMs?: number;
-  /** How the spec names this source (e.g. `sources.app`), for error messages. */
-  readonly sourceName?: string;
-  /** The clock of `__ingest_ts` (epoch ms). Default `Date.now`. */
-  readonly clock?: Clock;
-}
-
-export const DEFAULT_LAG_MS = 5_000;
-export const DEFAULT_STALL_AFTER_MS = 60_000;
+/**
+ * Options of a MySQL/MariaDB source (shared/drivers/source-options.ts). The bound reads
+ * INFORMATION_SCHEMA.INNODB_TRX, which needs PROCESS unless `lagOnly`; the lag also covers the
+ * moment between a statement's NOW() and its transaction appearing there.
+ */
+export type MysqlSourceOptions = SqlSourceOptions;
 /**
  * The least time a high-water page waits for open transactions to end, whatever the lag:
  * INNODB_TRX lists every database's transactions, so on a shared server some short autocommit
  * write is nearly always open at the instant the mark is read; a zero wait would hold most pages.
  */
 export const MIN_SETTLE_MS = 1_000;
-
-/** A spec table, optionally with its cursor column so introspection validates it up front. */
-export type MysqlTableSpec = TableSpec & { readonly cursorColumn?: string };
 
 /**
  * A MySQL/MariaDB source for cursor-based incremental sync. One connection (opened on first use,
@@ -135,7 +109,7 @@ export class MysqlSource
    * privilege and returns the cursor warnings (e.g. `CURSOR_NOT_INDEXED`) here instead of with
    * the first page.
    */
-  async introspect(t: MysqlTableSpec): Promise<{ ref: TableRef; schema: Schema; warnings: Warning[] }> {
+  async introspect(t: TableSpec): Promise<{ ref: TableRef; schema: Schema; warnings: Warning[] }> {
     return this.guard(t.source, async () => {
       const plan = await introspectTable(this.db, t);
       this.plans.set(t.source, plan);

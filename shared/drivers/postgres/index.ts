@@ -36,6 +36,7 @@ import type { Clock } from '../../contracts/state.js';
 import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { withWarnings } from '../page.js';
+import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
 import { checkActivityPrivilege } from './bound.js';
 import { connect, type Endpoint, type Sql, translateConnectError } from './connect.js';
 import { type BatchPageRequest, type BoundSettings, readBatchPage, readRowPage } from './incremental.js';
@@ -50,38 +51,11 @@ import {
 export type { BoundHeldWarning, BoundHolder } from './bound.js';
 export { redactUrl } from './connect.js';
 
-/** Options of a Postgres source. Only `url` is required. */
-export interface PostgresSourceOptions {
-  /** `postgres://user:password@host:port/db` (query parameters such as `sslmode=require` pass through). */
-  readonly url: string;
-  /** Connection timeout. Default 10 000 ms. */
-  readonly connectTimeoutMs?: number;
-  /**
-   * Time cursors: rows newer than (oldest open transaction start, or now) minus this wait for a
-   * later page; absorbs clock skew of application-set cursors. Non-time cursors: how long a
-   * page waits for transactions open at the high-water read to end. Default 5 000 ms.
-   */
-  readonly lagMs?: number;
-  /**
-   * Skip the privilege check (pg_read_all_stats) and rely on the lag alone for the transactions
-   * this role cannot see. Default false: refuse without the privilege, with the GRANT to run.
-   */
-  readonly lagOnly?: boolean;
-  /** `application_name` in pg_stat_activity. Default `tidemark`. */
-  readonly applicationName?: string;
-  /** A transaction open longer than this that holds the bound back is reported (`BOUND_HELD`). Default 60 000 ms. */
-  readonly stallAfterMs?: number;
-  /** How the spec names this source (e.g. `sources.app`), for error messages. */
-  readonly sourceName?: string;
-  /** The clock of `__ingest_ts` (epoch ms). Default `Date.now`. */
-  readonly clock?: Clock;
-}
-
-export const DEFAULT_LAG_MS = 5_000;
-export const DEFAULT_STALL_AFTER_MS = 60_000;
-
-/** A spec table, optionally with its cursor column so introspection validates it up front. */
-export type PostgresTableSpec = TableSpec & { readonly cursorColumn?: string };
+/**
+ * Options of a Postgres source (shared/drivers/source-options.ts). The bound reads
+ * pg_stat_activity, which needs `pg_read_all_stats` unless `lagOnly`.
+ */
+export type PostgresSourceOptions = SqlSourceOptions;
 
 /**
  * A Postgres source for cursor-based incremental sync. One connection (opened on first use);
@@ -120,7 +94,7 @@ export class PostgresSource
    * key in key order). With `cursorColumn`, also validates the cursor and the role's privilege
    * and returns the cursor warnings (e.g. `CURSOR_NOT_INDEXED`) here instead of with the first page.
    */
-  async introspect(t: PostgresTableSpec): Promise<{ ref: TableRef; schema: Schema; warnings: Warning[] }> {
+  async introspect(t: TableSpec): Promise<{ ref: TableRef; schema: Schema; warnings: Warning[] }> {
     return this.guard(t.source, async () => {
       const plan = await introspectTable(this.sql, t);
       this.plans.set(t.source, plan);

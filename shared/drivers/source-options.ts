@@ -1,0 +1,34 @@
+/**
+ * The constructor options every SQL source takes (Postgres and MySQL/MariaDB alike), and their
+ * defaults. Each driver documents only what differs (which privilege, which catalog view).
+ */
+import type { Clock } from '../contracts/state.js';
+
+export interface SqlSourceOptions {
+  /** Connection URL, e.g. `postgres://user:pw@host:5432/db` or `mysql://user:pw@host:3306/db`. */
+  readonly url: string;
+  /** Connection timeout. Default 10 000 ms. */
+  readonly connectTimeoutMs?: number;
+  /**
+   * Time cursors: rows newer than (oldest open transaction start, or now) minus this wait for a
+   * later page; absorbs clock skew of application-set cursors. Non-time cursors: how long a
+   * page waits for transactions open at the high-water read to end. Default 5 000 ms.
+   */
+  readonly lagMs?: number;
+  /**
+   * Run without the privilege to see other sessions' transactions (Postgres `pg_read_all_stats`,
+   * MySQL `PROCESS`) and rely on the lag alone. Default false: refuse without it, with the GRANT.
+   */
+  readonly lagOnly?: boolean;
+  /** How the server shows this client (Postgres `application_name`, MySQL `program_name`). Default `tidemark`. */
+  readonly applicationName?: string;
+  /** A transaction open longer than this that holds the bound back is reported (`BOUND_HELD`). Default 60 000 ms. */
+  readonly stallAfterMs?: number;
+  /** How the spec names this source (e.g. `sources.app`), for error messages. */
+  readonly sourceName?: string;
+  /** The clock of `__ingest_ts` (epoch ms). Default `Date.now`. */
+  readonly clock?: Clock;
+}
+
+export const DEFAULT_LAG_MS = 5_000;
+export const DEFAULT_STALL_AFTER_MS = 60_000;
