@@ -31,7 +31,11 @@ const crashing =
 // A short lease so the next attempt can take over from a killed one after LEASE_TTL_MS.
 const LEASE_TTL_MS = 1500;
 try {
-  await runTable(spec, spec.tables[0]!, crashing, { logger: silentLogger, owner: `crash-${process.pid}`, leaseTtlMs: LEASE_TTL_MS });
+  await runTable(spec, spec.tables[0]!, crashing, {
+    logger: silentLogger,
+    owner: `crash-${process.pid}`,
+    leaseTtlMs: LEASE_TTL_MS,
+  });
 } catch (e) {
   // Losing the short lease under load is the fencing working, not a failure of this scenario.
   if (!(e instanceof Error && (e.name === 'LeaseLostError' || e.name === 'LeaseHeldError'))) throw e;

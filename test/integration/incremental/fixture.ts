@@ -11,12 +11,12 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import mysql from 'mysql2/promise';
 import postgres from 'postgres';
 import { parseSpec, type Spec } from '../../../shared/config/spec.js';
+import type { IncrementalSummary } from '../../../shared/engine/incremental-run.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { type RunTableOptions, runTable } from '../../../shared/pipeline/run-table.js';
-import type { IncrementalSummary } from '../../../shared/engine/incremental-run.js';
 import { freshMysqlDatabase } from '../../harness/mysql.js';
-import { freshPgDatabase, type FreshDatabase } from '../../harness/pg.js';
+import { type FreshDatabase, freshPgDatabase } from '../../harness/pg.js';
 
 /** One row of the test table as both sides compare it. */
 export interface TestRow {
@@ -84,7 +84,9 @@ export async function postgresFixture(prefix: string): Promise<SourceFixture> {
     },
     async limitedUserUrl() {
       const role = `${db.name}_ro`;
-      await sql.unsafe(`CREATE ROLE ${role} LOGIN PASSWORD 'ro-pass'; GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role};`);
+      await sql.unsafe(
+        `CREATE ROLE ${role} LOGIN PASSWORD 'ro-pass'; GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role};`,
+      );
       const u = new URL(db.url);
       u.username = role;
       u.password = 'ro-pass';
@@ -117,19 +119,30 @@ export async function postgresFixture(prefix: string): Promise<SourceFixture> {
 
 /** `SELECT g` for g in [from, to): a cross join of digit tables (no recursive CTE: MariaDB caps its depth). */
 function mysqlSeries(from: number, to: number): string {
-  const digits = '(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)';
+  const digits =
+    '(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)';
   const levels = Math.max(1, Math.ceil(Math.log10(Math.max(2, to - from))));
   const parts = Array.from({ length: levels }, (_, i) => `${10 ** i} * d${i}.n`);
   const joins = Array.from({ length: levels }, (_, i) => `${digits} AS d${i}`).join(' CROSS JOIN ');
   return `SELECT g FROM (SELECT ${from} + ${parts.join(' + ')} AS g FROM ${joins}) AS series WHERE g < ${to}`;
 }
 
-const MYSQL_UNITS = { microsecond: ['MICROSECOND', 1], millisecond: ['MICROSECOND', 1000], second: ['SECOND', 1], hour: ['HOUR', 1] } as const;
+const MYSQL_UNITS = {
+  microsecond: ['MICROSECOND', 1],
+  millisecond: ['MICROSECOND', 1000],
+  second: ['SECOND', 1],
+  hour: ['HOUR', 1],
+} as const;
 
 /** The MySQL/MariaDB fixture: table `items` (DATETIME(6) cursor) in a fresh database. */
 export async function mysqlFixture(prefix: string): Promise<SourceFixture> {
   const db: FreshDatabase = await freshMysqlDatabase(prefix);
-  const conn = await mysql.createConnection({ uri: db.url, supportBigNumbers: true, bigNumberStrings: true, dateStrings: true });
+  const conn = await mysql.createConnection({
+    uri: db.url,
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+    dateStrings: true,
+  });
   const table = `${db.name}.items`;
   const limitedUser = `${db.name}_ro`;
   return {
@@ -199,7 +212,14 @@ export async function mysqlFixture(prefix: string): Promise<SourceFixture> {
 /** A local spec for one fixture table: file state, file lake in a fresh temp dir. */
 export function localSpec(
   fx: SourceFixture,
-  table: Partial<{ pageSize: number; lagSeconds: number; lagOnly: boolean; writeMode: 'append' | 'upsert'; cursor: string; table: string }> = {},
+  table: Partial<{
+    pageSize: number;
+    lagSeconds: number;
+    lagOnly: boolean;
+    writeMode: 'append' | 'upsert';
+    cursor: string;
+    table: string;
+  }> = {},
   url = fx.url,
 ): { spec: Spec; dir: string; lakeDir: string } {
   const dir = mkdtempSync(join(tmpdir(), 'tidemark-inc-'));
@@ -247,7 +267,9 @@ export async function lakeRows(lakeDir: string, target: string): Promise<(TestRo
       `SELECT CAST(id AS VARCHAR), v, CAST(epoch_us(updated_at) AS VARCHAR), __pos
        FROM read_parquet('${glob}') ORDER BY id, __pos`,
     );
-    return r.getRows().map(([id, v, u, pos]) => ({ id: String(id), v: Number(v), updatedAt: String(u), pos: String(pos) }));
+    return r
+      .getRows()
+      .map(([id, v, u, pos]) => ({ id: String(id), v: Number(v), updatedAt: String(u), pos: String(pos) }));
   } finally {
     conn.closeSync();
   }

@@ -7,12 +7,15 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
-import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
-import { incrementalPosPrefix } from '../../../shared/position/position.js';
-import { invokeLocal } from '../../../functions/cli/invoke.js';
 import { bundleHandler } from '../../../functions/bundle.js';
-import { type SourceFixture, lakeRows, latest, localSpec, runOnce } from './fixture.js';
+import { invokeLocal } from '../../../functions/cli/invoke.js';
+import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
+import { silentLogger } from '../../../shared/observability/log.js';
+import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.js';
+import { runTable } from '../../../shared/pipeline/run-table.js';
+import { incrementalPosPrefix } from '../../../shared/position/position.js';
+import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
+import { lakeRows, latest, localSpec, runOnce, type SourceFixture } from './fixture.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 
@@ -107,7 +110,10 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       await fx.createTable();
       await fx.insertRange(1, 5001, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
       const { spec, lakeDir } = localSpec(fx, { pageSize: 500 });
-      const [a, b] = await Promise.all([runOnce(spec, { owner: 'run-a' }), runOnce(spec, { owner: 'run-b' })]);
+      const [a, b] = await Promise.all([
+        runOnce(spec, { owner: 'run-a' }),
+        runOnce(spec, { owner: 'run-b' }),
+      ]);
       const statuses = [a.status, b.status].sort();
       expect(statuses).toEqual(['lease-held', 'ok']);
       const winner = a.status === 'ok' ? a : b;
@@ -129,7 +135,11 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         await fx.exec(
           `UPDATE ${fx.table} SET v = v + 1, updated_at = ${fx.plus(fx.plus(fx.ts('2024-02-01 00:00:00'), String(i), 'hour'), 'id', 'microsecond')} WHERE id % 37 = ${i}`,
         );
-        await fx.insertRange(100_000 + i * 100, 100_000 + i * 100 + 100, fx.plus(fx.plus(fx.ts('2024-03-01 00:00:00'), String(i), 'hour'), 'g', 'microsecond'));
+        await fx.insertRange(
+          100_000 + i * 100,
+          100_000 + i * 100 + 100,
+          fx.plus(fx.plus(fx.ts('2024-03-01 00:00:00'), String(i), 'hour'), 'g', 'microsecond'),
+        );
         const mode = i % 2 === 0 ? 'after-write' : 'random';
         const code = await crashWorker(spec, mode, 1 + (i % 4), 150 + ((i * 97) % 900));
         if (mode === 'after-write' && code === 'SIGKILL') killedAfterWrite++;
@@ -201,12 +211,8 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
     });
 
     describe('bad input: one-line errors, state untouched', () => {
-      async function expectRefused(
-        spec: ReturnType<typeof localSpec>,
-        pattern: RegExp,
-        opts: Parameters<typeof runOnce>[1] = {},
-      ): Promise<void> {
-        const err = await runOnce(spec.spec, opts).then(
+      async function expectRefused(spec: ReturnType<typeof localSpec>, pattern: RegExp): Promise<void> {
+        const err = await runOnce(spec.spec).then(
           () => undefined,
           (e: unknown) => e as Error,
         );
@@ -253,7 +259,43 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       });
 
       it('a page read that stalls past the page timeout fails the run without committing', async () => {
-        await expectRefused(localSpec(fx), /page read took longer than 0 s/, { pageTimeoutMs: 1 });
+        const spec = localSpec(fx);
+        const pipeline = await openPipeline(spec.spec);
+        // The real source, with every page read delayed past the timeout: a stalled connection.
+        const stalled: OpenPipeline = {
+          ...pipeline,
+          source: async (name, table) => {
+            const real = await pipeline.source(name, table);
+            return new Proxy(real, {
+              get(target, key) {
+                if (key === 'incrementalBatch') {
+                  return async (req: Parameters<NonNullable<typeof real.incrementalBatch>>[0]) => {
+                    await new Promise((r) => setTimeout(r, 1500));
+                    return target.incrementalBatch!(req);
+                  };
+                }
+                const v = Reflect.get(target, key) as unknown;
+                return typeof v === 'function' ? v.bind(target) : v;
+              },
+            });
+          },
+        };
+        try {
+          const err = await runTable(spec.spec, spec.spec.tables[0]!, stalled, {
+            logger: silentLogger,
+            pageTimeoutMs: 300,
+          }).then(
+            () => undefined,
+            (e: unknown) => e as Error,
+          );
+          expect(err?.message).toMatch(/page read took longer than 0 s/);
+        } finally {
+          await pipeline.close();
+        }
+        const store = new FileCursorStore(spec.spec.state.dir!);
+        const rec = await store.load(incrementalStateKey(spec.spec.pipeline, spec.spec.tables[0]!.table));
+        expect(rec.version).toBe(0);
+        expect(existsSync(join(spec.lakeDir, spec.spec.tables[0]!.table))).toBe(false);
       });
 
       it('cursor without an index: a warning, the sync runs', async () => {
@@ -267,11 +309,19 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         await fx.exec(`DROP TABLE IF EXISTS ${schema}.nopk`);
         await fx.exec(`CREATE TABLE ${schema}.nopk (seq bigint NOT NULL, v int)`);
         await fx.exec(`INSERT INTO ${schema}.nopk VALUES (1, 1), (2, 2), (3, 3)`);
-        await expectRefused(localSpec(fx, { table: `${schema}.nopk`, cursor: 'seq', lagOnly: true }), /primary key/i);
+        await expectRefused(
+          localSpec(fx, { table: `${schema}.nopk`, cursor: 'seq', lagOnly: true }),
+          /primary key/i,
+        );
         await fx.exec(`CREATE UNIQUE INDEX nopk_seq ON ${schema}.nopk (seq)`);
         // An integer cursor waits (up to the lag) for transactions open on the server to end;
         // other test files share this server, so give their short transactions time to finish.
-        const spec = localSpec(fx, { table: `${schema}.nopk`, cursor: 'seq', lagOnly: true, lagSeconds: 10 }).spec;
+        const spec = localSpec(fx, {
+          table: `${schema}.nopk`,
+          cursor: 'seq',
+          lagOnly: true,
+          lagSeconds: 10,
+        }).spec;
         const s = await runOnce(spec);
         expect(s.rows).toBe(3);
       });
@@ -289,11 +339,15 @@ function crashWorker(
   nth: number,
   ms: number,
 ): Promise<string | number | null> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/integration/incremental/crash-worker.ts')], {
-    cwd: ROOT,
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, TM_SPEC: JSON.stringify(spec), TM_CRASH_MODE: mode, TM_CRASH_NTH: String(nth) },
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(ROOT, 'test/integration/incremental/crash-worker.ts')],
+    {
+      cwd: ROOT,
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, TM_SPEC: JSON.stringify(spec), TM_CRASH_MODE: mode, TM_CRASH_NTH: String(nth) },
+    },
+  );
   workers.add(child);
   let err = '';
   child.stderr.on('data', (d: Buffer) => {
