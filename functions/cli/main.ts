@@ -9,11 +9,13 @@
 import { parseArgs } from 'node:util';
 import { findTable, loadSpecFile, redactSpec, type Spec, tableTarget } from '../../shared/config/spec.js';
 import { TidemarkError } from '../../shared/contracts/errors.js';
+import { resetIncremental } from '../../shared/engine/incremental-reset.js';
 import { incrementalStateKey } from '../../shared/engine/incremental-run.js';
 import { parseIncrementalState } from '../../shared/engine/incremental-state.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { openPipeline } from '../../shared/pipeline/open.js';
 import { defaultOwner, runTable } from '../../shared/pipeline/run-table.js';
+import { writerId } from '../../shared/sink/layout.js';
 
 const USAGE = `usage: tidemark <command> [options]
 
@@ -24,7 +26,11 @@ commands:
   invoke incremental -c FILE --table T [--timeout SECONDS]
                                         run the bundled Lambda handler in a fresh process
   status -c FILE                        per table: cursor, last commit, rows
-  reset -c FILE --table T               forget a table's cursor (next run resyncs from the start)
+  reset -c FILE --table T [--keep-objects | --delete-objects]
+                                        forget a table's cursor (next run resyncs from the start);
+                                        when the state is lost or older than the lake, say what
+                                        happens to this pipeline's objects in the lake: keep them
+                                        (write after them) or delete them first
   demo                                  embedded Postgres -> Parquet demo (npm start)
 `;
 
@@ -140,26 +146,47 @@ async function cmdStatus(argv: string[]): Promise<void> {
 async function cmdReset(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { config: { type: 'string', short: 'c' }, table: { type: 'string', short: 't' } },
+    options: {
+      config: { type: 'string', short: 'c' },
+      table: { type: 'string', short: 't' },
+      'keep-objects': { type: 'boolean' },
+      'delete-objects': { type: 'boolean' },
+    },
   });
   const spec = specArg(values);
   if (!values.table) throw new UsageError('missing --table T');
+  if (values['keep-objects'] && values['delete-objects'])
+    throw new UsageError('give at most one of --keep-objects and --delete-objects');
   const t = findTable(spec, values.table);
+  const target = tableTarget(t);
+  const writer = writerId(spec.pipeline, t.source);
   const pipeline = await openPipeline(spec, { sourcesLazy: true });
-  const key = incrementalStateKey(spec.pipeline, tableTarget(t));
-  const owner = defaultOwner();
   try {
-    const rec = await pipeline.store.acquire(key, owner, 60_000);
-    const st = parseIncrementalState(rec.value, t.cursor);
-    // seq keeps counting: resynced rows get positions after every existing object, so readers'
-    // max(__pos) still picks the newest version and no old object is overwritten.
-    await pipeline.store.commit(key, {
-      owner,
-      expectedVersion: rec.version,
-      value: { ...st, cursor: '', cursorColumn: t.cursor },
+    const r = await resetIncremental({
+      key: incrementalStateKey(spec.pipeline, target),
+      lake: { table: target, writer },
+      cursorColumn: t.cursor,
+      store: pipeline.store,
+      sink: pipeline.sink,
+      owner: defaultOwner(),
+      ...(values['keep-objects'] ? { objects: 'keep' as const } : {}),
+      ...(values['delete-objects'] ? { objects: 'delete' as const } : {}),
     });
-    await pipeline.store.release(key, owner);
-    console.log(`${tableTarget(t)}: cursor reset; the next run resyncs from the start (positions continue at page ${st.seq})`);
+    const mb = (refs: readonly { bytes: number }[]) => (refs.reduce((n, o) => n + o.bytes, 0) / 1e6).toFixed(1);
+    const where = `${spec.lake.uri.replace(/\/+$/, '')}/${target}/`;
+    if (r.deleted.length > 0 || values['delete-objects']) {
+      console.log(
+        `${target}: deleted ${r.deleted.length} object(s) (${mb(r.deleted)} MB) of writer ${writer} under ${where}; other writers' objects were not touched; the next run resyncs from the start`,
+      );
+    } else if (values['keep-objects']) {
+      console.log(
+        `${target}: cursor reset; keeps ${r.kept.length} object(s) (${mb(r.kept)} MB) of writer ${writer} under ${where}; the next run re-reads the table from the start and writes after them (from page ${r.nextSeq}); readers pick the newest version of each row by __pos, and rows deleted at the source keep their last version`,
+      );
+    } else {
+      console.log(
+        `${target}: cursor reset; the next run resyncs from the start (positions continue at page ${r.nextSeq}; the ${r.kept.length} existing object(s) stay)`,
+      );
+    }
   } finally {
     await pipeline.close();
   }

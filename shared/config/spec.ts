@@ -105,7 +105,11 @@ export const specSchema = z
   .object({
     /** Pipeline name: part of every state key and log line. */
     pipeline: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be lowercase letters, digits and dashes'),
-    sources: z.record(z.string().regex(/^[a-z0-9_-]+$/), sourceSchema),
+    /** Source names are part of every object name (`<pipeline>.<source>.<position>.parquet`). */
+    sources: z.record(
+      z.string().regex(/^[a-z0-9_-]{1,63}$/, 'must be 1-63 lowercase letters, digits, "_" or "-"'),
+      sourceSchema,
+    ),
     state: stateSchema,
     lake: lakeSchema,
     tables: z.array(tableSchema).min(1, 'list at least one table'),

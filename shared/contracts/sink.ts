@@ -2,20 +2,37 @@
  * The batch-shaped sink contract: write a batch, get object references; the engine then commits
  * the position (and the refs) to the cursor store. The sink never touches state.
  *
- * Objects are named only from what the run knows before it writes (its committed start
- * position), so a retry from the same position overwrites instead of adding a copy, and
- * `recover` can find what a crashed attempt left past the committed position.
+ * Objects are named only from what the run knows before it writes (the writer's identity and its
+ * committed start position), so a retry from the same position overwrites instead of adding a
+ * copy, several writers can share one lake table, and `recover` can find what a crashed attempt
+ * of ONE writer left past that writer's committed position without touching anyone else's.
  */
 import type { Batch } from '../dataplane/batch.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { Position } from './source.js';
 
+/**
+ * Whose objects: a lake table and the writer that names them, `<pipeline>.<source>` (one
+ * pipeline's reads from one source). Every write, recovery and writer listing is scoped to it.
+ */
+export interface LakeTable {
+  /** Lake table name (`schema.table`, lowercase). */
+  readonly table: string;
+  /** Writer identity, `<pipeline>.<source>`. */
+  readonly writer: string;
+}
+
 /** One durable object in the lake. */
 export interface ObjectRef {
-  /** Full URI, e.g. `s3://bucket/prefix/public.orders/i0000000000000001.parquet` or `file:///...`. */
+  /** Full URI, e.g. `s3://bucket/prefix/public.orders/shop.app.i000000000001.parquet` or `file:///...`. */
   readonly uri: string;
   readonly bytes: number;
+  /** Rows in the object; -1 when it comes from a listing (counting would read every footer). */
   readonly rows: number;
+  /** The writer that named it (listings; writes return their own). */
+  readonly writer?: string;
+  /** Its start position, when the name (or its sidecar) gives it. */
+  readonly startPosition?: Position;
 }
 
 export interface Sink {
@@ -24,16 +41,26 @@ export interface Sink {
    * promise resolves (S3 PutObject acknowledged / file fsynced and renamed).
    */
   write(
-    table: string,
+    target: LakeTable,
     schema: Schema,
     startPosition: Position,
     batches: readonly Batch[],
   ): Promise<ObjectRef[]>;
   /**
-   * Deletes the objects of `table` whose start position is at or after `committed` (leftovers of
-   * an attempt that crashed before its commit). Returns what it removed.
+   * Deletes the objects of `target.writer` in `target.table` whose start position is at or after
+   * `committed` (leftovers of that writer's attempt that crashed before its commit). Objects of
+   * other writers are never considered. Returns what it removed.
    */
-  recover(table: string, committed: Position): Promise<ObjectRef[]>;
-  /** Lists the table's objects in position order. */
-  list(table: string): Promise<ObjectRef[]>;
+  recover(target: LakeTable, committed: Position): Promise<ObjectRef[]>;
+  /**
+   * Lists the table's objects: those of `writer` in start-position order, or (no writer) every
+   * writer's, ordered by writer then position. Names this layout did not write are left out.
+   */
+  list(table: string, writer?: string): Promise<ObjectRef[]>;
+  /**
+   * Deletes EVERY object of `target.writer` in `target.table` (and their sidecars); other
+   * writers' objects stay. Only for an operator's deliberate re-sync from scratch (`tidemark
+   * reset --delete-objects`), never called by a run. Returns what it removed.
+   */
+  discard(target: LakeTable): Promise<ObjectRef[]>;
 }

@@ -2,18 +2,22 @@
  * One incremental run of one table: take the lease, load the cursor, recover, then loop
  * read page -> write Parquet -> commit cursor until caught up or the deadline nears.
  *
- * Owns the durability order for the incremental path (DESIGN.md):
+ * Owns the durability order for the incremental path (docs/architecture.md):
+ *   0. a table's first run commits its initial state BEFORE it writes any object, so "no state
+ *      but objects of this writer in the lake" always means the state was lost, never a crash;
  *   1. the page's object is durable in the lake (sink.write resolved),
  *   2. only then the cursor moves, in ONE conditional write that also checks our lease,
- *   3. on start, objects at or past the committed position (a crashed attempt's) are removed.
+ *   3. on start, THIS writer's objects at or past its committed position (a crashed attempt's)
+ *      are removed; other writers' objects of the same lake table are never considered.
  * A crash between any two steps loses nothing: the next run re-reads from the committed cursor
- * and overwrites the same object name.
+ * and overwrites the same object name. A state that is missing or older than the lake (lost,
+ * restored from a backup, pointed at another store) stops the run before anything is deleted.
  *
  * Works only through the contracts: it never names a database client or a driver.
  */
 
 import { LeaseHeldError, TidemarkError } from '../contracts/errors.js';
-import type { ObjectRef, Sink } from '../contracts/sink.js';
+import type { LakeTable, ObjectRef, Sink } from '../contracts/sink.js';
 import type {
   BatchIncrementalSource,
   IncrementalResult,
@@ -63,6 +67,11 @@ export interface IncrementalTable {
 
 export interface IncrementalRunOptions {
   readonly pipeline: string;
+  /**
+   * Who writes this table's objects, `<pipeline>.<source>` (shared/sink/layout.ts `writerId`):
+   * part of every object name, and the only objects recovery considers.
+   */
+  readonly writer: string;
   readonly table: IncrementalTable;
   readonly source: IncrementalCapableSource;
   readonly store: CursorStore;
@@ -142,6 +151,34 @@ export class NullCursorError extends TidemarkError {
   }
 }
 
+/** How to re-sync a table on purpose when its state and the lake disagree. */
+function resyncChoices(target: string, count: number): string {
+  return `restore the state (the newest backup, or point "state:" at the store that has it), or re-sync on purpose: "tidemark reset -c SPEC --table ${target} --keep-objects" keeps the ${count} object(s) and writes after them (readers pick the newest version by __pos), "--delete-objects" deletes those ${count} object(s) first`;
+}
+
+/** The lake holds a writer's objects but the state store has no state for the table. */
+export class StateMissingError extends TidemarkError {
+  override name = 'StateMissingError';
+  constructor(key: string, target: string, writer: string, objects: readonly ObjectRef[]) {
+    const bytes = objects.reduce((n, o) => n + o.bytes, 0);
+    super(
+      'STATE_MISSING',
+      `${target}: the state store has no state under ${key}, but the lake already holds ${objects.length} object(s) (${(bytes / 1e6).toFixed(1)} MB) written by ${writer}, the newest ${objects.at(-1)?.uri}; nothing was deleted or written. ${resyncChoices(target, objects.length)}`,
+    );
+  }
+}
+
+/** The lake holds a writer's objects from pages the state says were never committed. */
+export class StateBehindLakeError extends TidemarkError {
+  override name = 'StateBehindLakeError';
+  constructor(key: string, target: string, writer: string, seq: number, ahead: readonly ObjectRef[], count: number) {
+    super(
+      'STATE_BEHIND_LAKE',
+      `${target}: the state under ${key} says page ${seq} is next, but the lake holds ${ahead.length} object(s) of ${writer} from later pages (up to ${ahead.at(-1)?.uri}): the state is older than the lake (restored from a backup, or another state store); nothing was deleted or written. ${resyncChoices(target, count)}`,
+    );
+  }
+}
+
 type PageResult = IncrementalResult<Batch | undefined>;
 
 /** Runs one incremental sync of one table. Throws typed errors; a held lease is a normal summary. */
@@ -149,6 +186,7 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
   const started = opts.clock();
   const { table, store, sink, logger } = opts;
   const key = incrementalStateKey(opts.pipeline, table.target);
+  const lake: LakeTable = { table: table.target, writer: opts.writer };
   const log = logger.child({ pipeline: opts.pipeline, table: table.target });
 
   let record: StateRecord;
@@ -192,9 +230,11 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
       if (nulls > 0) throw new NullCursorError(table.source, table.cursor, nulls);
     }
 
-    // Step 4 of the durability order: whatever lies at or past the committed position was
-    // written by an attempt that never committed; remove it before writing anything new.
-    const removed = await sink.recover(table.target, incrementalPosPrefix(before.seq));
+    record = await checkStateAgainstLake(opts, key, lake, record, before);
+
+    // Step 4 of the durability order: whatever of ours lies at or past the committed position
+    // was written by an attempt that never committed; remove it before writing anything new.
+    const removed = await sink.recover(lake, incrementalPosPrefix(before.seq));
     if (removed.length > 0)
       log.warn('removed uncommitted objects of a crashed attempt', { objects: removed.map((r) => r.uri) });
 
@@ -280,7 +320,12 @@ async function pageLoop(
     }
 
     const startPosition = incrementalPosPrefix(state.seq);
-    const refs: ObjectRef[] = await opts.sink.write(table.target, schema, startPosition, [page.page]);
+    const refs: ObjectRef[] = await opts.sink.write(
+      { table: table.target, writer: opts.writer },
+      schema,
+      startPosition,
+      [page.page],
+    );
     const pageRows = page.page.record.numRows;
     const pageBytes = refs.reduce((s, r) => s + r.bytes, 0);
     const cursorText = describeCursor(schema, table.cursor, page.next);
@@ -341,6 +386,42 @@ async function pageLoop(
   };
   log.metric('RowsSynced', rows, 'Count', { pipeline: opts.pipeline, table: table.target });
   return summary;
+}
+
+/**
+ * Refuses to run when the state does not account for this writer's objects in the lake, and
+ * commits a table's initial state before its first object is written.
+ *
+ * Every commit moves `seq` past the object it commits and one write is in flight at a time, so
+ * with an intact state this writer's objects all start below page `seq + 1`: committed ones below
+ * `seq`, at most a crashed attempt's leftover AT `seq`. Anything else means the state is missing
+ * or older than the lake, and recovery (which deletes by `seq`) would delete committed objects.
+ * Returns the record to continue with (a new version when the initial state was committed).
+ */
+async function checkStateAgainstLake(
+  opts: IncrementalRunOptions,
+  key: string,
+  lake: LakeTable,
+  record: StateRecord,
+  state: IncrementalState,
+): Promise<StateRecord> {
+  const ours = await opts.sink.list(lake.table, lake.writer);
+  if (record.value === undefined) {
+    if (ours.length > 0) throw new StateMissingError(key, lake.table, lake.writer, ours);
+    return opts.store.commit(key, {
+      owner: opts.owner,
+      expectedVersion: record.version,
+      value: state as unknown as Record<string, unknown>,
+      renewTtlMs: leaseTtl(opts),
+    });
+  }
+  const limit = incrementalPosPrefix(state.seq + 1);
+  // A name whose position is unknown (a shortened name without its sidecar) cannot be placed
+  // here; recovery refuses such a name itself when it matters.
+  const ahead = ours.filter((o) => o.startPosition !== undefined && o.startPosition >= limit);
+  if (ahead.length > 0)
+    throw new StateBehindLakeError(key, lake.table, lake.writer, state.seq, ahead, ours.length);
+  return record;
 }
 
 export class PageTimeoutError extends TidemarkError {

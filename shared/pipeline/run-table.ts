@@ -13,6 +13,7 @@ import { type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js'
 import type { Clock } from '../contracts/state.js';
 import { type IncrementalSummary, runIncremental } from '../engine/incremental-run.js';
 import type { Logger } from '../observability/log.js';
+import { writerId } from '../sink/layout.js';
 import type { OpenPipeline } from './open.js';
 
 /** Lease TTL: longer than a Lambda's 15-minute maximum, so a live run is never taken over. */
@@ -48,6 +49,7 @@ export async function runTable(
   const source = await pipeline.source(table.source, table);
   return runIncremental({
     pipeline: spec.pipeline,
+    writer: writerId(spec.pipeline, table.source),
     table: {
       source: table.table,
       target: tableTarget(table),

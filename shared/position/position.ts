@@ -77,6 +77,15 @@ export function parseIncrementalPosition(pos: string): { seq: number; ordinal: n
   return { seq: Number.parseInt(m[1]!, 16), ordinal: Number.parseInt(m[2]!, 16) };
 }
 
+/**
+ * The commit step of an incremental object's start position (`i` + 12 hex digits, with or
+ * without an ordinal), or undefined for a position of another scheme.
+ */
+export function incrementalSeqOf(startPosition: string): number | undefined {
+  const m = /^i([0-9a-f]{12})(?:[0-9a-f]{8})?$/.exec(startPosition);
+  return m ? Number.parseInt(m[1]!, 16) : undefined;
+}
+
 // Postgres CDC --------------------------------------------------------------------------------
 
 /** The position of change `ordinal` of the transaction that committed at `commitLsn`. */

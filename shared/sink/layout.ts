@@ -1,23 +1,30 @@
 /**
- * Object layout of the lake: where the object that starts at a position lives, and back.
- * `<prefix>/<table>/<startPosition>.parquet` (docs/decisions/0002-object-layout.md).
+ * Object layout of the lake: where the object a writer starts at a position lives, and back.
+ * `<prefix>/<table>/<writer>.<startPosition>.parquet` (docs/decisions/0002-object-layout.md and
+ * its amendment 0007), where `writer` is `<pipeline>.<source>`.
  *
- * Owns: the ASCII-safe, deterministic, reversible encoding of table names and start positions
- * into object keys. Names derive ONLY from the table and the committed start position, so a retry
- * from the same position overwrites its own object and recovery can tell, from a listing, which
- * objects start at or after the committed position. Never uses the wall clock, a random id or
- * the attempt's identity in a name.
+ * Owns: the ASCII-safe, deterministic, reversible encoding of table names, writer identities and
+ * start positions into object keys. Names derive ONLY from the table, the writer and the
+ * committed start position, so a retry from the same position overwrites its own object, two
+ * writers (pipelines, shards) can share one lake table, and recovery can tell from a listing
+ * which objects are its own and start at or after its committed position. Never uses the wall
+ * clock, a random id or the attempt's identity in a name.
  *
  * Encoding of one path segment: bytes of the UTF-8 text in [a-z0-9._-] stay, every other byte
  * (uppercase letters included, so the encoding stays injective) becomes `%XX` (uppercase hex).
  * A leading `.` or `_` is escaped too: Athena, Hive, Spark and Trino skip files and folders whose
  * names start with either.
  *
+ * Writer: `<pipeline>.<source>`, both from the spec, whose names cannot contain `.` (pipeline:
+ * `[a-z0-9][a-z0-9-]*`, source: `[a-z0-9_-]+`, 63 characters each at most), so the first two
+ * dots of a name end the writer and the rest is the position. Names without a writer (written
+ * before writers were named) parse as foreign: no writer ever deletes them.
+ *
  * Long positions: a position whose encoded form exceeds `MAX_PLAIN_NAME` characters is named
- * `<first 80 encoded chars>~<16 hex of sha256(position)>.parquet` (file names stay far below the
+ * `<writer>.<first 80 encoded chars>~<16 hex of sha256(position)>.parquet` (file names stay far below the
  * 255-byte limit of local file systems). `~` sorts after every plain character, and the visible
  * prefix still orders the name against most positions; when it cannot (another position shares
- * that prefix), the full position is read from the object's sidecar `_<name>.pos`, a hidden
+ * that prefix), the full position is read from the object's sidecar `_<stem>.pos`, a hidden
  * object readers skip (see `parquet-sink.ts`).
  */
 import { createHash } from 'node:crypto';
@@ -39,8 +46,29 @@ export const HASH_SEPARATOR = '~';
 const HASH_HEX_LENGTH = 16;
 
 const SAFE_BYTE = /[a-z0-9._-]/;
-const PLAIN_NAME = /^(?:[a-z0-9-]|%[0-9A-F]{2})(?:[a-z0-9._-]|%[0-9A-F]{2})*$/;
-const HASHED_NAME = /^((?:[a-z0-9-]|%[0-9A-F]{2})(?:[a-z0-9._-]|%[0-9A-F]{2})*)~([0-9a-f]{16})$/;
+const PLAIN_NAME = /^(?:[a-z0-9._-]|%[0-9A-F]{2})+$/;
+const HASHED_NAME = /^((?:[a-z0-9._-]|%[0-9A-F]{2})+)~([0-9a-f]{16})$/;
+/** `<pipeline>.<source>`: the spec's name rules, so a writer never needs escaping. */
+const WRITER = /^[a-z0-9][a-z0-9-]{0,62}\.[a-z0-9_-]{1,63}$/;
+/** A name's writer part: the text up to (not including) its second dot. */
+const WRITER_PREFIX = /^([a-z0-9][a-z0-9-]{0,62}\.[a-z0-9_-]{1,63})\./;
+
+/**
+ * The identity of whoever writes a lake table's objects: the pipeline and the spec's source
+ * name, `<pipeline>.<source>`. Part of every object name, so recovery only ever considers
+ * objects of its own writer.
+ */
+export function writerId(pipeline: string, source: string): string {
+  const writer = `${pipeline}.${source}`;
+  if (!WRITER.test(writer)) {
+    throw new SinkError(
+      'SINK_WRITER_NAME',
+      writer,
+      `cannot name objects for pipeline "${pipeline}" and source "${source}": the pipeline must be lowercase letters, digits and dashes, the source lowercase letters, digits, "_" and "-", each at most 63 characters`,
+    );
+  }
+  return writer;
+}
 
 /** Encodes one path segment as the module comment says. Empty text stays empty. */
 export function encodeSegment(text: string): string {
@@ -71,16 +99,23 @@ export function tablePrefix(prefix: string, table: string): string {
   return `${root ? `${root}/` : ''}${encodeSegment(table)}/`;
 }
 
-/** How a start position appears in an object name. */
+/** How a writer's start position appears in an object name. */
 export interface ObjectName {
-  /** The name without its folder, e.g. `i0000000000000001.parquet`. */
+  /** The name without its folder, e.g. `shop.app.i000000000001.parquet`. */
   readonly name: string;
   /** Set when the name is shortened: the name of the sidecar that holds the full position. */
   readonly sidecar: string | undefined;
 }
 
-/** Names the object that starts at `startPosition` (and its sidecar, when shortened). */
-export function objectName(table: string, startPosition: Position): ObjectName {
+/** Names the object `writer` starts at `startPosition` (and its sidecar, when shortened). */
+export function objectName(table: string, writer: string, startPosition: Position): ObjectName {
+  if (!WRITER.test(writer)) {
+    throw new SinkError(
+      'SINK_WRITER_NAME',
+      table,
+      `cannot name an object of ${table} for writer "${writer}": a writer is "<pipeline>.<source>" (see writerId)`,
+    );
+  }
   if (startPosition.length === 0) {
     throw new SinkError(
       'SINK_START_POSITION',
@@ -89,57 +124,78 @@ export function objectName(table: string, startPosition: Position): ObjectName {
     );
   }
   const encoded = encodeSegment(startPosition);
-  if (encoded.length <= MAX_PLAIN_NAME) return { name: encoded + PARQUET_SUFFIX, sidecar: undefined };
+  if (encoded.length <= MAX_PLAIN_NAME)
+    return { name: `${writer}.${encoded}${PARQUET_SUFFIX}`, sidecar: undefined };
   let cut = HASHED_PREFIX_LENGTH;
   // Never cut a %XX escape in half: the visible prefix must decode to a prefix of the position.
   const lastEscape = encoded.lastIndexOf('%', cut - 1);
   if (lastEscape >= 0 && lastEscape > cut - 3) cut = lastEscape;
   const hash = createHash('sha256').update(startPosition, 'utf8').digest('hex').slice(0, HASH_HEX_LENGTH);
-  const stem = `${encoded.slice(0, cut)}${HASH_SEPARATOR}${hash}`;
+  const stem = `${writer}.${encoded.slice(0, cut)}${HASH_SEPARATOR}${hash}`;
   return { name: stem + PARQUET_SUFFIX, sidecar: SIDECAR_PREFIX + stem + SIDECAR_SUFFIX };
 }
 
-/** The full key of the object that starts at `startPosition`, and of its sidecar when shortened. */
+/** The key prefix under which `writer`'s objects of `table` live (folder + `<writer>.`). */
+export function writerPrefix(prefix: string, table: string, writer: string): string {
+  return `${tablePrefix(prefix, table)}${writer}.`;
+}
+
+/**
+ * The full key of the object `writer` starts at `startPosition`, and of its sidecar when
+ * shortened.
+ */
 export function objectKey(
   prefix: string,
   table: string,
+  writer: string,
   startPosition: Position,
 ): { key: string; sidecarKey: string | undefined } {
   const dir = tablePrefix(prefix, table);
-  const { name, sidecar } = objectName(table, startPosition);
+  const { name, sidecar } = objectName(table, writer, startPosition);
   return { key: dir + name, sidecarKey: sidecar === undefined ? undefined : dir + sidecar };
 }
 
-/** What an object name says about its start position. */
+/** What an object name says about its writer and start position. */
 export type ParsedName =
   /** The whole start position. */
-  | { readonly kind: 'plain'; readonly position: Position }
+  | { readonly kind: 'plain'; readonly writer: string; readonly position: Position }
   /**
    * A shortened name: `visible` is a proper prefix of the start position, `hash` the first 16 hex
    * digits of its sha256, `sidecar` the sidecar's name in the same folder.
    */
-  | { readonly kind: 'hashed'; readonly visible: string; readonly hash: string; readonly sidecar: string };
+  | {
+      readonly kind: 'hashed';
+      readonly writer: string;
+      readonly visible: string;
+      readonly hash: string;
+      readonly sidecar: string;
+    };
 
 /**
- * Parses an object name (no folder) back to its start position. Returns undefined for anything
- * this layout did not write (sidecars, temp files, foreign objects): the sink never touches those.
+ * Parses an object name (no folder) back to its writer and start position. Returns undefined for
+ * anything this layout did not write (sidecars, temp files, foreign objects, names without a
+ * writer): the sink never touches those.
  */
 export function parseObjectName(name: string): ParsedName | undefined {
   if (!name.endsWith(PARQUET_SUFFIX)) return undefined;
-  const stem = name.slice(0, -PARQUET_SUFFIX.length);
+  const w = WRITER_PREFIX.exec(name);
+  if (!w) return undefined;
+  const writer = w[1]!;
+  const full = name.slice(0, -PARQUET_SUFFIX.length);
+  const stem = full.slice(writer.length + 1);
   if (PLAIN_NAME.test(stem)) {
     // Reject non-canonical spellings (e.g. `%61` for `a`): they cannot be ours, and accepting
     // them would let two keys claim one position.
     const position = safeDecode(stem);
     if (position === undefined || encodeSegment(position) !== stem || stem.length > MAX_PLAIN_NAME)
       return undefined;
-    return { kind: 'plain', position };
+    return { kind: 'plain', writer, position };
   }
   const m = HASHED_NAME.exec(stem);
   if (!m) return undefined;
   const visible = safeDecode(m[1]!);
   if (visible === undefined || encodeSegment(visible) !== m[1]) return undefined;
-  return { kind: 'hashed', visible, hash: m[2]!, sidecar: SIDECAR_PREFIX + stem + SIDECAR_SUFFIX };
+  return { kind: 'hashed', writer, visible, hash: m[2]!, sidecar: SIDECAR_PREFIX + full + SIDECAR_SUFFIX };
 }
 
 /** If `name` is a sidecar, the name of the data object it belongs to. */

@@ -5,16 +5,16 @@
  * Owns: turning a table's batches into one durable object (upsert collapse, lake cast, Parquet
  * encoding), the position-based recovery of a crashed attempt's objects, and the table listing.
  * Never commits a position and never reads state: the engine commits after `write` resolves, and
- * tells `recover` what is committed. Never deletes an object it cannot place at or after the
- * committed position: deleting a committed object is data loss, keeping a leftover only a
- * duplicate that readers drop by (primary key, `__pos`).
+ * tells `recover` what is committed. Never deletes an object of another writer, nor one it cannot
+ * place at or after the committed position: deleting a committed object is data loss, keeping a
+ * leftover only a duplicate that readers drop by (primary key, `__pos`).
  *
  * `ObjectRef.rows` from `list` and `recover` is -1: a listing only knows keys and sizes, and
  * reading every footer to count rows would cost a GET per object.
  */
 import { util } from 'apache-arrow';
 import { SinkError } from '../contracts/errors.js';
-import type { ObjectRef, Sink } from '../contracts/sink.js';
+import type { LakeTable, ObjectRef, Sink } from '../contracts/sink.js';
 import type { Position } from '../contracts/source.js';
 import { type Batch, BatchError, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
 import { toLakeRecord } from '../dataplane/lake.js';
@@ -29,6 +29,7 @@ import {
   type ParsedName,
   parseObjectName,
   sidecarTarget,
+  SIDECAR_PREFIX,
   tablePrefix,
 } from './layout.js';
 import type { ObjectStore, StoredObject } from './object-store.js';
@@ -50,6 +51,7 @@ export interface ParquetSinkOptions {
 export const FOOTER_START_POSITION = 'tidemark.start_position';
 export const FOOTER_TABLE = 'tidemark.table';
 export const FOOTER_WRITE_MODE = 'tidemark.write_mode';
+export const FOOTER_WRITER = 'tidemark.writer';
 
 /** A data object of a table with its start position (or best ordering key when unresolved). */
 interface PlacedObject {
@@ -77,11 +79,12 @@ export class ParquetSink implements Sink {
    * returns [].
    */
   async write(
-    table: string,
+    target: LakeTable,
     schema: Schema,
     startPosition: Position,
     batches: readonly Batch[],
   ): Promise<ObjectRef[]> {
+    const { table, writer } = target;
     const live = batches.filter((b) => b.record.numRows > 0);
     if (live.length === 0) return [];
     const writeMode = checkBatches(table, schema, live);
@@ -101,25 +104,28 @@ export class ParquetSink implements Sink {
         [FOOTER_TABLE]: table,
         [FOOTER_START_POSITION]: startPosition,
         [FOOTER_WRITE_MODE]: writeMode,
+        [FOOTER_WRITER]: writer,
       },
     });
-    const { key, sidecarKey } = objectKey(this.prefix, table, startPosition);
+    const { key, sidecarKey } = objectKey(this.prefix, table, writer, startPosition);
     // The sidecar goes first: whenever a shortened object exists, its full position does too.
     if (sidecarKey) await this.store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
     await this.store.put(key, bytes);
-    return [{ uri: this.store.uri(key), bytes: bytes.byteLength, rows }];
+    return [{ uri: this.store.uri(key), bytes: bytes.byteLength, rows, writer, startPosition }];
   }
 
   /**
-   * Deletes the table's objects whose start position is at or after `committed` (plain string
-   * order), and the sidecars that belong to them. Returns the deleted data objects.
+   * Deletes the writer's objects of the table whose start position is at or after `committed`
+   * (plain string order), and the sidecars that belong to them. Other writers' objects are not
+   * even listed. Returns the deleted data objects.
    *
    * @throws SinkError `SINK_SIDECAR_MISSING` when a shortened name can only be placed through its
    *   sidecar and the sidecar is gone or does not match; nothing is deleted then.
    */
-  async recover(table: string, committed: Position): Promise<ObjectRef[]> {
+  async recover(target: LakeTable, committed: Position): Promise<ObjectRef[]> {
+    const { table, writer } = target;
     const dir = tablePrefix(this.prefix, table);
-    const { placed, sidecars } = await this.scan(dir);
+    const { placed, sidecars } = await this.scan(dir, writer);
     const doomed: PlacedObject[] = [];
     for (const p of placed) {
       let cmp = compareNameToPosition(p.parsed, committed);
@@ -154,37 +160,75 @@ export class ParquetSink implements Sink {
       p.parsed.kind === 'hashed' ? [dir + p.parsed.sidecar] : [],
     );
     await this.store.delete([...doomedSidecars, ...orphans]);
-    return doomed.map((p) => this.ref(p.object));
+    return doomed.map((p) => this.ref(p.object, p.parsed));
   }
 
-  /** Lists the table's data objects in start-position order. */
-  async list(table: string): Promise<ObjectRef[]> {
+  /**
+   * Lists the table's data objects: one writer's in start-position order, or every writer's
+   * ordered by writer, then position.
+   */
+  async list(table: string, writer?: string): Promise<ObjectRef[]> {
     const dir = tablePrefix(this.prefix, table);
-    const { placed } = await this.scan(dir);
+    const { placed } = await this.scan(dir, writer);
     const sortKeys = new Map<PlacedObject, string>();
+    const positions = new Map<PlacedObject, string | undefined>();
     for (const p of placed) {
       if (p.parsed.kind === 'plain') {
+        positions.set(p, p.parsed.position);
         sortKeys.set(p, p.parsed.position);
       } else {
         // Best effort without a sidecar: the visible prefix orders it against most names.
         const full = await this.readSidecar(dir, p, table);
+        positions.set(p, full);
         sortKeys.set(p, full ?? `${p.parsed.visible}\uffff${p.parsed.hash}`);
       }
     }
     return [...placed]
-      .sort((a, b) => compareStrings(sortKeys.get(a)!, sortKeys.get(b)!))
-      .map((p) => this.ref(p.object));
+      .sort(
+        (a, b) =>
+          compareStrings(a.parsed.writer, b.parsed.writer) ||
+          compareStrings(sortKeys.get(a)!, sortKeys.get(b)!),
+      )
+      .map((p) => this.ref(p.object, p.parsed, positions.get(p)));
   }
 
-  /** Lists a table folder: its data objects (parsed) and its sidecars by name. */
-  private async scan(dir: string): Promise<{ placed: PlacedObject[]; sidecars: Map<string, StoredObject> }> {
+  /** Deletes every object of the writer in the table, data objects before their sidecars. */
+  async discard(target: LakeTable): Promise<ObjectRef[]> {
+    const dir = tablePrefix(this.prefix, target.table);
+    const { placed, sidecars } = await this.scan(dir, target.writer);
+    await this.store.delete(placed.map((p) => p.object.key));
+    await this.store.delete([...sidecars.values()].map((o) => o.key));
+    return placed.map((p) => this.ref(p.object, p.parsed));
+  }
+
+  /**
+   * Lists a table folder (or, with a writer, only that writer's names in it): the data objects
+   * (parsed) and sidecars by name. Other writers' objects are never returned for a writer.
+   */
+  private async scan(
+    dir: string,
+    writer: string | undefined,
+  ): Promise<{ placed: PlacedObject[]; sidecars: Map<string, StoredObject> }> {
     const placed: PlacedObject[] = [];
     const sidecars = new Map<string, StoredObject>();
-    for (const object of await this.store.list(dir)) {
+    const listing =
+      writer === undefined
+        ? await this.store.list(dir)
+        : // Two listings by key prefix: the writer's data objects, and its sidecars (`_<writer>.`).
+          [
+            ...(await this.store.list(`${dir}${writer}.`)),
+            ...(await this.store.list(`${dir}${SIDECAR_PREFIX}${writer}.`)),
+          ];
+    for (const object of listing) {
       const name = object.key.slice(dir.length);
       const parsed = parseObjectName(name);
-      if (parsed) placed.push({ object, parsed });
-      else if (sidecarTarget(name) !== undefined) sidecars.set(name, object);
+      if (parsed) {
+        if (writer === undefined || parsed.writer === writer) placed.push({ object, parsed });
+        continue;
+      }
+      const data = sidecarTarget(name);
+      if (data !== undefined && (writer === undefined || parseObjectName(data)?.writer === writer))
+        sidecars.set(name, object);
       // Anything else (temp files, foreign objects, sub-folders) is not ours: leave it alone.
     }
     return { placed, sidecars };
@@ -196,12 +240,19 @@ export class ParquetSink implements Sink {
     const bytes = await this.store.get(dir + p.parsed.sidecar);
     if (bytes === undefined) return undefined;
     const full = Buffer.from(bytes).toString('utf8');
-    const expected = objectKey(this.prefix, table, full).key;
+    const expected = objectKey(this.prefix, table, p.parsed.writer, full).key;
     return expected === p.object.key ? full : undefined;
   }
 
-  private ref(object: StoredObject): ObjectRef {
-    return { uri: this.store.uri(object.key), bytes: object.size, rows: -1 };
+  private ref(object: StoredObject, parsed: ParsedName, position?: Position): ObjectRef {
+    const startPosition = parsed.kind === 'plain' ? parsed.position : position;
+    return {
+      uri: this.store.uri(object.key),
+      bytes: object.size,
+      rows: -1,
+      writer: parsed.writer,
+      ...(startPosition !== undefined ? { startPosition } : {}),
+    };
   }
 }
 

@@ -104,7 +104,7 @@ beforeAll(async () => {
     });
     expect(page.page!.record.numRows).toBe(4);
     const sink = openLakeSink({ uri: `file://${scratch}` });
-    const [ref] = await sink.write('golden.mysql_types', schema, incrementalPosPrefix(1), [page.page!]);
+    const [ref] = await sink.write({ table: 'golden.mysql_types', writer: 'test.golden' }, schema, incrementalPosPrefix(1), [page.page!]);
     file = ref!.uri.startsWith('file://') ? fileURLToPath(ref!.uri) : join(scratch, ref!.uri);
   } finally {
     await src.close();

@@ -26,6 +26,11 @@ import { S3ObjectStore } from '../../shared/sink/s3-object-store.js';
 import { s3Client } from '../harness/aws.js';
 import { testServers } from '../harness/servers.js';
 
+/** The writer most tests write as, and a second one sharing the same lake tables. */
+const W = 'test.src';
+const OTHER = 'test-us.src';
+const at = (table: string, writer = W) => ({ table, writer });
+
 const SCHEMA: Schema = {
   columns: [
     { name: 'id', type: { kind: 'int64' }, nullable: false, sourceType: 'bigint' },
@@ -129,7 +134,7 @@ describe.each(STORES)('ParquetSink on $name', (storeCase) => {
       ['i10', 10n],
     ] as const) {
       refs.push(
-        ...(await sink.write(t, SCHEMA, start, [
+        ...(await sink.write(at(t), SCHEMA, start, [
           batchOf(t, [{ id, name: `n${id}`, op: 1, pos: `${start}x` }]),
         ])),
       );
@@ -137,29 +142,29 @@ describe.each(STORES)('ParquetSink on $name', (storeCase) => {
     expect(refs.map((r) => r.rows)).toEqual([1, 1, 1, 1]);
     const listed = await sink.list(t);
     expect(listed.map((r) => r.uri)).toEqual(
-      ['i00', 'i01', 'i02', 'i10'].map((p) => store.uri(objectKey(prefix, t, p).key)),
+      ['i00', 'i01', 'i02', 'i10'].map((p) => store.uri(objectKey(prefix, t, W, p).key)),
     );
     expect(listed.map((r) => r.bytes)).toEqual(
       ['i00', 'i01', 'i02', 'i10'].map(
-        (p) => refs.find((r) => r.uri === store.uri(objectKey(prefix, t, p).key))!.bytes,
+        (p) => refs.find((r) => r.uri === store.uri(objectKey(prefix, t, W, p).key))!.bytes,
       ),
     );
-    const back = await readBack(store, objectKey(prefix, t, 'i02').key);
+    const back = await readBack(store, objectKey(prefix, t, W, 'i02').key);
     expect(back).toEqual({ rows: ['2|n2|u|i02x'], footerStart: 'i02' });
     // Another table with a name that is a prefix of this one does not leak into the listing.
-    await sink.write('public.order', SCHEMA, 'i00', [
+    await sink.write(at('public.order'), SCHEMA, 'i00', [
       batchOf('public.order', [{ id: 9n, name: null, op: 0, pos: 'i00x' }]),
     ]);
     expect(await sink.list(t)).toHaveLength(4);
-    expect(await sink.write(t, SCHEMA, 'i20', [])).toEqual([]);
+    expect(await sink.write(at(t), SCHEMA, 'i20', [])).toEqual([]);
   });
 
   it('overwrites the object of an earlier attempt from the same start position', async () => {
     const { store, prefix } = await storeCase.make();
     const sink = new ParquetSink({ store, prefix, compression: 'snappy' });
     const t = 'public.retry';
-    await sink.write(t, SCHEMA, 'i05', [batchOf(t, [{ id: 1n, name: 'first attempt', op: 1, pos: 'i05a' }])]);
-    const second = await sink.write(t, SCHEMA, 'i05', [
+    await sink.write(at(t), SCHEMA, 'i05', [batchOf(t, [{ id: 1n, name: 'first attempt', op: 1, pos: 'i05a' }])]);
+    const second = await sink.write(at(t), SCHEMA, 'i05', [
       batchOf(t, [
         { id: 1n, name: 'second attempt', op: 1, pos: 'i05a' },
         { id: 2n, name: null, op: 2, pos: 'i05b' },
@@ -168,7 +173,7 @@ describe.each(STORES)('ParquetSink on $name', (storeCase) => {
     const listed = await sink.list(t);
     expect(listed.map((r) => r.uri)).toEqual([second[0]!.uri]);
     expect(listed[0]!.bytes).toBe(second[0]!.bytes);
-    expect((await readBack(store, objectKey(prefix, t, 'i05').key)).rows).toEqual([
+    expect((await readBack(store, objectKey(prefix, t, W, 'i05').key)).rows).toEqual([
       '1|second attempt|u|i05a',
       '2|NULL|d|i05b',
     ]);
@@ -191,32 +196,32 @@ describe.each(STORES)('ParquetSink on $name', (storeCase) => {
       ],
     ];
     const [ref] = await sink.write(
-      t,
+      at(t),
       SCHEMA,
       'p001',
       changes.map((c) => batchOf(t, c, 'upsert')),
     );
     expect(ref!.rows).toBe(3);
-    expect((await readBack(store, objectKey(prefix, t, 'p001').key)).rows).toEqual([
+    expect((await readBack(store, objectKey(prefix, t, W, 'p001').key)).rows).toEqual([
       '1|v3|u|p003',
       '2|gone|d|p005',
       '3|only|u|p006',
     ]);
     const [appended] = await sink.write(
-      t,
+      at(t),
       SCHEMA,
       'p002',
       changes.map((c) => batchOf(t, c, 'append')),
     );
     expect(appended!.rows).toBe(6);
     await expect(
-      sink.write(t, SCHEMA, 'p003', [batchOf(t, changes[0]!, 'upsert'), batchOf(t, changes[1]!, 'append')]),
+      sink.write(at(t), SCHEMA, 'p003', [batchOf(t, changes[0]!, 'upsert'), batchOf(t, changes[1]!, 'append')]),
     ).rejects.toThrow(/mix write modes/);
-    await expect(sink.write(t, SCHEMA, 'p003', [batchOf('public.other', changes[0]!)])).rejects.toThrow(
+    await expect(sink.write(at(t), SCHEMA, 'p003', [batchOf('public.other', changes[0]!)])).rejects.toThrow(
       SinkError,
     );
     const noKey: Schema = { ...SCHEMA, primaryKey: [] };
-    await expect(sink.write(t, noKey, 'p003', [batchOf(t, changes[0]!, 'upsert')])).rejects.toThrow(
+    await expect(sink.write(at(t), noKey, 'p003', [batchOf(t, changes[0]!, 'upsert')])).rejects.toThrow(
       /no primary key/,
     );
   });
@@ -241,33 +246,80 @@ describe.each(STORES)('ParquetSink on $name', (storeCase) => {
         async (starts, other, useExisting) => {
           const t = `public.recover_${run++}`;
           for (const s of starts) {
-            await sink.write(t, SCHEMA, s, [
+            await sink.write(at(t), SCHEMA, s, [
               batchOf(t, [{ id: 1n, name: s.slice(0, 5), op: 1, pos: `${s}0` }]),
             ]);
           }
+          // Another writer of the same lake table (a second pipeline or shard), with objects at
+          // the same and at later positions, and an object named before writers were named.
+          for (const s of [...starts, other || 'z']) {
+            await sink.write(at(t, OTHER), SCHEMA, s, [
+              batchOf(t, [{ id: 2n, name: 'other writer', op: 1, pos: `${s}0` }]),
+            ]);
+          }
           const dir = tablePrefix(prefix, t);
+          const othersBefore = (await store.list(dir)).filter((o) => o.key.includes(`/${OTHER}.`) || o.key.includes(`/_${OTHER}.`));
           await store.put(`${dir}notes.txt`, Buffer.from('not ours'));
           await store.put(`${dir}sub/i00.parquet`, Buffer.from('not ours either'));
+          await store.put(`${dir}i00.parquet`, Buffer.from('a name without a writer'));
           const committed = useExisting ? starts[Math.floor(starts.length / 2)]! : other;
-          const uriOf = (p: string) => store.uri(objectKey(prefix, t, p).key);
-          const removed = await sink.recover(t, committed);
+          const uriOf = (p: string) => store.uri(objectKey(prefix, t, W, p).key);
+          const removed = await sink.recover(at(t), committed);
           const expectRemoved = starts.filter((s) => s >= committed).sort();
           const expectKept = starts.filter((s) => s < committed).sort();
           expect(removed.map((r) => r.uri).sort()).toEqual(expectRemoved.map(uriOf).sort());
-          expect((await sink.list(t)).map((r) => r.uri)).toEqual(expectKept.map(uriOf));
+          expect((await sink.list(t, W)).map((r) => r.uri)).toEqual(expectKept.map(uriOf));
           // Sidecars go with their objects; foreign objects stay.
           const keys = (await store.list(dir)).map((o) => o.key);
-          const sidecars = (ps: string[]) => ps.flatMap((p) => objectKey(prefix, t, p).sidecarKey ?? []);
+          const sidecars = (ps: string[]) => ps.flatMap((p) => objectKey(prefix, t, W, p).sidecarKey ?? []);
           for (const k of sidecars(expectRemoved)) expect(keys).not.toContain(k);
           for (const k of sidecars(expectKept)) expect(keys).toContain(k);
           expect(keys).toContain(`${dir}notes.txt`);
           expect(keys).toContain(`${dir}sub/i00.parquet`);
+          expect(keys).toContain(`${dir}i00.parquet`);
+          // Not one object or sidecar of the other writer was touched.
+          for (const o of othersBefore) expect(keys).toContain(o.key);
           // Recovery is idempotent.
-          expect(await sink.recover(t, committed)).toEqual([]);
+          expect(await sink.recover(at(t), committed)).toEqual([]);
         },
       ),
       { numRuns: storeCase.name.startsWith('s3') ? 25 : 60 },
     );
+  });
+
+  it('two writers share a lake table: each lists, recovers and discards only its own objects', async () => {
+    const { store, prefix } = await storeCase.make();
+    const sink = new ParquetSink({ store, prefix });
+    const t = 'public.sharded';
+    for (const [writer, id] of [
+      [W, 1n],
+      [OTHER, 2n],
+    ] as const) {
+      for (const start of ['i00', 'i01', 'i02']) {
+        await sink.write(at(t, writer), SCHEMA, start, [
+          batchOf(t, [{ id, name: writer, op: 1, pos: `${start}0` }]),
+        ]);
+      }
+    }
+    // Same start positions, two objects each: names carry the writer.
+    expect((await sink.list(t)).map((r) => [r.writer, r.startPosition])).toEqual([
+      [OTHER, 'i00'],
+      [OTHER, 'i01'],
+      [OTHER, 'i02'],
+      [W, 'i00'],
+      [W, 'i01'],
+      [W, 'i02'],
+    ]);
+    const removed = await sink.recover(at(t, W), 'i01');
+    expect(removed.map((r) => r.startPosition)).toEqual(['i01', 'i02']);
+    expect((await sink.list(t, OTHER)).map((r) => r.startPosition)).toEqual(['i00', 'i01', 'i02']);
+    expect((await sink.list(t, W)).map((r) => r.startPosition)).toEqual(['i00']);
+    // A writer whose name is a prefix of another's ("test" vs "test-us") never sees the other's.
+    expect(await sink.list(t, 'test.s')).toEqual([]);
+    const discarded = await sink.discard(at(t, OTHER));
+    expect(discarded).toHaveLength(3);
+    expect((await sink.list(t)).map((r) => [r.writer, r.startPosition])).toEqual([[W, 'i00']]);
+    expect((await readBack(store, objectKey(prefix, t, W, 'i00').key)).rows).toEqual([`1|${W}|u|i000`]);
   });
 
   it('refuses to guess when a shortened name cannot be placed without its sidecar', async () => {
@@ -275,26 +327,26 @@ describe.each(STORES)('ParquetSink on $name', (storeCase) => {
     const sink = new ParquetSink({ store, prefix });
     const t = 'public.long';
     const stem = 'm'.repeat(110);
-    await sink.write(t, SCHEMA, `${stem}a`, [
+    await sink.write(at(t), SCHEMA, `${stem}a`, [
       batchOf(t, [{ id: 1n, name: 'committed', op: 1, pos: `${stem}a0` }]),
     ]);
-    await sink.write(t, SCHEMA, `${stem}c`, [
+    await sink.write(at(t), SCHEMA, `${stem}c`, [
       batchOf(t, [{ id: 2n, name: 'leftover', op: 1, pos: `${stem}c0` }]),
     ]);
-    const { sidecarKey } = objectKey(prefix, t, `${stem}a`);
+    const { sidecarKey } = objectKey(prefix, t, W, `${stem}a`);
     await store.delete([sidecarKey!]);
-    const err = await sink.recover(t, `${stem}b`).catch((e: unknown) => e);
+    const err = await sink.recover(at(t), `${stem}b`).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SinkError);
     expect((err as SinkError).code).toBe('SINK_SIDECAR_MISSING');
     expect(await sink.list(t)).toHaveLength(2);
     // An orphan sidecar (crash between the two PUTs) at/after the committed position goes.
-    const orphan = objectKey(prefix, t, `${stem}z`).sidecarKey!;
+    const orphan = objectKey(prefix, t, W, `${stem}z`).sidecarKey!;
     await store.put(orphan, Buffer.from(`${stem}z`));
     await store.put(sidecarKey!, Buffer.from(`${stem}a`));
-    const removed = await sink.recover(t, `${stem}b`);
-    expect(removed.map((r) => r.uri)).toEqual([store.uri(objectKey(prefix, t, `${stem}c`).key)]);
+    const removed = await sink.recover(at(t), `${stem}b`);
+    expect(removed.map((r) => r.uri)).toEqual([store.uri(objectKey(prefix, t, W, `${stem}c`).key)]);
     expect((await store.list(tablePrefix(prefix, t))).map((o) => o.key)).toEqual(
-      [objectKey(prefix, t, `${stem}a`).key, sidecarKey!].sort(),
+      [objectKey(prefix, t, W, `${stem}a`).key, sidecarKey!].sort(),
     );
   });
 });
@@ -328,19 +380,19 @@ describe('object stores', () => {
   it('openLakeSink picks the store from the lake URI', async () => {
     const dir = await mkdtemp(join(scratch, 'lake-'));
     const sink = openLakeSink({ uri: `file://${dir}` });
-    const [ref] = await sink.write('public.t', SCHEMA, 'i01', [
+    const [ref] = await sink.write(at('public.t'), SCHEMA, 'i01', [
       batchOf('public.t', [{ id: 1n, name: 'x', op: 1, pos: 'i010' }]),
     ]);
-    expect(ref!.uri).toBe(`file://${dir}/public.t/i01.parquet`);
+    expect(ref!.uri).toBe(`file://${dir}/public.t/${W}.i01.parquet`);
     const s3 = openLakeSink({
       uri: `s3://${testServers().s3Bucket}/via-uri-${randomUUID()}`,
       client: s3Client(),
     });
-    const [s3ref] = await s3.write('public.t', SCHEMA, 'i01', [
+    const [s3ref] = await s3.write(at('public.t'), SCHEMA, 'i01', [
       batchOf('public.t', [{ id: 1n, name: 'x', op: 1, pos: 'i010' }]),
     ]);
     expect(s3ref!.uri).toMatch(
-      new RegExp(`^s3://${testServers().s3Bucket}/via-uri-[0-9a-f-]+/public\\.t/i01\\.parquet$`),
+      new RegExp(`^s3://${testServers().s3Bucket}/via-uri-[0-9a-f-]+/public\\.t/test\\.src\\.i01\\.parquet$`),
     );
     expect(() => openLakeSink({ uri: 'gs://bucket' })).toThrow(/neither/);
   });

@@ -25,6 +25,7 @@ const crashing =
           },
           recover: pipeline.sink.recover.bind(pipeline.sink),
           list: pipeline.sink.list.bind(pipeline.sink),
+          discard: pipeline.sink.discard.bind(pipeline.sink),
         },
       }
     : pipeline;

@@ -4,7 +4,8 @@
  * fixture owns its dialect's SQL (including the few expressions the scenarios build: `ts`,
  * `plus`, `now`); the scenarios own the assertions.
  */
-import { mkdtempSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
@@ -17,6 +18,8 @@ import { openPipeline } from '../../../shared/pipeline/open.js';
 import { type RunTableOptions, runTable } from '../../../shared/pipeline/run-table.js';
 import { freshMysqlDatabase } from '../../harness/mysql.js';
 import { type FreshDatabase, freshPgDatabase } from '../../harness/pg.js';
+
+const BIN = join(import.meta.dirname, '..', '..', '..', 'bin', 'tidemark.js');
 
 /** One row of the test table as both sides compare it. */
 export interface TestRow {
@@ -34,16 +37,19 @@ export interface SourceFixture {
   exec(sql: string): Promise<void>;
   /** Creates the test table: id bigint pk, v int, note text, updated_at (micro precision, indexed). */
   createTable(name?: string): Promise<void>;
-  /** Inserts ids [from, to) with updated_at = the given SQL expression (over the id, named `g`). */
-  insertRange(from: number, to: number, updatedAtSql: string): Promise<void>;
+  /**
+   * Inserts ids [from, to) with updated_at = the given SQL expression (over the id, named `g`),
+   * into the test table or `name`.
+   */
+  insertRange(from: number, to: number, updatedAtSql: string, name?: string): Promise<void>;
   /** A timestamp literal, e.g. `ts('2024-01-01 00:00:00.123456')`. */
   ts(text: string): string;
   /** `expr` plus `count` (an SQL integer expression, e.g. `g` or `-1`) units. */
   plus(expr: string, count: string, unit: 'microsecond' | 'millisecond' | 'second' | 'hour'): string;
   /** The current time at microsecond precision, as a writer's default would take it. */
   readonly now: string;
-  /** The table's rows, ordered by id. */
-  rows(): Promise<TestRow[]>;
+  /** The test table's (or `name`'s) rows, ordered by id. */
+  rows(name?: string): Promise<TestRow[]>;
   /** A login that may SELECT the test table but cannot see other sessions' transactions. */
   limitedUserUrl(): Promise<string>;
   /** The same server with a wrong password / an unreachable port. */
@@ -71,14 +77,14 @@ export async function postgresFixture(prefix: string): Promise<SourceFixture> {
       await sql.unsafe(`CREATE TABLE ${name} (id bigint PRIMARY KEY, v int NOT NULL, note text, updated_at timestamptz NOT NULL);
                         CREATE INDEX ON ${name} (updated_at, id);`);
     },
-    async insertRange(from, to, updatedAtSql) {
+    async insertRange(from, to, updatedAtSql, name = table) {
       await sql.unsafe(
-        `INSERT INTO ${table} SELECT g, g % 1000, 'note ' || g, ${updatedAtSql} FROM generate_series(${from}, ${to - 1}) g`,
+        `INSERT INTO ${name} SELECT g, g % 1000, 'note ' || g, ${updatedAtSql} FROM generate_series(${from}, ${to - 1}) g`,
       );
     },
-    async rows() {
+    async rows(name = table) {
       const r = await sql.unsafe<{ pk: string; v: number; u: string }[]>(
-        `SELECT id::text AS pk, v, (extract(epoch FROM updated_at) * 1000000)::bigint::text AS u FROM ${table} ORDER BY id`,
+        `SELECT id::text AS pk, v, (extract(epoch FROM updated_at) * 1000000)::bigint::text AS u FROM ${name} ORDER BY id`,
       );
       return r.map((x) => ({ id: x.pk, v: x.v, updatedAt: x.u }));
     },
@@ -177,16 +183,16 @@ export async function mysqlFixture(prefix: string): Promise<SourceFixture> {
         `CREATE TABLE ${name} (id BIGINT PRIMARY KEY, v INT NOT NULL, note TEXT, updated_at DATETIME(6) NOT NULL, INDEX (updated_at, id))`,
       );
     },
-    async insertRange(from, to, updatedAtSql) {
+    async insertRange(from, to, updatedAtSql, name = table) {
       await conn.query(
-        `INSERT INTO ${table} (id, v, note, updated_at) SELECT g, g % 1000, CONCAT('note ', g), ${updatedAtSql} FROM (${mysqlSeries(from, to)}) AS s`,
+        `INSERT INTO ${name} (id, v, note, updated_at) SELECT g, g % 1000, CONCAT('note ', g), ${updatedAtSql} FROM (${mysqlSeries(from, to)}) AS s`,
       );
     },
-    async rows() {
+    async rows(name = table) {
       // DATETIME is a wall clock: the difference to the epoch's wall clock is exact in any time zone.
       const [r] = await conn.query(
         `SELECT CAST(id AS CHAR) AS pk, v, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', updated_at) AS CHAR) AS u
-         FROM ${table} ORDER BY id`,
+         FROM ${name} ORDER BY id`,
       );
       return (r as { pk: string; v: number; u: string }[]).map((x) => ({ id: x.pk, v: x.v, updatedAt: x.u }));
     },
@@ -219,20 +225,26 @@ export function localSpec(
     writeMode: 'append' | 'upsert';
     cursor: string;
     table: string;
+    target: string;
+    pipeline: string;
+    /** Share another spec's lake (`spec.lake.uri`) instead of a fresh one. */
+    lakeUri: string;
   }> = {},
   url = fx.url,
 ): { spec: Spec; dir: string; lakeDir: string } {
   const dir = mkdtempSync(join(tmpdir(), 'tidemark-inc-'));
-  const lakeDir = join(dir, 'lake');
+  const lakeUri = table.lakeUri ?? `file://${join(dir, 'lake')}`;
+  const lakeDir = lakeUri.slice('file://'.length);
   const spec = parseSpec({
-    pipeline: 'test',
+    pipeline: table.pipeline ?? 'test',
     sources: { db: { kind: fx.kind, url, connectTimeoutSeconds: 3 } },
     state: { dir: join(dir, 'state') },
-    lake: { uri: `file://${lakeDir}` },
+    lake: { uri: lakeUri },
     tables: [
       {
         source: 'db',
         table: table.table ?? fx.table,
+        ...(table.target ? { target: table.target } : {}),
         mode: 'incremental',
         cursor: table.cursor ?? 'updated_at',
         writeMode: table.writeMode ?? 'append',
@@ -243,6 +255,28 @@ export function localSpec(
     ],
   });
   return { spec, dir, lakeDir };
+}
+
+/** Runs the real `tidemark` bin with `-c <spec file>` (written into `dir`) and `args`. */
+export function runCli(
+  dir: string,
+  spec: Spec,
+  args: string[],
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const specFile = join(dir, 'tidemark.json');
+  writeFileSync(specFile, JSON.stringify(spec));
+  const [cmd, ...rest] = args;
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [BIN, cmd!, '-c', specFile, ...rest],
+      { cwd: dir, encoding: 'utf8', timeout: 120_000 },
+      (error, stdout, stderr) => {
+        if (error && typeof error.code !== 'number') reject(error);
+        else resolve({ code: error ? (error.code as number) : 0, stdout, stderr });
+      },
+    );
+  });
 }
 
 /** Runs the spec's first table once through the same path as the CLI and the Lambda. */

@@ -4,18 +4,19 @@
  * the Lambda deadline, and bad input. Each scenario uses its own table and temp dirs.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleHandler } from '../../../functions/bundle.js';
 import { invokeLocal } from '../../../functions/cli/invoke.js';
+import type { TidemarkError } from '../../../shared/contracts/errors.js';
 import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
 import { incrementalPosPrefix } from '../../../shared/position/position.js';
 import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
-import { lakeRows, latest, localSpec, runOnce, type SourceFixture } from './fixture.js';
+import { lakeRows, latest, localSpec, runCli, runOnce, type SourceFixture } from './fixture.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 
@@ -146,6 +147,13 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         await new Promise((r) => setTimeout(r, 1600)); // the killed worker's lease expires
       }
       expect(killedAfterWrite).toBeGreaterThan(5);
+      // One more kill right after a lake write, recorded: the next run must remove exactly that
+      // attempt's object (its own leftover) before it writes anything.
+      await fx.insertRange(200_000, 200_050, fx.plus(fx.ts('2024-04-01 00:00:00'), 'g', 'microsecond'));
+      expect(await crashWorker(spec, 'after-write', 1, 0)).toBe('SIGKILL');
+      await new Promise((r) => setTimeout(r, 1600));
+      const recovering = await runOnce(spec);
+      expect(recovering.recovered).toBe(1);
       // A clean run recovers and catches up.
       await syncAll(spec);
       const lake = await lakeRows(lakeDir, target);
@@ -158,8 +166,109 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       const state = (await store.load(incrementalStateKey(spec.pipeline, target))).value as { seq: number };
       const names = readdirSync(join(lakeDir, target)).filter((f) => f.endsWith('.parquet'));
       expect(names.length).toBe(state.seq);
-      for (const n of names) expect(n < `${incrementalPosPrefix(state.seq)}`).toBe(true);
+      for (const n of names) expect(n < `test.db.${incrementalPosPrefix(state.seq)}`).toBe(true);
       expect(dir).toBeTruthy();
+    });
+
+    it('two pipelines share a lake table: each run leaves the other writer\'s rows in place', async () => {
+      // Two shards of one logical table, synced by two pipelines into ONE lake table.
+      const eu = `${fx.table}_eu`;
+      const us = `${fx.table}_us`;
+      for (const [t, from] of [
+        [eu, 1],
+        [us, 1_000_001],
+      ] as const) {
+        await fx.exec(`DROP TABLE IF EXISTS ${t}`);
+        await fx.createTable(t);
+        await fx.insertRange(from, from + 3000, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'millisecond'), t);
+      }
+      const target = 'shared.orders';
+      const euSpec = localSpec(fx, { pageSize: 700, table: eu, target, pipeline: 'shop-eu' });
+      const lakeUri = euSpec.spec.lake.uri;
+      const usSpec = localSpec(fx, { pageSize: 700, table: us, target, pipeline: 'shop-us', lakeUri });
+      await syncAll(euSpec.spec);
+      expect((await lakeRows(euSpec.lakeDir, target)).length).toBe(3000);
+      // The us pipeline's very first attempt crashes right after its first object is durable: no
+      // page committed yet, so only the initial state (committed before any write) tells this
+      // leftover from a lost state...
+      expect(await crashWorker(usSpec.spec, 'after-write', 1, 0)).toBe('SIGKILL');
+      await new Promise((r) => setTimeout(r, 1600));
+      // ...which its next run removes, and only that one: every eu object is another writer's.
+      const first = await runOnce(usSpec.spec);
+      expect(first.recovered).toBe(1);
+      await syncAll(usSpec.spec);
+      await syncAll(euSpec.spec);
+      const lake = await lakeRows(euSpec.lakeDir, target);
+      const euRows = lake.filter((r) => Number(r.id) < 1_000_001);
+      const usRows = lake.filter((r) => Number(r.id) >= 1_000_001);
+      expect(euRows.length).toBe(3000);
+      expect(latest(usRows)).toEqual(await fx.rows(us));
+      expect(latest(lake)).toEqual([...(await fx.rows(eu)), ...(await fx.rows(us))]);
+      for (const t of [eu, us]) await fx.exec(`DROP TABLE IF EXISTS ${t}`);
+    });
+
+    it('a run whose state is gone (or older than the lake) stops and deletes nothing; reset says what it does', async () => {
+      await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+      await fx.createTable();
+      await fx.insertRange(1, 3001, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'millisecond'));
+      const { spec, dir, lakeDir } = localSpec(fx, { pageSize: 500 });
+      const target = spec.tables[0]!.table;
+      const key = incrementalStateKey(spec.pipeline, target);
+      await syncAll(spec);
+      const objects = () => readdirSync(join(lakeDir, target)).filter((f) => f.endsWith('.parquet')).sort();
+      const before = objects();
+      expect(before.length).toBe(6);
+      const stateFiles = readdirSync(spec.state.dir!);
+      const saved = new Map(stateFiles.map((f) => [f, readFileSync(join(spec.state.dir!, f))]));
+      // An old backup: the state after the first 2 pages.
+      const store = new FileCursorStore(spec.state.dir!);
+      const rec = await store.load(key);
+      const old = { ...(rec.value as Record<string, unknown>), seq: 2 };
+
+      // 1. The state is gone (state dir deleted): the run stops, names both facts, deletes nothing.
+      rmSync(spec.state.dir!, { recursive: true, force: true });
+      const lost = await runOnce(spec).catch((e: unknown) => e as TidemarkError);
+      expect(lost).toMatchObject({ code: 'STATE_MISSING' });
+      expect(String((lost as Error).message)).toMatch(/no state under inc#test#.*6 object\(s\).*--keep-objects.*--delete-objects/);
+      expect(objects()).toEqual(before);
+      expect(await store.load(key)).toMatchObject({ version: 0, value: undefined });
+
+      // 2. The state is older than the lake (restored from a backup): the same stop.
+      const restored = await store.acquire(key, 'restore', 60_000);
+      await store.commit(key, { owner: 'restore', expectedVersion: restored.version, value: old });
+      await store.release(key, 'restore');
+      const behind = await runOnce(spec).catch((e: unknown) => e as TidemarkError);
+      expect(behind).toMatchObject({ code: 'STATE_BEHIND_LAKE' });
+      expect(objects()).toEqual(before);
+
+      // 3. Re-sync on purpose, keeping the objects: the run writes after them; nothing is lost.
+      const cli = (...args: string[]) => runCli(dir, spec, args);
+      const keep = await cli('reset', '--table', target, '--keep-objects');
+      expect(keep.code).toBe(0);
+      expect(keep.stdout).toMatch(/keeps 6 object\(s\).*next run re-reads the table from the start/);
+      await fx.exec(`DELETE FROM ${fx.table} WHERE id <= 10`);
+      await syncAll(spec);
+      const kept = objects();
+      expect(kept.slice(0, 6)).toEqual(before);
+      expect(kept.length).toBe(12);
+      const lake = await lakeRows(lakeDir, target);
+      // Rows deleted at the source keep their old versions (incremental never sees deletes).
+      expect(latest(lake).filter((r) => Number(r.id) > 10)).toEqual(await fx.rows());
+
+      // 4. Re-sync from scratch: with the state gone, --delete-objects deletes this writer's
+      //    objects (and says how many) before the next run starts over.
+      rmSync(spec.state.dir!, { recursive: true, force: true });
+      const plain = await cli('reset', '--table', target);
+      expect(plain.code).not.toBe(0);
+      expect(plain.stderr).toMatch(/STATE_MISSING|no state/);
+      expect(objects().length).toBe(12);
+      const del = await cli('reset', '--table', target, '--delete-objects');
+      expect(del.code).toBe(0);
+      expect(del.stdout).toMatch(/deleted 12 object\(s\)/);
+      expect(objects()).toEqual([]);
+      await syncAll(spec);
+      expect(latest(await lakeRows(lakeDir, target))).toEqual(await fx.rows());
+      expect(saved.size).toBeGreaterThan(0);
     });
 
     it('stops a Lambda given 3 s before its deadline, commits, and the next run continues', async () => {
