@@ -66,7 +66,9 @@ export async function runDemo(): Promise<void> {
              jsonb_build_object('big', 9007199254740993 + g, 'tag', 'seed')
       FROM generate_series(1, ${SEED_ROWS}) g;
     `);
-    line(`  created shop.orders with ${SEED_ROWS.toLocaleString('en-US')} rows; a writer now inserts and updates rows continuously`);
+    line(
+      `  created shop.orders with ${SEED_ROWS.toLocaleString('en-US')} rows; a writer now inserts and updates rows continuously`,
+    );
 
     // The writer: new orders and status changes, like an application would make.
     writer = (async () => {
@@ -138,10 +140,14 @@ export async function runDemo(): Promise<void> {
     const conn = await db.connect();
     const reader = await conn.runAndReadAll(query);
     const [orders, lakeShipped] = reader.getRows()[0]!.map((v) => String(v));
-    const versions = (await conn.runAndReadAll(`SELECT count(*) FROM read_parquet('${lakeDir}/shop.orders/*.parquet')`)).getRows()[0]![0];
+    const versions = (
+      await conn.runAndReadAll(`SELECT count(*) FROM read_parquet('${lakeDir}/shop.orders/*.parquet')`)
+    ).getRows()[0]![0];
     conn.closeSync();
     line('');
-    line(`  synced ${total.toLocaleString('en-US')} row versions (${String(versions)} in the lake) in ${RUNS} runs`);
+    line(
+      `  synced ${total.toLocaleString('en-US')} row versions (${String(versions)} in the lake) in ${RUNS} runs`,
+    );
     line('  latest version of each row in the lake, read with DuckDB:');
     line(query.replace(/^\n/, '').replace(/\n\s*$/, ''));
     line(`  lake:   ${orders} orders, ${lakeShipped} shipped`);
@@ -149,7 +155,9 @@ export async function runDemo(): Promise<void> {
     const ok = orders === sourceRows && lakeShipped === shipped;
     line(ok ? '  the lake matches the table.' : '  MISMATCH between lake and table');
     line(`  Parquet files are in ${lakeDir}`);
-    line('  next: npx tidemark status -c .tidemark/demo/tidemark.json   (then write your own spec: tidemark.example.yaml)');
+    line(
+      '  next: npx tidemark status -c .tidemark/demo/tidemark.json   (then write your own spec: tidemark.example.yaml)',
+    );
     if (!ok) process.exitCode = 1;
   } finally {
     stop = true;

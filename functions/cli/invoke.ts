@@ -56,7 +56,9 @@ Promise.resolve(handler(JSON.parse(process.env.TM_EVENT), context)).then(
 
 export async function invokeLocal(opts: InvokeOptions): Promise<InvokeResult> {
   const dir = opts.bundleDir ?? mkdtempSync(join(tmpdir(), 'tidemark-invoke-'));
-  const bundle = opts.bundleDir ? { entry: join(dir, 'index.js') } : await bundleHandler(opts.handler, dir, opts.specFile);
+  const bundle = opts.bundleDir
+    ? { entry: join(dir, 'index.js') }
+    : await bundleHandler(opts.handler, dir, opts.specFile);
   const runner = join(dir, 'runner.cjs');
   writeFileSync(runner, RUNNER);
   const started = Date.now();

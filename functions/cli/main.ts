@@ -1,21 +1,17 @@
 /**
  * The `tidemark` command line: validate a spec, run tables locally until caught up, invoke the
  * BUNDLED Lambda handler in a fresh process (our `sam local invoke`), show status, reset a table,
- * and the embedded demo behind `npm start`.
+ * and the embedded demo behind `npm start`. One file per command in commands/.
  *
  * A thin shell over shared/: parse arguments, call, print. Exit 0 on success; on error one line
  * `tidemark: <reason>` on stderr and exit 1 (2 for usage errors).
  */
-import { parseArgs } from 'node:util';
-import { findTable, loadSpecFile, redactSpec, type Spec, tableTarget } from '../../shared/config/spec.js';
-import { TidemarkError } from '../../shared/contracts/errors.js';
-import { resetIncremental } from '../../shared/engine/incremental-reset.js';
-import { incrementalStateKey } from '../../shared/engine/incremental-run.js';
-import { parseIncrementalState } from '../../shared/engine/incremental-state.js';
-import { createLogger } from '../../shared/observability/log.js';
-import { openPipeline } from '../../shared/pipeline/open.js';
-import { defaultOwner, runTable } from '../../shared/pipeline/run-table.js';
-import { writerId } from '../../shared/sink/layout.js';
+import { oneLine, UsageError } from './args.js';
+import { cmdInvoke } from './commands/invoke.js';
+import { cmdReset } from './commands/reset.js';
+import { cmdRun } from './commands/run.js';
+import { cmdStatus } from './commands/status.js';
+import { cmdValidate } from './commands/validate.js';
 
 const USAGE = `usage: tidemark <command> [options]
 
@@ -33,169 +29,6 @@ commands:
                                         (write after them) or delete them first
   demo                                  embedded Postgres -> Parquet demo (npm start)
 `;
-
-class UsageError extends Error {}
-
-function specArg(values: { config?: string | undefined }): Spec {
-  if (!values.config) throw new UsageError('missing -c FILE (the pipeline spec)');
-  return loadSpecFile(values.config);
-}
-
-async function cmdValidate(argv: string[]): Promise<void> {
-  const { values } = parseArgs({ args: argv, options: { config: { type: 'string', short: 'c' } } });
-  const spec = specArg(values);
-  console.log(JSON.stringify(redactSpec(spec), null, 2));
-  console.log(`ok: pipeline ${spec.pipeline}, ${spec.tables.length} table(s)`);
-}
-
-async function cmdRun(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      config: { type: 'string', short: 'c' },
-      table: { type: 'string', short: 't' },
-      'max-pages': { type: 'string' },
-      json: { type: 'boolean' },
-    },
-  });
-  const spec = specArg(values);
-  const tables = values.table ? [findTable(spec, values.table)] : spec.tables;
-  const tty = !values.json && Boolean(process.stderr.isTTY);
-  const logger = createLogger({ json: values.json ?? !tty });
-  const pipeline = await openPipeline(spec);
-  let failed = 0;
-  try {
-    for (const t of tables) {
-      try {
-        const s = await runTable(spec, t, pipeline, {
-          logger,
-          progressTty: tty,
-          ...(values['max-pages'] ? { maxPages: Number(values['max-pages']) } : {}),
-        });
-        if (s.status === 'lease-held') {
-          console.log(`${s.table}: skipped, another run holds the lease`);
-        } else {
-          const rate = s.durationMs > 0 ? Math.round((s.rows / s.durationMs) * 1000) : 0;
-          console.log(
-            `${s.table}: ${s.rows} rows in ${s.pages} page(s), ${(s.bytes / 1e6).toFixed(2)} MB, ${(s.durationMs / 1000).toFixed(1)} s (${rate} rows/s)${s.more ? ', more pending' : ', caught up'}`,
-          );
-        }
-      } catch (e) {
-        failed += 1;
-        console.error(`tidemark: ${tableTarget(t)}: ${oneLine(e)}`);
-      }
-    }
-  } finally {
-    await pipeline.close();
-  }
-  if (failed > 0) process.exitCode = 1;
-}
-
-async function cmdInvoke(argv: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      config: { type: 'string', short: 'c' },
-      table: { type: 'string', short: 't' },
-      timeout: { type: 'string' },
-    },
-  });
-  if (positionals[0] !== 'incremental') throw new UsageError('invoke takes a handler name: invoke incremental ...');
-  if (!values.config) throw new UsageError('missing -c FILE (the pipeline spec)');
-  if (!values.table) throw new UsageError('missing --table T');
-  const spec = loadSpecFile(values.config);
-  findTable(spec, values.table);
-  const { invokeLocal } = await import('./invoke.js');
-  const out = await invokeLocal({
-    handler: 'incremental',
-    specFile: values.config,
-    event: { table: values.table, pipeline: spec.pipeline },
-    timeoutMs: Number(values.timeout ?? 900) * 1000,
-  });
-  console.log(JSON.stringify(out.response, null, 2));
-  if (out.error) throw new TidemarkError('INVOKE_FAILED', out.error);
-}
-
-async function cmdStatus(argv: string[]): Promise<void> {
-  const { values } = parseArgs({ args: argv, options: { config: { type: 'string', short: 'c' } } });
-  const spec = specArg(values);
-  const pipeline = await openPipeline(spec, { sourcesLazy: true });
-  try {
-    const rows = [];
-    for (const t of spec.tables) {
-      const rec = await pipeline.store.load(incrementalStateKey(spec.pipeline, tableTarget(t)));
-      const st = parseIncrementalState(rec.value, t.cursor);
-      const lease = rec.lease && rec.lease.expiresAt > Date.now() ? `held by ${rec.lease.owner}` : 'free';
-      rows.push({
-        table: tableTarget(t),
-        cursor: st.cursorText ?? (st.cursor || '(start)'),
-        pages: st.seq,
-        rows: st.rowsTotal,
-        lastCommit: st.lastCommitAt ?? 'never',
-        lagSeconds: st.lastCommitAt ? Math.round((Date.now() - Date.parse(st.lastCommitAt)) / 1000) : null,
-        lease,
-      });
-    }
-    console.table(rows);
-  } finally {
-    await pipeline.close();
-  }
-}
-
-async function cmdReset(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      config: { type: 'string', short: 'c' },
-      table: { type: 'string', short: 't' },
-      'keep-objects': { type: 'boolean' },
-      'delete-objects': { type: 'boolean' },
-    },
-  });
-  const spec = specArg(values);
-  if (!values.table) throw new UsageError('missing --table T');
-  if (values['keep-objects'] && values['delete-objects'])
-    throw new UsageError('give at most one of --keep-objects and --delete-objects');
-  const t = findTable(spec, values.table);
-  const target = tableTarget(t);
-  const writer = writerId(spec.pipeline, t.source);
-  const pipeline = await openPipeline(spec, { sourcesLazy: true });
-  try {
-    const r = await resetIncremental({
-      key: incrementalStateKey(spec.pipeline, target),
-      lake: { table: target, writer },
-      cursorColumn: t.cursor,
-      store: pipeline.store,
-      sink: pipeline.sink,
-      owner: defaultOwner(),
-      ...(values['keep-objects'] ? { objects: 'keep' as const } : {}),
-      ...(values['delete-objects'] ? { objects: 'delete' as const } : {}),
-    });
-    const mb = (refs: readonly { bytes: number }[]) => (refs.reduce((n, o) => n + o.bytes, 0) / 1e6).toFixed(1);
-    const where = `${spec.lake.uri.replace(/\/+$/, '')}/${target}/`;
-    if (r.deleted.length > 0 || values['delete-objects']) {
-      console.log(
-        `${target}: deleted ${r.deleted.length} object(s) (${mb(r.deleted)} MB) of writer ${writer} under ${where}; other writers' objects were not touched; the next run resyncs from the start`,
-      );
-    } else if (values['keep-objects']) {
-      console.log(
-        `${target}: cursor reset; keeps ${r.kept.length} object(s) (${mb(r.kept)} MB) of writer ${writer} under ${where}; the next run re-reads the table from the start and writes after them (from page ${r.nextSeq}); readers pick the newest version of each row by __pos, and rows deleted at the source keep their last version`,
-      );
-    } else {
-      console.log(
-        `${target}: cursor reset; the next run resyncs from the start (positions continue at page ${r.nextSeq}; the ${r.kept.length} existing object(s) stay)`,
-      );
-    }
-  } finally {
-    await pipeline.close();
-  }
-}
-
-function oneLine(e: unknown): string {
-  if (e instanceof Error) return e.message.split('\n')[0] ?? e.name;
-  return String(e);
-}
 
 async function main(argv: string[]): Promise<void> {
   const [cmd, ...rest] = argv;

@@ -1,0 +1,62 @@
+/**
+ * `tidemark reset`: forgets a table's cursor; with a state that does not cover the lake, does
+ * what the operator says to this writer's objects (shared/engine/incremental-reset.ts).
+ */
+import { parseArgs } from 'node:util';
+import { findTable, tableTarget } from '../../../shared/config/spec.js';
+import { resetIncremental } from '../../../shared/engine/incremental-reset.js';
+import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
+import { openPipeline } from '../../../shared/pipeline/open.js';
+import { defaultOwner } from '../../../shared/pipeline/run-table.js';
+import { writerId } from '../../../shared/sink/layout.js';
+import { specArg, UsageError } from '../args.js';
+
+export async function cmdReset(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      config: { type: 'string', short: 'c' },
+      table: { type: 'string', short: 't' },
+      'keep-objects': { type: 'boolean' },
+      'delete-objects': { type: 'boolean' },
+    },
+  });
+  const spec = specArg(values);
+  if (!values.table) throw new UsageError('missing --table T');
+  if (values['keep-objects'] && values['delete-objects'])
+    throw new UsageError('give at most one of --keep-objects and --delete-objects');
+  const t = findTable(spec, values.table);
+  const target = tableTarget(t);
+  const writer = writerId(spec.pipeline, t.source);
+  const pipeline = await openPipeline(spec, { sourcesLazy: true });
+  try {
+    const r = await resetIncremental({
+      key: incrementalStateKey(spec.pipeline, target),
+      lake: { table: target, writer },
+      cursorColumn: t.cursor,
+      store: pipeline.store,
+      sink: pipeline.sink,
+      owner: defaultOwner(),
+      ...(values['keep-objects'] ? { objects: 'keep' as const } : {}),
+      ...(values['delete-objects'] ? { objects: 'delete' as const } : {}),
+    });
+    const mb = (refs: readonly { bytes: number }[]) =>
+      (refs.reduce((n, o) => n + o.bytes, 0) / 1e6).toFixed(1);
+    const where = `${spec.lake.uri.replace(/\/+$/, '')}/${target}/`;
+    if (r.deleted.length > 0 || values['delete-objects']) {
+      console.log(
+        `${target}: deleted ${r.deleted.length} object(s) (${mb(r.deleted)} MB) of writer ${writer} under ${where}; other writers' objects were not touched; the next run resyncs from the start`,
+      );
+    } else if (values['keep-objects']) {
+      console.log(
+        `${target}: cursor reset; keeps ${r.kept.length} object(s) (${mb(r.kept)} MB) of writer ${writer} under ${where}; the next run re-reads the table from the start and writes after them (from page ${r.nextSeq}); readers pick the newest version of each row by __pos, and rows deleted at the source keep their last version`,
+      );
+    } else {
+      console.log(
+        `${target}: cursor reset; the next run resyncs from the start (positions continue at page ${r.nextSeq}; the ${r.kept.length} existing object(s) stay)`,
+      );
+    }
+  } finally {
+    await pipeline.close();
+  }
+}
