@@ -3,6 +3,7 @@
  * one-line rendering of an error.
  */
 import { loadSpecFile, type Spec } from '../../shared/config/spec.js';
+import { ConfigError } from '../../shared/contracts/errors.js';
 
 /** A wrong command line: main prints it with the usage text and exits 2. */
 export class UsageError extends Error {}
@@ -13,8 +14,12 @@ export function specArg(values: { config?: string | undefined }): Spec {
   return loadSpecFile(values.config);
 }
 
-/** The first line of an error's message: what the CLI prints after `tidemark: `. */
+/**
+ * What the CLI prints after `tidemark: `: the first line of an error's message, or, for a spec
+ * with several problems, the count line and one line per problem (fix them all in one go).
+ */
 export function oneLine(e: unknown): string {
+  if (e instanceof ConfigError && e.problems.length > 1) return e.message;
   if (e instanceof Error) return e.message.split('\n')[0] ?? e.name;
   return String(e);
 }

@@ -6,6 +6,10 @@
  * A thin shell over shared/: parse arguments, call, print. Exit 0 on success; on error one line
  * `tidemark: <reason>` on stderr and exit 1 (2 for usage errors).
  */
+// The AWS SDK's Node 20 deprecation banner (8 lines on stderr at the first client) is for SDK
+// maintainers' users, not ours: tidemark's Lambda runs Node 22, and the CLI supports Node 20.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
 import { oneLine, UsageError } from './args.js';
 import { cmdInvoke } from './commands/invoke.js';
 import { cmdReset } from './commands/reset.js';

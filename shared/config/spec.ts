@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { ConfigError } from '../contracts/errors.js';
+import { ConfigError, type ConfigProblem } from '../contracts/errors.js';
 
 const identifier = z
   .string()
@@ -157,34 +157,35 @@ function interpolate(value: unknown, path: string, env: NodeJS.ProcessEnv): unkn
 
 /**
  * Validates a raw (already YAML/JSON-parsed) spec. `baseDir` resolves relative `file://` lake
- * URIs and state dirs. Throws ConfigError naming the first wrong field and the fix.
+ * URIs and state dirs. Throws one ConfigError listing every wrong field and its fix.
  */
 export function parseSpec(raw: unknown, opts: { baseDir?: string; env?: NodeJS.ProcessEnv } = {}): Spec {
   const env = opts.env ?? process.env;
   const result = specSchema.safeParse(interpolate(raw, '', env));
   if (!result.success) {
-    const issues = result.error.issues;
-    const first = issues[0]!;
-    const more = issues.length > 1 ? ` (and ${issues.length - 1} more problem(s))` : '';
-    throw new ConfigError(issuePath(first.path) || '(spec)', explainIssue(first) + more);
+    const problems = result.error.issues.map((i) => ({ path: issuePath(i.path) || '(spec)', message: explainIssue(i) }));
+    throwProblems(problems);
+    throw new ConfigError('(spec)', 'is not valid');
   }
   const spec = result.data;
+  const problems: ConfigProblem[] = [];
+  const known = Object.keys(spec.sources).join(', ');
   spec.tables.forEach((t, i) => {
     if (!spec.sources[t.source]) {
-      const known = Object.keys(spec.sources).join(', ');
-      throw new ConfigError(
-        `tables[${i}].source`,
-        `names source "${t.source}", which is not under "sources" (known: ${known})`,
-      );
+      problems.push({
+        path: `tables[${i}].source`,
+        message: `names source "${t.source}", which is not under "sources" (known: ${known})`,
+      });
     }
   });
   const targets = new Set<string>();
   spec.tables.forEach((t, i) => {
     const target = tableTarget(t);
     if (targets.has(target))
-      throw new ConfigError(`tables[${i}].target`, `two tables write to lake table "${target}"`);
+      problems.push({ path: `tables[${i}].target`, message: `two tables write to lake table "${target}"` });
     targets.add(target);
   });
+  throwProblems(problems);
   const baseDir = opts.baseDir ?? process.cwd();
   if (spec.lake.uri.startsWith('file://')) {
     const p = spec.lake.uri.slice('file://'.length);
@@ -192,6 +193,12 @@ export function parseSpec(raw: unknown, opts: { baseDir?: string; env?: NodeJS.P
   }
   if (spec.state.dir && !isAbsolute(spec.state.dir)) spec.state.dir = resolve(baseDir, spec.state.dir);
   return spec;
+}
+
+/** Throws one ConfigError listing every problem (none: returns). */
+function throwProblems(problems: readonly ConfigProblem[]): void {
+  const [first, ...more] = problems;
+  if (first) throw new ConfigError(first.path, first.message, { more });
 }
 
 /** Reads and validates a YAML (or JSON) spec file. */

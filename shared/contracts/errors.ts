@@ -17,15 +17,35 @@ export class TidemarkError extends Error {
   }
 }
 
-/** The pipeline spec or a CLI argument is wrong. `path` names the offending field. */
+/** One wrong field of a spec: its path (`tables[0].cursor`) and what to do. */
+export interface ConfigProblem {
+  readonly path: string;
+  readonly message: string;
+}
+
+/**
+ * The pipeline spec or a CLI argument is wrong. `path` names the (first) offending field;
+ * `problems` lists every one, so a user fixes them all in one go. With several problems the
+ * message is a count line followed by one line per problem.
+ */
 export class ConfigError extends TidemarkError {
   override name = 'ConfigError';
+  readonly problems: readonly ConfigProblem[];
   constructor(
     readonly path: string,
     message: string,
-    options?: ErrorOptions,
+    options?: ErrorOptions & { readonly more?: readonly ConfigProblem[] },
   ) {
-    super('CONFIG_INVALID', path ? `${path}: ${message}` : message, options);
+    const problems = [{ path, message }, ...(options?.more ?? [])];
+    const line = (p: ConfigProblem) => (p.path ? `${p.path}: ${p.message}` : p.message);
+    super(
+      'CONFIG_INVALID',
+      problems.length === 1
+        ? line(problems[0]!)
+        : `${problems.length} problems in the spec:\n${problems.map((p) => `  - ${line(p)}`).join('\n')}`,
+      options,
+    );
+    this.problems = problems;
   }
 }
 

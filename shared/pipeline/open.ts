@@ -63,6 +63,7 @@ export async function openPipeline(spec: Spec, opts: OpenPipelineOptions = {}): 
       }),
       tableName: d.table,
       clock,
+      ...(d.endpoint ? { endpoint: d.endpoint } : {}),
     });
     // With an explicit endpoint (LocalStack, dynalite) nobody ran the CDK app: create the table.
     if (d.endpoint) await dynamo.ensureTable();

@@ -13,9 +13,14 @@ import type { Dirent } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { SinkError } from '../contracts/errors.js';
 import type { ObjectStore, StoredObject } from './object-store.js';
 
 const TEMP_SUFFIX = '.tmp';
+/** Node error codes of a folder that cannot be written. ENOENT: a parent vanished or cannot be made. */
+const UNWRITABLE = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR', 'EEXIST', 'EISDIR', 'ENOENT']);
+/** Node error codes of a full disk or quota. */
+const FULL = new Set(['ENOSPC', 'EDQUOT']);
 
 /** A directory-backed object store. */
 export class FileObjectStore implements ObjectStore {
@@ -33,6 +38,14 @@ export class FileObjectStore implements ObjectStore {
 
   async put(key: string, bytes: Uint8Array): Promise<void> {
     const target = this.path(key);
+    try {
+      await this.putFile(target, bytes);
+    } catch (e) {
+      throw this.failed('write', target, e);
+    }
+  }
+
+  private async putFile(target: string, bytes: Uint8Array): Promise<void> {
     const dir = dirname(target);
     await this.ensureDir(dir);
     const temp = join(
@@ -86,7 +99,11 @@ export class FileObjectStore implements ObjectStore {
         }
       }
     };
-    await walk(folder ? this.path(folder.slice(0, -1)) : this.root);
+    try {
+      await walk(folder ? this.path(folder.slice(0, -1)) : this.root);
+    } catch (e) {
+      throw this.failed('list', folder ? this.path(folder.slice(0, -1)) : this.root, e);
+    }
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
@@ -98,10 +115,39 @@ export class FileObjectStore implements ObjectStore {
         await unlink(path);
         dirs.add(dirname(path));
       } catch (e) {
-        if (!isNotFound(e)) throw e;
+        if (!isNotFound(e)) throw this.failed('delete', path, e);
       }
     }
     for (const dir of dirs) await fsyncDir(dir);
+  }
+
+  /**
+   * A file-system failure as one SinkError that names the path, the cause and the fix: a lake
+   * folder that cannot be written (permissions, read-only mount, a file where a folder should
+   * be) or a full disk. Anything else keeps its Node code in the message.
+   */
+  private failed(op: string, path: string, cause: unknown): SinkError {
+    const code = (cause as NodeJS.ErrnoException | undefined)?.code ?? '';
+    const why = `${code || 'error'}: ${(cause as Error)?.message ?? String(cause)}`;
+    if (FULL.has(code)) {
+      return new SinkError(
+        'SINK_DISK_FULL',
+        '',
+        `cannot ${op} ${path} (${why}); the lake folder's disk is full: free space or point lake.uri at another disk; nothing past the last durable object was committed`,
+        { cause },
+      );
+    }
+    if (UNWRITABLE.has(code)) {
+      return new SinkError(
+        'SINK_DIR_UNWRITABLE',
+        '',
+        `cannot ${op} ${path} (${why}); lake.uri (${this.root}) must be a folder this user can create and write (not read-only, not under a regular file)`,
+        { cause },
+      );
+    }
+    return new SinkError('SINK_STORE_FAILED', '', `cannot ${op} ${path} (${why}); check lake.uri (${this.root})`, {
+      cause,
+    });
   }
 
   /** Maps a key to a path under root; refuses keys that would escape it. */

@@ -18,6 +18,7 @@ import {
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
+import { classifyAwsError } from '../aws/errors.js';
 import { SinkError } from '../contracts/errors.js';
 import type { ObjectStore, StoredObject } from './object-store.js';
 
@@ -44,9 +45,12 @@ export class S3ObjectStore implements ObjectStore {
   readonly bucket: string;
   readonly client: S3Client;
   private readonly listPageSize: number;
+  /** The custom endpoint, if any: named in errors. */
+  private readonly endpoint: string | undefined;
 
   constructor(options: S3ObjectStoreOptions) {
     this.bucket = options.bucket;
+    this.endpoint = options.endpoint;
     this.listPageSize = options.listPageSize ?? 1000;
     this.client =
       options.client ??
@@ -149,11 +153,34 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   private failed(op: string, key: string, cause: unknown): SinkError {
+    const action =
+      op === 'ListObjectsV2'
+        ? 's3:ListBucket'
+        : op === 'DeleteObjects'
+          ? 's3:DeleteObject'
+          : op === 'GetObject'
+            ? 's3:GetObject'
+            : 's3:PutObject';
+    const failure = classifyAwsError(cause, {
+      service: 'S3',
+      field: 'lake',
+      resource: `bucket ${this.bucket}`,
+      action,
+      endpoint: this.endpoint,
+    });
+    if (failure) {
+      const code = failure.kind === 'NOT_FOUND' ? 'SINK_BUCKET_MISSING' : `SINK_${failure.kind}`;
+      const message =
+        failure.kind === 'NOT_FOUND'
+          ? `bucket ${this.bucket} does not exist${this.endpoint ? ` at ${this.endpoint}` : ''}; create it (cdk deploy does) or fix the bucket in lake.uri`
+          : failure.message;
+      return new SinkError(code, '', `${op} s3://${this.bucket}/${key}: ${message}`, { cause });
+    }
     const why = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
     return new SinkError(
       'SINK_STORE_FAILED',
       '',
-      `${op} s3://${this.bucket}/${key} failed (${why}); check the bucket exists, the endpoint/region, and that the role may ${op === 'ListObjectsV2' ? 's3:ListBucket' : op === 'DeleteObjects' ? 's3:DeleteObject' : op === 'GetObject' ? 's3:GetObject' : 's3:PutObject'} on it`,
+      `${op} s3://${this.bucket}/${key} failed (${why}); check the bucket exists, lake.endpoint / lake.region, and that the role may ${action} on it`,
       { cause },
     );
   }

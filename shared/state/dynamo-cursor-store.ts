@@ -47,6 +47,7 @@ import {
   type StoredState,
   serializeValue,
 } from './cursor-rules.js';
+import { classifyAwsError } from '../aws/errors.js';
 
 /** How the store is built. The client carries region, endpoint and credentials. */
 export interface DynamoCursorStoreOptions {
@@ -54,6 +55,8 @@ export interface DynamoCursorStoreOptions {
   readonly tableName: string;
   /** Epoch milliseconds deciding lease expiry. Default Date.now. */
   readonly clock?: Clock;
+  /** The custom endpoint the client uses, if any: named in errors. */
+  readonly endpoint?: string;
 }
 
 /**
@@ -72,11 +75,13 @@ export class DynamoCursorStore implements CursorStore {
   readonly #client: DynamoDBClient;
   readonly #table: string;
   readonly #clock: Clock;
+  readonly #endpoint: string | undefined;
 
   constructor(options: DynamoCursorStoreOptions) {
     this.#client = options.client;
     this.#table = options.tableName;
     this.#clock = options.clock ?? Date.now;
+    this.#endpoint = options.endpoint;
   }
 
   /**
@@ -97,7 +102,7 @@ export class DynamoCursorStore implements CursorStore {
         );
       } catch (err) {
         // Another process created it between our describe and create: fine, wait for it.
-        if ((err as Error).name !== 'ResourceInUseException') throw err;
+        if ((err as Error).name !== 'ResourceInUseException') throw this.#explain('', err, 'dynamodb:CreateTable');
       }
     }
     const deadline = Date.now() + TABLE_ACTIVE_TIMEOUT_MS;
@@ -256,19 +261,32 @@ export class DynamoCursorStore implements CursorStore {
       return out.Table?.TableStatus ?? 'UNKNOWN';
     } catch (err) {
       if (isMissingTable(err)) return undefined;
-      throw err;
+      throw this.#explain('', err, 'dynamodb:DescribeTable');
     }
   }
 
-  /** A missing table is a deployment problem with a known fix; other errors pass unchanged. */
-  #explain(key: string, err: unknown): unknown {
-    if (!isMissingTable(err)) return err;
-    return new StateError(
-      'STATE_TABLE_MISSING',
-      key,
-      `DynamoDB table ${this.#table} does not exist (reading state of ${key}); deploy the stack, or call ensureTable() for a local run`,
-      { cause: err },
-    );
+  /**
+   * Failures an operator can fix (a missing table, an endpoint that does not answer, no region,
+   * no credentials, access denied) become one StateError naming the spec field and the fix;
+   * anything else passes unchanged.
+   */
+  #explain(key: string, err: unknown, action = 'dynamodb:GetItem/UpdateItem'): unknown {
+    if (isMissingTable(err)) {
+      return new StateError(
+        'STATE_TABLE_MISSING',
+        key,
+        `DynamoDB table ${this.#table} does not exist${this.#endpoint ? ` at ${this.#endpoint}` : ''}${key ? ` (reading state of ${key})` : ''}; deploy the stack (cdk deploy creates it), fix state.dynamodb.table, or set state.dynamodb.endpoint for a local emulator (tidemark then creates it)`,
+        { cause: err },
+      );
+    }
+    const failure = classifyAwsError(err, {
+      service: 'DynamoDB',
+      field: 'state.dynamodb',
+      resource: `table ${this.#table}`,
+      action,
+      endpoint: this.#endpoint,
+    });
+    return failure ? new StateError(`STATE_${failure.kind}`, key, failure.message, { cause: err }) : err;
   }
 }
 

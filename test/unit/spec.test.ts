@@ -64,6 +64,20 @@ describe('pipeline spec', () => {
     expect(errorOf(both).message).toContain('exactly one of "dynamodb" or "dir"');
   });
 
+  it('lists every problem of a spec, each with its field and fix', () => {
+    const bad = base() as Record<string, unknown>;
+    (bad.tables as Record<string, unknown>[])[0]!.writeMode = 'merge';
+    (bad.tables as Record<string, unknown>[])[0]!.pageSize = 0;
+    (bad.lake as Record<string, unknown>).uri = 'gs://x';
+    const e = errorOf(bad);
+    expect(e.problems.map((p) => p.path).sort()).toEqual(['lake.uri', 'tables[0].pageSize', 'tables[0].writeMode']);
+    expect(e.message).toMatch(/^3 problems in the spec:\n {2}- /);
+    expect(e.message).not.toContain('more problem');
+    const refs = base();
+    refs.tables.push({ ...refs.tables[0]!, source: 'nope' }, { ...refs.tables[0]! });
+    expect(errorOf(refs).problems.map((p) => p.path)).toEqual(['tables[1].source', 'tables[1].target', 'tables[2].target']);
+  });
+
   it('refuses a missing environment variable by name, and two tables writing one lake table', () => {
     const env = base();
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the spec's own ${env:NAME} syntax
