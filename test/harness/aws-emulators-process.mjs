@@ -7,7 +7,9 @@
  * `--openssl-legacy-provider`. That flag must be on the process that RUNS s3rver; running it
  * here means neither vitest nor the test processes (the S3 clients) need it.
  *
- * Arguments: --dir <s3 dir> [--dynamo] [--s3-bucket <name>]. Reports
+ * Arguments: --dir <s3 dir> [--dynamo] [--s3-bucket <name>] [--dynamo-port N] [--s3-port N]
+ * [--dynamo-path <dir>] (ports default to 0, a free one; with a path dynalite keeps its tables on
+ * disk, as the `npm run local-aws` loop does; tests keep them in memory). Reports
  * `{ dynamoEndpoint?, s3Endpoint? }` over IPC once listening, and exits when its parent goes
  * away (IPC disconnect) or on SIGTERM/SIGINT. Never binds anything but 127.0.0.1.
  */
@@ -18,6 +20,9 @@ const { values } = parseArgs({
     dir: { type: 'string' },
     dynamo: { type: 'boolean', default: false },
     's3-bucket': { type: 'string' },
+    'dynamo-port': { type: 'string', default: '0' },
+    's3-port': { type: 'string', default: '0' },
+    'dynamo-path': { type: 'string' },
   },
 });
 
@@ -26,10 +31,15 @@ const ready = {};
 if (values.dynamo) {
   const { default: dynalite } = await import('dynalite');
   // Tables become ACTIVE at once instead of after 500 ms.
-  const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  const server = dynalite({
+    createTableMs: 0,
+    deleteTableMs: 0,
+    updateTableMs: 0,
+    ...(values['dynamo-path'] ? { path: values['dynamo-path'] } : {}),
+  });
   await new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
+    server.listen(Number(values['dynamo-port']), '127.0.0.1', resolve);
   });
   ready.dynamoEndpoint = `http://127.0.0.1:${server.address().port}`;
 }
@@ -39,7 +49,7 @@ if (values['s3-bucket']) {
   const { default: S3rver } = await import('s3rver');
   const s3 = new S3rver({
     address: '127.0.0.1',
-    port: 0,
+    port: Number(values['s3-port']),
     silent: true,
     directory: values.dir,
     configureBuckets: [{ name: values['s3-bucket'] }],

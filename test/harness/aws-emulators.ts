@@ -20,6 +20,13 @@ export interface AwsEmulatorOptions {
   readonly s3Dir: string;
   /** Default 30 s. */
   readonly startTimeoutMs?: number;
+  /** Fixed ports (default: free ones). */
+  readonly dynamoPort?: number;
+  readonly s3Port?: number;
+  /** Keep dynalite's tables in this folder instead of in memory. */
+  readonly dynamoPath?: string;
+  /** Let the emulators outlive this process's event loop? Default false: unref'd like the harness wants. */
+  readonly keepAlive?: boolean;
 }
 
 export interface AwsEmulators {
@@ -42,6 +49,9 @@ export async function startAwsEmulators(options: AwsEmulatorOptions): Promise<Aw
   const args = ['--openssl-legacy-provider', CHILD_SCRIPT, '--dir', options.s3Dir];
   if (options.dynamo) args.push('--dynamo');
   if (options.s3Bucket !== undefined) args.push('--s3-bucket', options.s3Bucket);
+  if (options.dynamoPort !== undefined) args.push('--dynamo-port', String(options.dynamoPort));
+  if (options.s3Port !== undefined) args.push('--s3-port', String(options.s3Port));
+  if (options.dynamoPath !== undefined) args.push('--dynamo-path', options.dynamoPath);
   const timeoutMs = options.startTimeoutMs ?? 30_000;
 
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
@@ -80,9 +90,11 @@ export async function startAwsEmulators(options: AwsEmulatorOptions): Promise<Aw
   }
 
   // Neither the process nor its IPC channel may keep vitest alive; stop() or the exit hook ends it.
-  child.unref();
-  child.channel?.unref();
-  (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
+  if (!options.keepAlive) {
+    child.unref();
+    child.channel?.unref();
+    (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
+  }
 
   let stopped: Promise<void> | undefined;
   return {
