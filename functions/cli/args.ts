@@ -2,16 +2,28 @@
  * What every `tidemark` command shares: the usage error (exit 2), the spec argument and the
  * one-line rendering of an error.
  */
+import { existsSync } from 'node:fs';
 import { loadSpecFile, type Spec } from '../../shared/config/spec.js';
 import { ConfigError } from '../../shared/contracts/errors.js';
 
 /** A wrong command line: main prints it with the usage text and exits 2. */
 export class UsageError extends Error {}
 
-/** Loads the spec named by `-c`. */
+/** The spec file every command reads when `-c` is not given. */
+export const DEFAULT_SPEC_FILE = 'tidemark.yaml';
+
+/** The spec file named by `-c`, or `./tidemark.yaml` when it exists. */
+export function specPath(values: { config?: string | undefined }): string {
+  if (values.config) return values.config;
+  if (existsSync(DEFAULT_SPEC_FILE)) return DEFAULT_SPEC_FILE;
+  throw new UsageError(
+    `no -c FILE given and there is no ./${DEFAULT_SPEC_FILE}; pass the pipeline spec with -c (start from tidemark.example.yaml)`,
+  );
+}
+
+/** Loads the spec named by `-c` (default `./tidemark.yaml`). */
 export function specArg(values: { config?: string | undefined }): Spec {
-  if (!values.config) throw new UsageError('missing -c FILE (the pipeline spec)');
-  return loadSpecFile(values.config);
+  return loadSpecFile(specPath(values));
 }
 
 /**

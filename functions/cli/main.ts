@@ -10,6 +10,7 @@
 // maintainers' users, not ours: tidemark's Lambda runs Node 22, and the CLI supports Node 20.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
+import { readFileSync } from 'node:fs';
 import { oneLine, UsageError } from './args.js';
 import { cmdInvoke } from './commands/invoke.js';
 import { cmdReset } from './commands/reset.js';
@@ -19,12 +20,16 @@ import { cmdValidate } from './commands/validate.js';
 
 const USAGE = `usage: tidemark <command> [options]
 
+Every command reads the spec from -c FILE, default ./tidemark.yaml.
+
 commands:
   validate -c FILE                      check a pipeline spec and print it (secrets redacted)
   run -c FILE [--table T] [--max-pages N]
                                         sync tables locally until caught up
-  invoke incremental -c FILE --table T [--timeout SECONDS]
-                                        run the bundled Lambda handler in a fresh process
+  invoke incremental -c FILE --table T [--timeout SECONDS] [--logs]
+                                        run the bundled Lambda handler in a fresh process, as
+                                        deployed (timeout default 900 s; --logs prints the
+                                        function's log lines, always shown when it fails)
   status -c FILE                        per table: cursor, last commit, rows
   reset -c FILE --table T [--keep-objects | --delete-objects]
                                         forget a table's cursor (next run resyncs from the start);
@@ -32,6 +37,7 @@ commands:
                                         happens to this pipeline's objects in the lake: keep them
                                         (write after them) or delete them first
   demo                                  embedded Postgres -> Parquet demo (npm start)
+  --version                             print the version
 `;
 
 async function main(argv: string[]): Promise<void> {
@@ -50,6 +56,15 @@ async function main(argv: string[]): Promise<void> {
     case 'demo': {
       const { runDemo } = await import('./demo.js');
       return runDemo();
+    }
+    case '--version':
+    case '-v':
+    case 'version': {
+      const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+        version: string;
+      };
+      process.stdout.write(`tidemark ${pkg.version}\n`);
+      return;
     }
     case undefined:
     case 'help':

@@ -4,7 +4,10 @@
 import { parseArgs } from 'node:util';
 import { findTable, loadSpecFile } from '../../../shared/config/spec.js';
 import { TidemarkError } from '../../../shared/contracts/errors.js';
-import { UsageError } from '../args.js';
+import { specPath, UsageError } from '../args.js';
+
+/** The handler's default safety margin before its deadline (functions/incremental/handler.ts). */
+const DEFAULT_SAFETY_MARGIN_MS = 15_000;
 
 export async function cmdInvoke(argv: string[]): Promise<void> {
   const { values, positionals } = parseArgs({
@@ -14,21 +17,40 @@ export async function cmdInvoke(argv: string[]): Promise<void> {
       config: { type: 'string', short: 'c' },
       table: { type: 'string', short: 't' },
       timeout: { type: 'string' },
+      logs: { type: 'boolean' },
     },
   });
   if (positionals[0] !== 'incremental')
     throw new UsageError('invoke takes a handler name: invoke incremental ...');
-  if (!values.config) throw new UsageError('missing -c FILE (the pipeline spec)');
   if (!values.table) throw new UsageError('missing --table T');
-  const spec = loadSpecFile(values.config);
+  const timeoutMs = Number(values.timeout ?? 900) * 1000;
+  const marginMs = Number(process.env.TIDEMARK_SAFETY_MARGIN_MS ?? DEFAULT_SAFETY_MARGIN_MS);
+  if (!Number.isFinite(timeoutMs) || timeoutMs <= marginMs) {
+    // The handler starts no page inside its safety margin: such a timeout syncs nothing.
+    throw new UsageError(
+      `--timeout ${values.timeout} s is not above the handler's ${marginMs / 1000} s safety margin (it starts no page that close to its deadline, so nothing would sync); give more than ${marginMs / 1000} s, e.g. --timeout 900 as deployed`,
+    );
+  }
+  const specFile = specPath(values);
+  const spec = loadSpecFile(specFile);
   findTable(spec, values.table);
   const { invokeLocal } = await import('../invoke.js');
   const out = await invokeLocal({
     handler: 'incremental',
-    specFile: values.config,
+    specFile,
     event: { table: values.table, pipeline: spec.pipeline },
-    timeoutMs: Number(values.timeout ?? 900) * 1000,
+    timeoutMs,
   });
-  console.log(JSON.stringify(out.response, null, 2));
+  // The function's own log lines (JSON, as CloudWatch would get them): on request, and always
+  // when it failed, since they say why.
+  if (values.logs || out.error)
+    process.stderr.write(out.logs.endsWith('\n') || !out.logs ? out.logs : `${out.logs}\n`);
+  if (out.response !== undefined) console.log(JSON.stringify(out.response, null, 2));
   if (out.error) throw new TidemarkError('INVOKE_FAILED', out.error);
+  const r = out.response as { more?: boolean; continued?: boolean } | undefined;
+  if (r?.more && !r.continued) {
+    process.stderr.write(
+      'tidemark: a backlog remains. A deployed function with selfContinue invokes itself to go on; a local invoke does not (there is no deployed function to call), so run it again, or use "tidemark run", which loops until caught up.\n',
+    );
+  }
 }
