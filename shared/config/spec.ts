@@ -18,6 +18,18 @@ const identifier = z
     'must be "schema.table" (MySQL: "database.table")',
   );
 
+/** An IANA zone name Node knows (the databases' zone tables have the same names) or `±HH:MM`. */
+function isTimeZone(zone: string): boolean {
+  if (/^[+-](0\d|1[0-4]):[0-5]\d$/.test(zone)) return true;
+  if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(zone)) return false;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const scheduleExpr = z
   .string()
   .regex(
@@ -94,6 +106,15 @@ const tableSchema = z
     lagSeconds: z.number().min(0).max(86_400).default(5),
     /** Skip the running-transaction bound (and its privilege check); only the lag protects late commits. */
     lagOnly: z.boolean().default(false),
+    /**
+     * The zone writers stamp a `timestamp` (without time zone) / DATETIME / DATE cursor in, when
+     * they set their own session zone (JDBC, many ORMs) instead of the database default: an IANA
+     * name or `±HH:MM` (docs/cursor.md).
+     */
+    cursorTimeZone: z
+      .string()
+      .refine(isTimeZone, 'must be an IANA time zone name such as "America/New_York" or an offset such as "-05:00"')
+      .optional(),
     /** What to do with rows whose cursor is NULL: refuse to run, or skip them (they never sync). */
     nullCursor: z.enum(['refuse', 'skip']).default('refuse'),
     /** Columns left out of the lake. */

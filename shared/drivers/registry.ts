@@ -23,6 +23,8 @@ export interface IncrementalSourceSettings {
   readonly connectTimeoutMs: number;
   readonly lagMs: number;
   readonly lagOnly: boolean;
+  /** See SqlSourceOptions.cursorTimeZone. */
+  readonly cursorTimeZone?: string;
   readonly clock?: Clock;
 }
 
@@ -63,6 +65,7 @@ function sourceOptions(s: IncrementalSourceSettings) {
     connectTimeoutMs: s.connectTimeoutMs,
     lagMs: s.lagMs,
     lagOnly: s.lagOnly,
+    ...(s.cursorTimeZone ? { cursorTimeZone: s.cursorTimeZone } : {}),
     ...(s.clock ? { clock: s.clock } : {}),
   };
 }

@@ -24,6 +24,14 @@ export interface SqlSourceOptions {
   readonly applicationName?: string;
   /** A transaction open longer than this that holds the bound back is reported (`BOUND_HELD`). Default 60 000 ms. */
   readonly stallAfterMs?: number;
+  /**
+   * The time zone writers stamp `timestamp` (without time zone) / DATETIME / DATE cursors in, when
+   * it is not the database's default (JDBC and many ORMs set the session zone to the client's):
+   * an IANA name (`America/New_York`) or an offset (`-05:00`). The safe upper bound is computed
+   * in it; otherwise late commits of writers west of the default zone fall below the bound.
+   * Ignored for `timestamptz` / TIMESTAMP cursors, which are absolute instants.
+   */
+  readonly cursorTimeZone?: string;
   /** How the spec names this source (e.g. `sources.app`), for error messages. */
   readonly sourceName?: string;
   /** The clock of `__ingest_ts` (epoch ms). Default `Date.now`. */

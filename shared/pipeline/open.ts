@@ -88,7 +88,7 @@ export async function openPipeline(spec: Spec, opts: OpenPipelineOptions = {}): 
       const s = spec.sources[name];
       if (!s) throw new Error(`unknown source "${name}"`);
       const lagMs = Math.round(table.lagSeconds * 1000);
-      const key = `${name}\0${lagMs}\0${table.lagOnly}`;
+      const key = `${name}\0${lagMs}\0${table.lagOnly}\0${table.cursorTimeZone ?? ''}`;
       let p = sources.get(key);
       if (!p) {
         p = (async () =>
@@ -98,6 +98,7 @@ export async function openPipeline(spec: Spec, opts: OpenPipelineOptions = {}): 
             connectTimeoutMs: s.connectTimeoutSeconds * 1000,
             lagMs,
             lagOnly: table.lagOnly,
+            ...(table.cursorTimeZone ? { cursorTimeZone: table.cursorTimeZone } : {}),
             clock,
           }))();
         sources.set(key, p);

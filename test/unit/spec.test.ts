@@ -64,6 +64,19 @@ describe('pipeline spec', () => {
     expect(errorOf(both).message).toContain('exactly one of "dynamodb" or "dir"');
   });
 
+  it('accepts IANA zones and offsets as cursorTimeZone, nothing else', () => {
+    for (const zone of ['America/New_York', 'UTC', 'Asia/Kolkata', '-05:00', '+05:30']) {
+      const ok = base();
+      (ok.tables[0] as Record<string, unknown>).cursorTimeZone = zone;
+      expect(parseSpec(ok).tables[0]!.cursorTimeZone).toBe(zone);
+    }
+    for (const zone of ['Mars/Base', "UTC'; DROP TABLE x; --", '5', '-25:00', '']) {
+      const bad = base();
+      (bad.tables[0] as Record<string, unknown>).cursorTimeZone = zone;
+      expect(errorOf(bad).path, zone).toBe('tables[0].cursorTimeZone');
+    }
+  });
+
   it('lists every problem of a spec, each with its field and fix', () => {
     const bad = base() as Record<string, unknown>;
     (bad.tables as Record<string, unknown>[])[0]!.writeMode = 'merge';

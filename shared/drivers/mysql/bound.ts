@@ -124,8 +124,10 @@ export const TRX_CACHE_MS = 120;
  *   bound = least(NOW(6) - max(lag, TRX_CACHE_MS), oldest trx_started - lag).
  *
  * TIMESTAMP cursors compare in UTC (our session's zone). DATETIME cursors hold wall-clock values
- * that writers take in their session zone, by default the server's @@global.time_zone, so the
- * bound is converted to it; DATE cursors get the date of that, so a day is read once it is over.
+ * that writers take in their session zone, by default the server's @@global.time_zone (or
+ * `writerZone` when writers set their own: an IANA name, which needs the server's time zone
+ * tables, or `±HH:MM`), so the bound is converted to it; DATE cursors get the date of that, so a
+ * day is read once it is over.
  * Without the privilege (lagOnly) INNODB_TRX is not read and the bound is NOW(6) - lag.
  */
 export async function timeBound(
@@ -134,6 +136,7 @@ export async function timeBound(
   lagMs: number,
   stallAfterMs: number,
   canSeeTransactions: boolean,
+  writerZone?: string,
 ): Promise<TimeBound> {
   const oldest = canSeeTransactions
     ? `(SELECT MIN(${TRX_STARTED_UTC}) AS oldest FROM ${OTHER_TRANSACTIONS})`
@@ -142,7 +145,9 @@ export async function timeBound(
   const nowSide = `(NOW(6) - INTERVAL ${Math.round((canSeeTransactions ? Math.max(lagMs, TRX_CACHE_MS) : lagMs) * 1000)} MICROSECOND)`;
   const trxSide = `(o.oldest - ${lag})`;
   const utc = `LEAST(${nowSide}, COALESCE(${trxSide}, ${nowSide}))`;
-  const local = `CONVERT_TZ(${utc}, '+00:00', @@global.time_zone)`;
+  // The spec validated the zone's spelling ([A-Za-z0-9_/+-] only), so it can be a literal.
+  const zone = writerZone === undefined ? '@@global.time_zone' : `'${writerZone}'`;
+  const local = `CONVERT_TZ(${utc}, '+00:00', ${zone})`;
   const value =
     type === 'timestamp'
       ? `DATE_FORMAT(${utc}, '%Y-%m-%d %H:%i:%s.%f')`
@@ -159,7 +164,9 @@ export async function timeBound(
   if (!row?.bound) {
     throw new SourceError(
       'SOURCE_TIME_ZONE',
-      "the server's @@global.time_zone cannot be converted from UTC (named zones need the time zone tables: mysql_tzinfo_to_sql); load them or set a numeric time_zone",
+      writerZone === undefined
+        ? "the server's @@global.time_zone cannot be converted from UTC (named zones need the time zone tables: mysql_tzinfo_to_sql); load them or set a numeric time_zone"
+        : `cursorTimeZone "${writerZone}" cannot be converted from UTC on this server (named zones need the time zone tables: mysql_tzinfo_to_sql); load them or give the offset, e.g. "-05:00"`,
     );
   }
   // Taken once the listing has been read: the cache it came from was filled before this moment.

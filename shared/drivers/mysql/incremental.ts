@@ -34,6 +34,8 @@ export interface BoundSettings {
   readonly settleMs: number;
   /** The account can read INNODB_TRX (false only with lagOnly). */
   readonly canSeeTransactions: boolean;
+  /** Writers' zone for DATETIME/DATE cursors (SqlSourceOptions.cursorTimeZone). */
+  readonly cursorTimeZone?: string;
 }
 
 /**
@@ -76,7 +78,14 @@ async function readBound(
 ): Promise<PageBound> {
   const c = cursorSql(keyset);
   if (keyset.bound.kind === 'time') {
-    const b = await timeBound(db, keyset.bound.type, s.lagMs, s.stallAfterMs, s.canSeeTransactions);
+    const b = await timeBound(
+      db,
+      keyset.bound.type,
+      s.lagMs,
+      s.stallAfterMs,
+      s.canSeeTransactions,
+      s.cursorTimeZone,
+    );
     return {
       kind: 'predicate',
       sql: `${c} < ${b.literal}`,

@@ -176,6 +176,7 @@ export class MysqlSource
       settleMs: Math.max(this.lagMs, MIN_SETTLE_MS),
       stallAfterMs: this.stallAfterMs,
       canSeeTransactions: this.canSeeTransactions ?? false,
+      ...(this.options.cursorTimeZone ? { cursorTimeZone: this.options.cursorTimeZone } : {}),
     };
   }
 

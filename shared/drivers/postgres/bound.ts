@@ -122,21 +122,29 @@ export interface TimeBound {
  * `clock_timestamp()`, not `now()`: now() is the statement's start, which is earlier than the
  * moment pg_stat_activity is read; the real clock is what a new transaction's start is compared
  * to. A `timestamp without time zone` cursor is compared in the session's time zone (the
- * database default, which writers' `now()::timestamp` also uses); `date` cursors get the date
- * of the bound, so the current day is read once it is over.
+ * database default, which writers' `now()::timestamp` also uses) or, when writers set their own
+ * zone, in `writerZone` (an IANA name or `±HH:MM`); `date` cursors get the date of the bound, so
+ * the current day is read once it is over.
  */
 export async function timeBound(
   sql: Sql,
   type: TimeBoundType,
   lagMs: number,
   stallAfterMs: number,
+  writerZone?: string,
 ): Promise<TimeBound> {
+  const instant = `(least(clock_timestamp(), (SELECT min(xact_start) FROM others)) - $1::int * interval '1 millisecond')`;
+  // AT TIME ZONE with an interval reads `-05:00` as UTC-5 (a text offset would be POSIX, sign
+  // inverted); a name is looked up in the server's zone database.
+  const zone =
+    writerZone === undefined ? undefined : /^[+-]\d{2}:\d{2}$/.test(writerZone) ? `$3::interval` : `$3::text`;
+  const value =
+    type === 'timestamptz' || zone === undefined ? `${instant}::${type}` : `(${instant} AT TIME ZONE ${zone})::${type}`;
   const [row] = await sql.unsafe<{ bound: string; holders: string }[]>(
     `WITH others AS (${OTHER_TRANSACTIONS})
-     SELECT ((least(clock_timestamp(), (SELECT min(xact_start) FROM others))
-              - $1::int * interval '1 millisecond')::${type})::text AS bound,
+     SELECT (${value})::text AS bound,
             ${HOLDERS_JSON} AS holders`,
-    [lagMs, stallAfterMs],
+    zone === undefined ? [lagMs, stallAfterMs] : [lagMs, stallAfterMs, writerZone!],
   );
   return { literal: row!.bound, warnings: holderWarnings(row!.holders, 'holds the incremental bound back') };
 }

@@ -32,6 +32,8 @@ export interface BoundSettings {
   readonly lagMs: number;
   readonly stallAfterMs: number;
   readonly settleMs: number;
+  /** Writers' zone for timestamp/date cursors (SqlSourceOptions.cursorTimeZone). */
+  readonly cursorTimeZone?: string;
 }
 
 /** The alias of the table in page statements. */
@@ -54,7 +56,7 @@ async function readBound(
   s: BoundSettings,
 ): Promise<PageBound> {
   if (keyset.bound.kind === 'time') {
-    const b = await timeBound(sql, keyset.bound.type, s.lagMs, s.stallAfterMs);
+    const b = await timeBound(sql, keyset.bound.type, s.lagMs, s.stallAfterMs, s.cursorTimeZone);
     return { kind: 'below', text: b.literal, warnings: b.warnings };
   }
   const hw = await highWaterBound(

@@ -85,7 +85,12 @@ export class PostgresSource
     this.sql = sql;
     this.endpoint = endpoint;
     const lagMs = options.lagMs ?? DEFAULT_LAG_MS;
-    this.settings = { lagMs, settleMs: lagMs, stallAfterMs: options.stallAfterMs ?? DEFAULT_STALL_AFTER_MS };
+    this.settings = {
+      lagMs,
+      settleMs: lagMs,
+      stallAfterMs: options.stallAfterMs ?? DEFAULT_STALL_AFTER_MS,
+      ...(options.cursorTimeZone ? { cursorTimeZone: options.cursorTimeZone } : {}),
+    };
     this.clock = options.clock ?? Date.now;
   }
 

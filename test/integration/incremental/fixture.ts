@@ -229,6 +229,7 @@ export function localSpec(
     pipeline: string;
     /** Share another spec's lake (`spec.lake.uri`) instead of a fresh one. */
     lakeUri: string;
+    cursorTimeZone: string;
   }> = {},
   url = fx.url,
 ): { spec: Spec; dir: string; lakeDir: string } {
@@ -245,6 +246,7 @@ export function localSpec(
         source: 'db',
         table: table.table ?? fx.table,
         ...(table.target ? { target: table.target } : {}),
+        ...(table.cursorTimeZone ? { cursorTimeZone: table.cursorTimeZone } : {}),
         mode: 'incremental',
         cursor: table.cursor ?? 'updated_at',
         writeMode: table.writeMode ?? 'append',

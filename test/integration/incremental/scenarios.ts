@@ -106,6 +106,47 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       }
     });
 
+    it('a wall-clock cursor stamped in the writers\' own zone keeps its late commits only with cursorTimeZone', async () => {
+      // Writers whose session zone is west of the database default (JDBC sets the JVM's zone)
+      // stamp `timestamp` / DATETIME cursors hours behind the bound computed in the default zone.
+      const t = `${fx.table}_wallclock`;
+      await fx.exec(`DROP TABLE IF EXISTS ${t}`);
+      const type = fx.kind === 'postgres' ? 'timestamp(6)' : 'DATETIME(6)';
+      await fx.exec(`CREATE TABLE ${t} (id bigint PRIMARY KEY, v int NOT NULL, note text, updated_at ${type} NOT NULL)`);
+      await fx.exec(`CREATE INDEX ${t.split('.')[1]}_cursor ON ${t} (updated_at, id)`);
+      const zone = '-05:00';
+      const setZone =
+        fx.kind === 'postgres' ? `SET TIME ZONE INTERVAL '${zone}' HOUR TO MINUTE` : `SET time_zone = '${zone}'`;
+      const naive = localSpec(fx, { pageSize: 50, table: t, target: 'public.naive' });
+      const zoned = localSpec(fx, { pageSize: 50, table: t, target: 'public.zoned', cursorTimeZone: zone });
+      const late = await fx.session();
+      const writer = await fx.session();
+      try {
+        await late.exec(setZone);
+        await writer.exec(setZone);
+        await late.exec('BEGIN');
+        await late.exec(`INSERT INTO ${t} VALUES (1000001, 1, 'late', ${fx.now})`);
+        await new Promise((r) => setTimeout(r, 50));
+        for (let i = 1; i <= 20; i++) await writer.exec(`INSERT INTO ${t} VALUES (${i}, ${i}, 'on time', ${fx.now})`);
+        const first = { naive: await runOnce(naive.spec), zoned: await runOnce(zoned.spec) };
+        // In the writers' zone the bound sits below the open transaction: nothing newer passes.
+        expect(first.zoned.rows).toBe(0);
+        // In the default zone the bound is hours ahead: the cursor passes the late row's value.
+        expect(first.naive.rows).toBe(20);
+        await late.exec('COMMIT');
+        await syncAll(naive.spec);
+        await syncAll(zoned.spec);
+        const ids = async (s: typeof naive) => (await lakeRows(s.lakeDir, s.spec.tables[0]!.target!)).map((r) => r.id);
+        expect((await ids(zoned)).sort()).toEqual([...Array.from({ length: 20 }, (_, i) => String(i + 1)), '1000001'].sort());
+        // Without it, the late row is lost for good: the failure cursorTimeZone exists for.
+        expect(await ids(naive)).not.toContain('1000001');
+      } finally {
+        await late.close();
+        await writer.close();
+        await fx.exec(`DROP TABLE IF EXISTS ${t}`);
+      }
+    });
+
     it('lets only one of two overlapping runs sync; the other exits saying the lease is held', async () => {
       await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
       await fx.createTable();
