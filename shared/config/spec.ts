@@ -2,14 +2,15 @@
  * The pipeline spec (`tidemark.yaml`): ONE schema for every entry point (CLI, Lambda, Fargate,
  * CDK). Validation names the exact field and the fix; nothing downstream re-validates.
  *
- * Owns: parsing, validation, defaults, `${env:NAME}` interpolation and secret redaction. Never
- * opens a connection and never logs a secret: `redactSpec` is the only way a spec is printed.
+ * Owns: parsing, validation, defaults and `${env:NAME}` interpolation. Never opens a connection
+ * and never logs a secret: `redactSpec` is the only way a spec is printed.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '../contracts/errors.js';
+import { redact } from '../observability/redact.js';
 
 const identifier = z
   .string()
@@ -226,20 +227,10 @@ export function findTable(spec: Spec, name: string): TableSpecConfig {
   return t;
 }
 
-/** Hides the password in a connection URL, for logs and errors. */
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:/@]+):([^@]*)@/, '//$1:***@');
-}
-
-/** A copy of the spec safe to print: every source URL redacted. */
+/**
+ * A copy of the spec safe to print: every string passed through `redact`, source URLs and
+ * anything else a user may have put a credential in (an endpoint URL, say).
+ */
 export function redactSpec(spec: Spec): Spec {
-  return {
-    ...spec,
-    sources: Object.fromEntries(
-      Object.entries(spec.sources).map(([k, s]) => [
-        k,
-        { ...s, ...(s.url ? { url: redactUrl(s.url) } : {}) },
-      ]),
-    ),
-  };
+  return JSON.parse(JSON.stringify(spec, (_k, v: unknown) => (typeof v === 'string' ? redact(v) : v)));
 }
