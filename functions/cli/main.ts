@@ -4,14 +4,16 @@
  * and the embedded demo behind `npm start`.
  *
  * A thin shell over shared/: parse arguments, call, print. Exit 0 on success; on error one line
- * `tidemark: <reason>` on stderr and exit 1 (2 for usage errors).
+ * `tidemark: <reason>` on stderr and exit 1 (2 for usage errors). Every error it prints, and the
+ * spec `validate` prints, passes through `redact` (shared/observability/redact.ts).
  */
-import { parseArgs } from 'node:util';
+import { inspect, parseArgs } from 'node:util';
 import { findTable, loadSpecFile, redactSpec, type Spec, tableTarget } from '../../shared/config/spec.js';
 import { TidemarkError } from '../../shared/contracts/errors.js';
 import { incrementalStateKey } from '../../shared/engine/incremental-run.js';
 import { parseIncrementalState } from '../../shared/engine/incremental-state.js';
 import { createLogger } from '../../shared/observability/log.js';
+import { redact } from '../../shared/observability/redact.js';
 import { openPipeline } from '../../shared/pipeline/open.js';
 import { defaultOwner, runTable } from '../../shared/pipeline/run-table.js';
 
@@ -165,9 +167,9 @@ async function cmdReset(argv: string[]): Promise<void> {
   }
 }
 
+/** The first line of an error, redacted: what the CLI prints. */
 function oneLine(e: unknown): string {
-  if (e instanceof Error) return e.message.split('\n')[0] ?? e.name;
-  return String(e);
+  return redact(e instanceof Error ? (e.message.split('\n')[0] ?? e.name) : String(e));
 }
 
 async function main(argv: string[]): Promise<void> {
@@ -200,11 +202,11 @@ async function main(argv: string[]): Promise<void> {
 
 main(process.argv.slice(2)).catch((e: unknown) => {
   if (e instanceof UsageError) {
-    process.stderr.write(`tidemark: ${e.message}\n\n${USAGE}`);
+    process.stderr.write(`tidemark: ${oneLine(e)}\n\n${USAGE}`);
     process.exitCode = 2;
     return;
   }
   process.stderr.write(`tidemark: ${oneLine(e)}\n`);
-  if (process.env.TIDEMARK_DEBUG) console.error(e);
+  if (process.env.TIDEMARK_DEBUG) process.stderr.write(`${redact(inspect(e))}\n`);
   process.exitCode = 1;
 });

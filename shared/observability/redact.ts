@@ -18,8 +18,12 @@
  * Where a secret's end is ambiguous the longest reading is hidden: over-redaction can hide a host
  * or a parameter, it never shows part of a secret. Spans found by different rules are merged.
  *
- * Must never import anything (drivers, config, the logger and the CLI all import it) and never
- * print.
+ * Defense in depth: the secrets the config resolves (each source URL's password, a Secrets
+ * Manager secret) are registered here, and `redact` also hides every registered value wherever
+ * it appears, so a driver message that echoes a password without its URL is clean too.
+ *
+ * Owns: those rules and the registry. Must never import anything (drivers, config, the logger and
+ * the CLI all import it) and never print.
  */
 
 /** What a secret is replaced with. */
@@ -33,6 +37,7 @@ export const REDACTED = '***';
  * `X-Amz-Security-Token`). Names that only mention a secret (`secretArn`, `SecretId`) are not.
  */
 const SECRET_NAME = String.raw`[\w.-]*(?:(?:pass(?:word|wd)?|pwd)(?:\d+|sha1)?|secret(?:string)?|token)`;
+const SECRET_PARAMETER = new RegExp(`^${SECRET_NAME}$`, 'i');
 
 /**
  * The shapes, each with a `keep` group (shown) followed by a `secret` group (hidden). Flags: `g`
@@ -85,7 +90,104 @@ export function redactShapes(text: string): string {
   return out + text.slice(at);
 }
 
-/** `text` safe to print: every secret hidden. The one function output paths call. */
+/**
+ * Registered secrets shorter than this many characters are not hidden from free text: 1 to 3
+ * characters occur in ordinary words, ports and timestamps, and hiding them everywhere would
+ * garble every line. Such a password is still hidden wherever it sits in a URL, a secret
+ * parameter or a JSON field (by shape).
+ */
+export const MIN_KNOWN_SECRET_LENGTH = 4;
+
+/** Every registered spelling of every registered secret. */
+const known = new Set<string>();
+/** `known` as one alternation, longest first (a secret that holds another is hidden whole). */
+let knownPattern: RegExp | undefined;
+
+/** The spellings a secret takes in messages: as is, percent-, form- and JSON-encoded. */
+function spellingsOf(value: string): string[] {
+  const userInfo = new URL('x://h');
+  userInfo.password = value;
+  return [
+    value,
+    encodeURIComponent(value),
+    userInfo.password,
+    new URLSearchParams({ v: value }).toString().slice(2),
+    JSON.stringify(value).slice(1, -1),
+  ];
+}
+
+/**
+ * Registers a secret value: from now on `redact` hides it in any text, in each of its spellings.
+ * Values shorter than MIN_KNOWN_SECRET_LENGTH are ignored.
+ */
+export function registerSecret(value: string): void {
+  if (Array.from(value).length < MIN_KNOWN_SECRET_LENGTH) return;
+  const before = known.size;
+  for (const spelling of spellingsOf(value)) known.add(spelling);
+  if (known.size === before) return;
+  const alternatives = [...known]
+    .sort((a, b) => b.length - a.length)
+    .map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+  knownPattern = new RegExp(alternatives.join('|'), 'g');
+}
+
+/** `text` percent-decoded, or as it is when it is not valid percent-encoding. */
+function decoded(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * Registers the secrets of a connection URL both as redaction finds them by shape (as written
+ * and decoded) and as the drivers read them (WHATWG `URL`, decoded: the password, each secret
+ * query parameter up to its `&`), so whichever one a driver echoes is hidden.
+ */
+export function registerUrlSecrets(url: string): void {
+  for (const [start, end] of secretSpans(url)) {
+    registerSecret(url.slice(start, end));
+    registerSecret(decoded(url.slice(start, end)));
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return; // no driver connects with it: the readings by shape are all there is
+  }
+  registerSecret(decoded(parsed.password));
+  for (const [name, value] of parsed.searchParams) {
+    if (SECRET_PARAMETER.test(name)) registerSecret(value);
+  }
+}
+
+/** `text` safe to print: secrets hidden by shape, then every registered secret. */
 export function redact(text: string): string {
-  return redactShapes(text);
+  const shaped = redactShapes(text);
+  return knownPattern ? shaped.replace(knownPattern, REDACTED) : shaped;
+}
+
+/**
+ * Hides secrets in an error, in place, for paths that hand the Error object on (the Lambda
+ * handler's thrown error becomes the invocation's result): the message, the stack (which copied
+ * the message when the error was made), every other string property (Node's URL error keeps the
+ * `input`), down the `cause` chain. Returns the same error.
+ */
+export function redactError<T>(error: T): T {
+  let e: unknown = error;
+  for (let depth = 0; e instanceof Error && depth < 10; depth++) {
+    const fields = e as unknown as Record<string, unknown>;
+    for (const key of Object.getOwnPropertyNames(e)) {
+      const value = fields[key];
+      if (typeof value !== 'string') continue;
+      try {
+        fields[key] = redact(value);
+      } catch {
+        // a read-only property (a frozen error): nothing can be done about it here
+      }
+    }
+    e = e.cause;
+  }
+  return error;
 }
