@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { TidemarkError } from '../shared/contracts/errors.js';
+import { redact } from '../shared/observability/redact.js';
 import { bundleHandler } from '../functions/bundle.js';
 import { loadDeployableSpec } from './deploy-spec.js';
 import { assertDeployableSpec, CONTEXT, TidemarkStack } from './incremental-stack.js';
@@ -44,7 +45,7 @@ try {
   app.synth();
 } catch (e) {
   if (!(e instanceof TidemarkError)) throw e;
-  process.stderr.write(`tidemark: ${e.message}\n`);
+  process.stderr.write(`tidemark: ${redact(e.message)}\n`);
   process.exitCode = 1;
 } finally {
   rmSync(bundleDir, { recursive: true, force: true });

@@ -5,6 +5,7 @@
 import { existsSync } from 'node:fs';
 import { loadSpecFile, type Spec } from '../../shared/config/spec.js';
 import { ConfigError } from '../../shared/contracts/errors.js';
+import { redact } from '../../shared/observability/redact.js';
 
 /** A wrong command line: main prints it with the usage text and exits 2. */
 export class UsageError extends Error {}
@@ -31,7 +32,6 @@ export function specArg(values: { config?: string | undefined }): Spec {
  * with several problems, the count line and one line per problem (fix them all in one go).
  */
 export function oneLine(e: unknown): string {
-  if (e instanceof ConfigError && e.problems.length > 1) return e.message;
-  if (e instanceof Error) return e.message.split('\n')[0] ?? e.name;
-  return String(e);
+  if (e instanceof ConfigError && e.problems.length > 1) return redact(e.message);
+  return redact(e instanceof Error ? (e.message.split('\n')[0] ?? e.name) : String(e));
 }

@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import type { Context } from 'aws-lambda';
 import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../../shared/local/embedded-postgres.js';
+import { redact } from '../../shared/observability/redact.js';
 import { handler, type IncrementalResponse, shutdown } from '../incremental/handler.js';
 
 const RUNS = 4;
@@ -38,7 +39,7 @@ export async function runDemo(): Promise<void> {
   const t0 = Date.now();
   // A temp data dir: as root the server runs as `postgres`, which may not enter this checkout.
   const pg = await startEmbeddedPostgres({});
-  line(`  started PostgreSQL at ${pg.url.replace(/:[^:@/]+@/, ':***@')} in ${Date.now() - t0} ms`);
+  line(`  started PostgreSQL at ${redact(pg.url)} in ${Date.now() - t0} ms`);
   const sql = postgres(pg.url, { max: 2, onnotice: () => {} });
   let writer: Promise<void> | undefined;
   let stop = false;

@@ -4,13 +4,16 @@
  * and the embedded demo behind `npm start`. One file per command in commands/.
  *
  * A thin shell over shared/: parse arguments, call, print. Exit 0 on success; on error one line
- * `tidemark: <reason>` on stderr and exit 1 (2 for usage errors).
+ * `tidemark: <reason>` on stderr and exit 1 (2 for usage errors). Every error it prints, and the
+ * spec `validate` prints, passes through `redact` (shared/observability/redact.ts).
  */
 // The AWS SDK's Node 20 deprecation banner (8 lines on stderr at the first client) is for SDK
 // maintainers' users, not ours: tidemark's Lambda runs Node 22, and the CLI supports Node 20.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { readFileSync } from 'node:fs';
+import { inspect } from 'node:util';
+import { redact } from '../../shared/observability/redact.js';
 import { oneLine, UsageError } from './args.js';
 import { cmdInvoke } from './commands/invoke.js';
 import { cmdReset } from './commands/reset.js';
@@ -79,11 +82,11 @@ async function main(argv: string[]): Promise<void> {
 
 main(process.argv.slice(2)).catch((e: unknown) => {
   if (e instanceof UsageError) {
-    process.stderr.write(`tidemark: ${e.message}\n\n${USAGE}`);
+    process.stderr.write(`tidemark: ${oneLine(e)}\n\n${USAGE}`);
     process.exitCode = 2;
     return;
   }
   process.stderr.write(`tidemark: ${oneLine(e)}\n`);
-  if (process.env.TIDEMARK_DEBUG) console.error(e);
+  if (process.env.TIDEMARK_DEBUG) process.stderr.write(`${redact(inspect(e))}\n`);
   process.exitCode = 1;
 });

@@ -5,15 +5,17 @@
  * invokes itself asynchronously, so a large first sync does not wait for the next schedule.
  *
  * A thin shell: config in, engine call, summary out. Spec from TIDEMARK_SPEC_FILE (bundled) or
- * TIDEMARK_SPEC (inline JSON); see docs/decisions/0004-config-and-secrets.md.
+ * TIDEMARK_SPEC (inline JSON); see docs/decisions/0004-config-and-secrets.md. A thrown error is
+ * the invocation's result (and lands in CloudWatch): it leaves through `redactError`.
  */
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import type { Context } from 'aws-lambda';
 import { forgetSecrets } from '../../shared/config/secrets.js';
 import { findTable, loadSpecFile, parseSpec, type Spec } from '../../shared/config/spec.js';
-import { TidemarkError } from '../../shared/contracts/errors.js';
+import { ConfigError, TidemarkError } from '../../shared/contracts/errors.js';
 import type { IncrementalSummary } from '../../shared/engine/incremental-run.js';
 import { createLogger } from '../../shared/observability/log.js';
+import { redactError } from '../../shared/observability/redact.js';
 import { openPipeline, type OpenPipeline } from '../../shared/pipeline/open.js';
 import { runTable } from '../../shared/pipeline/run-table.js';
 
@@ -36,7 +38,16 @@ let cached: { spec: Spec; pipeline: OpenPipeline } | undefined;
 
 function loadSpec(): Spec {
   const inline = process.env.TIDEMARK_SPEC;
-  if (inline) return parseSpec(JSON.parse(inline));
+  if (inline) {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(inline);
+    } catch {
+      // Not V8's message: it quotes the text around the error, which may hold a source URL.
+      throw new ConfigError('TIDEMARK_SPEC', 'is not valid JSON');
+    }
+    return parseSpec(raw);
+  }
   return loadSpecFile(process.env.TIDEMARK_SPEC_FILE ?? `${__dirnameCompat()}/tidemark.yaml`);
 }
 
@@ -55,6 +66,14 @@ async function pipelineOnce(): Promise<{ spec: Spec; pipeline: OpenPipeline }> {
 }
 
 export async function handler(event: IncrementalEvent, context: Context): Promise<IncrementalResponse> {
+  try {
+    return await runEvent(event, context);
+  } catch (e) {
+    throw redactError(e);
+  }
+}
+
+async function runEvent(event: IncrementalEvent, context: Context): Promise<IncrementalResponse> {
   const logger = createLogger({ json: true, fields: { requestId: context.awsRequestId } });
   const { spec, pipeline } = await pipelineOnce();
   if (event.pipeline && event.pipeline !== spec.pipeline) {

@@ -4,10 +4,12 @@
  * or the Fargate task would. A secret holds either a URL or the RDS JSON shape
  * ({engine, host, port, username, password, dbname}).
  *
- * Never logs or returns a secret inside an error message.
+ * Registers what a secret holds for redaction (shared/observability/redact.ts) as soon as it is
+ * read. Never logs or returns a secret inside an error message.
  */
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { ConfigError } from '../contracts/errors.js';
+import { registerSecret, registerUrlSecrets } from '../observability/redact.js';
 import type { SourceSpec } from './spec.js';
 
 const cache = new Map<string, Promise<string>>();
@@ -24,6 +26,33 @@ function urlFromRdsSecret(kind: SourceSpec['kind'], s: Record<string, unknown>, 
   const scheme = kind === 'postgres' ? 'postgres' : 'mysql';
   const p = port ?? (kind === 'postgres' ? 5432 : 3306);
   return `${scheme}://${encodeURIComponent(username)}:${encodeURIComponent(password)}@${host}:${p}/${String(dbname)}`;
+}
+
+/**
+ * The connection URL a secret's SecretString holds: the URL itself, or one built from the RDS
+ * JSON shape. Registers the secret (the whole text, the password, the URL's secrets) for
+ * redaction before anything can fail and quote it.
+ */
+export function urlFromSecretString(kind: SourceSpec['kind'], text: string, arn: string): string {
+  registerSecret(text.trim());
+  if (!text.trimStart().startsWith('{')) {
+    registerUrlSecrets(text.trim());
+    return text.trim();
+  }
+  let secret: Record<string, unknown>;
+  try {
+    secret = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    // No cause and not its message: V8 quotes the text around the error, which may be the password.
+    throw new ConfigError(
+      'secretArn',
+      `secret ${arn} starts with "{" but is not valid JSON (RDS secret shape)`,
+    );
+  }
+  if (typeof secret.password === 'string') registerSecret(secret.password);
+  const url = urlFromRdsSecret(kind, secret, arn);
+  registerUrlSecrets(url);
+  return url;
 }
 
 /** The connection URL of a source, fetching its secret if it has one. */
@@ -43,9 +72,7 @@ export async function resolveSourceUrl(source: SourceSpec, client?: SecretsManag
       });
       const text = out.SecretString;
       if (!text) throw new ConfigError('secretArn', `secret ${arn} has no SecretString`);
-      if (text.trimStart().startsWith('{'))
-        return urlFromRdsSecret(source.kind, JSON.parse(text) as Record<string, unknown>, arn);
-      return text.trim();
+      return urlFromSecretString(source.kind, text, arn);
     })();
     cache.set(arn, p);
     p.catch(() => cache.delete(arn));

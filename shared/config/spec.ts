@@ -2,14 +2,17 @@
  * The pipeline spec (`tidemark.yaml`): ONE schema for every entry point (CLI, Lambda, Fargate,
  * CDK). Validation names the exact field and the fix; nothing downstream re-validates.
  *
- * Owns: parsing, validation, defaults, `${env:NAME}` interpolation and secret redaction. Never
- * opens a connection and never logs a secret: `redactSpec` is the only way a spec is printed.
+ * Owns: parsing, validation, defaults, `${env:NAME}` interpolation, and registering each source
+ * URL's secrets for redaction (shared/observability/redact.ts) before anything can quote them.
+ * Never opens a connection and never logs a secret: `redactSpec` is the only way a spec is
+ * printed.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError, type ConfigProblem } from '../contracts/errors.js';
+import { redact, registerUrlSecrets } from '../observability/redact.js';
 
 const identifier = z
   .string()
@@ -176,13 +179,25 @@ function interpolate(value: unknown, path: string, env: NodeJS.ProcessEnv): unkn
   return value;
 }
 
+/** Registers the secrets of every source URL in a raw spec, valid or not (redact.ts). */
+function registerSourceSecrets(raw: unknown): void {
+  const sources = (raw as { sources?: unknown } | null)?.sources;
+  if (!sources || typeof sources !== 'object') return;
+  for (const source of Object.values(sources)) {
+    const url = (source as { url?: unknown } | null)?.url;
+    if (typeof url === 'string') registerUrlSecrets(url);
+  }
+}
+
 /**
  * Validates a raw (already YAML/JSON-parsed) spec. `baseDir` resolves relative `file://` lake
  * URIs and state dirs. Throws one ConfigError listing every wrong field and its fix.
  */
 export function parseSpec(raw: unknown, opts: { baseDir?: string; env?: NodeJS.ProcessEnv } = {}): Spec {
   const env = opts.env ?? process.env;
-  const result = specSchema.safeParse(interpolate(raw, '', env));
+  const interpolated = interpolate(raw, '', env);
+  registerSourceSecrets(interpolated);
+  const result = specSchema.safeParse(interpolated);
   if (!result.success) {
     const problems = result.error.issues.map((i) => ({ path: issuePath(i.path) || '(spec)', message: explainIssue(i) }));
     throwProblems(problems);
@@ -258,20 +273,10 @@ export function findTable(spec: Spec, name: string): TableSpecConfig {
   return t;
 }
 
-/** Hides the password in a connection URL, for logs and errors. */
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:/@]+):([^@]*)@/, '//$1:***@');
-}
-
-/** A copy of the spec safe to print: every source URL redacted. */
+/**
+ * A copy of the spec safe to print: every string passed through `redact`, source URLs and
+ * anything else a user may have put a credential in (an endpoint URL, say).
+ */
 export function redactSpec(spec: Spec): Spec {
-  return {
-    ...spec,
-    sources: Object.fromEntries(
-      Object.entries(spec.sources).map(([k, s]) => [
-        k,
-        { ...s, ...(s.url ? { url: redactUrl(s.url) } : {}) },
-      ]),
-    ),
-  };
+  return JSON.parse(JSON.stringify(spec, (_k, v: unknown) => (typeof v === 'string' ? redact(v) : v)));
 }

@@ -3,8 +3,12 @@
  * with `level`, `msg`, `time` and fields; on a TTY lines are short and human. Metrics are log lines
  * in CloudWatch Embedded Metric Format so they cost no extra API call.
  *
- * Never logs secrets: callers pass redacted values (shared/config/spec.ts `redactUrl`).
+ * Never logs a secret: the message and every string in the fields pass through `redact`
+ * (redact.ts), which hides secrets by shape and every secret the config registered. Metric lines
+ * are not redacted: they hold only names from the code and identifiers from the spec, and a
+ * password that happens to equal one must not break a CloudWatch dimension.
  */
+import { redact } from './redact.js';
 
 export type Level = 'debug' | 'info' | 'warn' | 'error';
 const LEVELS: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -34,7 +38,9 @@ export interface LoggerOptions {
   metrics?: boolean;
 }
 
-function jsonSafe(v: unknown): unknown {
+/** JSON.stringify replacer: every string redacted, bigints as text, errors as name/message/code. */
+function jsonSafe(_key: string, v: unknown): unknown {
+  if (typeof v === 'string') return redact(v);
   if (typeof v === 'bigint') return v.toString();
   if (v instanceof Error)
     return { name: v.name, message: v.message, ...('code' in v ? { code: v.code } : {}) };
@@ -56,13 +62,13 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     if (LEVELS[level] < min) return;
     const all = { ...base, ...fields };
     if (json) {
-      write(JSON.stringify({ level, time: new Date().toISOString(), msg, ...all }, (_k, v) => jsonSafe(v)));
+      write(JSON.stringify({ level, time: new Date().toISOString(), msg, ...all }, jsonSafe));
     } else {
       const extra = Object.entries(fields ?? {})
-        .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v, (_k, x) => jsonSafe(x))}`)
+        .map(([k, v]) => `${k}=${typeof v === 'string' ? redact(v) : JSON.stringify(v, jsonSafe)}`)
         .join(' ');
       const tag = level === 'info' ? '' : `${level.toUpperCase()} `;
-      write(`${tag}${msg}${extra ? `  ${extra}` : ''}`);
+      write(`${tag}${redact(msg)}${extra ? `  ${extra}` : ''}`);
     }
   };
 

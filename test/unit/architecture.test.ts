@@ -5,7 +5,9 @@
  *   position is the pure `__pos`/cursor codec the data plane stamps into every row;
  * - nothing under shared/ imports functions/ or infra/;
  * - shared/engine never names a database client (`postgres`, `mysql2`) or a driver;
- * - drivers never import the engine.
+ * - drivers never import the engine;
+ * - shared/observability/redact.ts imports nothing, so every layer (drivers and config included)
+ *   may use the one redaction without an import cycle.
  *
  * Imports are read with TypeScript's own pre-processor (static, type-only, re-exports, dynamic
  * `import()` and `require`). The rule checker is first tested on synthetic files, so a broken
@@ -39,6 +41,7 @@ interface Rule {
 
 const under = (path: string, dir: string): boolean => path.startsWith(`${dir}/`);
 const SEAMS = ['shared/contracts', 'shared/dataplane', 'shared/position'];
+const REDACTION = 'shared/observability/redact.ts';
 
 const RULES: readonly Rule[] = [
   {
@@ -79,6 +82,12 @@ const RULES: readonly Rule[] = [
       edge.internal !== undefined && under(edge.internal, 'shared/engine')
         ? `engine ${edge.internal}`
         : undefined,
+  },
+  {
+    name: 'redaction imports nothing',
+    appliesTo: (file) => file === REDACTION,
+    check: (edge) =>
+      edge.internal !== undefined ? `internal module ${edge.internal}` : `package ${edge.packageName}`,
   },
 ];
 
@@ -180,6 +189,7 @@ describe('the import rule checker', () => {
         "import postgres from 'postgres';\nimport type { Batch } from '../../dataplane/batch.js';",
       ],
       ['functions/cli/ok.ts', "import { run } from '../../shared/engine/run.js';"],
+      [REDACTION, "import { x } from './log.js';\nimport { URL } from 'node:url';"],
     ]);
     const found = violations(files);
     expect(found.filter((v) => v.includes('/ok.ts'))).toEqual([]);
@@ -188,6 +198,7 @@ describe('the import rule checker', () => {
     expect(found.filter((v) => v.startsWith('shared/state/bad.ts'))).toHaveLength(2);
     expect(found.filter((v) => v.startsWith('shared/engine/bad.ts'))).toHaveLength(3);
     expect(found.filter((v) => v.startsWith('shared/drivers/postgres/bad.ts'))).toHaveLength(1);
+    expect(found.filter((v) => v.startsWith(REDACTION))).toHaveLength(2);
   });
 });
 
@@ -201,6 +212,7 @@ describe('the real source tree', () => {
       'shared/contracts/source.ts',
       'shared/contracts/errors.ts',
       'shared/dataplane/batch.ts',
+      REDACTION,
     ]) {
       expect(paths).toContain(seed);
     }

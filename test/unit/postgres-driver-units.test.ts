@@ -1,6 +1,6 @@
 /**
  * The Postgres driver's pure parts, without a server: the type mapping decisions, the array
- * literal parser, literal quoting, URL redaction, connection error translation and the PGCOPY
+ * literal parser, literal quoting, URL errors, connection error translation and the PGCOPY
  * framing rules (the server-backed checks of the same code are in
  * test/integration/postgres-driver.test.ts).
  */
@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { DataError } from '../../shared/contracts/errors.js';
 import { BatchEncoder } from '../../shared/dataplane/encoder.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
-import { redactUrl, translateConnectError } from '../../shared/drivers/postgres/connect.js';
+import { endpointOf, translateConnectError } from '../../shared/drivers/postgres/connect.js';
 import { CopyBinaryDecoder, type CopyField } from '../../shared/drivers/postgres/copy-binary.js';
 import {
   numericPrecisionScale,
@@ -138,15 +138,17 @@ describe('literals and secrets', () => {
     expect(quoteLiteral('')).toBe("''");
   });
 
-  it('redacts passwords from URLs, valid or not', () => {
-    expect(redactUrl('postgres://app:s3cr%40t@db:5432/x?sslmode=require')).toBe(
-      'postgres://app:***@db:5432/x?sslmode=require',
+  it('names a URL that does not parse without its password', () => {
+    // Un-encoded '/', '#' and '?' end the authority for WHATWG URL (and so for postgres.js).
+    expect(() => endpointOf('postgres://app:pa:ss/wo#rd?x@db:5432/shop', 'sources.app')).toThrow(
+      'sources.app is not a valid URL; percent-encode @ : / # ? % in the user and password (docs/errors.md): postgres://app:***@db:5432/shop',
     );
-    expect(redactUrl('postgresql://app@db/x?password=hunter2&a=1')).toBe(
-      'postgresql://app@db/x?password=***&a=1',
-    );
-    expect(redactUrl('postgres://u:p@w:rd@h/db')).not.toContain('p@w');
-    expect(redactUrl('not a url')).toBe('not a url');
+    // An un-encoded '@' parses, at the last '@', as postgres.js reads it.
+    expect(endpointOf('postgres://app:p@ssw0rd@db:5433/shop')).toMatchObject({
+      user: 'app',
+      host: 'db',
+      port: 5433,
+    });
   });
 });
 

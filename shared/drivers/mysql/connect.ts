@@ -4,14 +4,15 @@
  * in UTC (`time_zone = '+00:00'`) and as UTF-8 (`SET NAMES utf8mb4`), on a server version we
  * support; and the one place that turns connection failures into one-line `SourceError`s.
  *
- * Owns: client options, session settings, the server version check, URL redaction, error
- * translation, and the lifetime of the connection (a connection that died is replaced on next
- * use). Must never log or embed a password: every message names `user@host:port`, and
- * `redactUrl` is the only way a URL is printed.
+ * Owns: client options, session settings, the server version check, error translation, and the
+ * lifetime of the connection (a connection that died is replaced on next use). Must never log or
+ * embed a password: every message names `user@host:port`, and a URL is only quoted through
+ * `redact` (shared/observability/redact.ts).
  */
 import mysql from 'mysql2';
 import type { Connection as PromiseConnection } from 'mysql2/promise';
 import { SourceError } from '../../contracts/errors.js';
+import { redact } from '../../observability/redact.js';
 
 /** Connection options of a MySQL/MariaDB source. */
 export interface ConnectOptions {
@@ -74,7 +75,7 @@ export function endpointOf(url: string, sourceName?: string): Endpoint {
   } catch (e) {
     throw new SourceError(
       'SOURCE_URL_INVALID',
-      `${source} is not a URL like mysql://user:password@host:3306/db (${redactUrl(url)})`,
+      `${source} is not a valid URL; percent-encode @ : / # ? % in the user and password (docs/errors.md): ${redact(url)}`,
       { cause: e },
     );
   }
@@ -91,23 +92,6 @@ export function endpointOf(url: string, sourceName?: string): Endpoint {
     database: decodeURIComponent(u.pathname.replace(/^\//, '')),
     source,
   };
-}
-
-/**
- * Replaces the password of a connection URL (and any `password=` query parameter) with `***`.
- * Works on strings that are not valid URLs too (a missing `:` after the scheme, an unencoded `@`
- * or `:` in the password), so it is safe to call on anything a user typed.
- */
-export function redactUrl(url: string): string {
-  let out = url;
-  const query = out.indexOf('?');
-  const at = (query < 0 ? out : out.slice(0, query)).lastIndexOf('@');
-  if (at > 0) {
-    const slashes = out.indexOf('//');
-    const colon = out.indexOf(':', slashes < 0 || slashes > at ? 0 : slashes + 2);
-    if (colon >= 0 && colon < at) out = `${out.slice(0, colon + 1)}***${out.slice(at)}`;
-  }
-  return out.replace(/([?&]password=)[^&#]*/gi, '$1***');
 }
 
 /**

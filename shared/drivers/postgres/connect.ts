@@ -3,12 +3,13 @@
  * arrives as exact text (nothing is parsed into `Date` or `number` by the client), and the one
  * place that turns connection failures into one-line, actionable `SourceError`s.
  *
- * Owns: client options (session settings that make text output canonical), URL redaction, error
- * translation. Must never log or embed a password: every message names `user@host:port/db`, and
- * `redactUrl` is the only way a URL is printed.
+ * Owns: client options (session settings that make text output canonical), error translation.
+ * Must never log or embed a password: every message names `user@host:port/db`, and a URL is only
+ * quoted through `redact` (shared/observability/redact.ts).
  */
 import postgres from 'postgres';
 import { SourceError } from '../../contracts/errors.js';
+import { redact } from '../../observability/redact.js';
 
 /** The postgres.js client type this driver uses (all values come back as text). */
 export type Sql = postgres.Sql;
@@ -65,7 +66,7 @@ export function endpointOf(url: string, sourceName?: string): Endpoint {
   } catch (e) {
     throw new SourceError(
       'SOURCE_URL_INVALID',
-      `${sourceName ?? 'the source URL'} is not a URL like postgres://user:password@host:5432/db (${redactUrl(url)})`,
+      `${sourceName ?? 'the source URL'} is not a valid URL; percent-encode @ : / # ? % in the user and password (docs/errors.md): ${redact(url)}`,
       { cause: e },
     );
   }
@@ -83,16 +84,6 @@ export function endpointOf(url: string, sourceName?: string): Endpoint {
       decodeURIComponent(u.pathname.replace(/^\//, '')) || decodeURIComponent(u.username) || 'postgres',
     source: sourceName ?? 'the source URL',
   };
-}
-
-/**
- * Replaces the password of a connection URL (and any `password=` query parameter) with `***`.
- * Works on strings that are not valid URLs too, so it is safe to call on anything a user typed.
- */
-export function redactUrl(url: string): string {
-  return url
-    .replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@?#]*):[^@/?#]*@/i, '$1:***@')
-    .replace(/([?&]password=)[^&#]*/gi, '$1***');
 }
 
 /** Opens a lazy client (it connects on the first query). */

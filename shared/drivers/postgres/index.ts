@@ -49,7 +49,6 @@ import {
 } from './introspect.js';
 
 export type { BoundHeldWarning, BoundHolder } from './bound.js';
-export { redactUrl } from './connect.js';
 
 /**
  * Options of a Postgres source (shared/drivers/source-options.ts). The bound reads
