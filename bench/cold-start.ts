@@ -4,7 +4,7 @@
  * compiles parquet-wasm and loads Arrow and the AWS SDK) against a bare `node -e ""` baseline
  * measured in the same run. Prints bundle sizes too.
  *
- *   npm run bench -- cold-start [--runs N]
+ *   npm run bench -- cold-start [--runs N]   (default 7)
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
@@ -12,7 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleHandler } from '../functions/bundle.js';
 
-const runs = Number(process.argv[process.argv.indexOf('--runs') + 1] || 7);
+// Without --runs, indexOf is -1 and argv[0] (the node binary) used to be parsed as NaN: 0 runs.
+const runsAt = process.argv.indexOf('--runs');
+const runs = runsAt === -1 ? 7 : Number(process.argv[runsAt + 1]);
+if (!Number.isInteger(runs) || runs < 1) {
+  console.error(`--runs needs a positive integer, got ${JSON.stringify(process.argv[runsAt + 1] ?? '')}`);
+  process.exit(2);
+}
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-cold-'));
 const b = await bundleHandler('incremental', dir);
 

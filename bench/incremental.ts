@@ -137,7 +137,7 @@ function byHandCommand(url: string, table: string, out: string): string {
 }
 
 /**
- * Creates `bench_<rows>` (10 columns as in ENVIRONMENT.md's measurement) unless it exists with
+ * Creates `bench_<rows>` (the 10 columns docs/benchmarks.md describes) unless it exists with
  * that many rows. Deterministic data (setseed); `updated_at` advances one second per two ids, so
  * keyset pages move through the index and every page boundary may split a tie.
  */

@@ -8,7 +8,7 @@
  *
  * Usage: npx tsx bench/parquet-writer.ts [rows=1000000] [rounds=3]
  * Feeds docs/decisions/0006-parquet-writer.md. hyparquet-writer and parquetjs are not installed;
- * their figures come from /ENVIRONMENT.md.
+ * the figures 0006 gives for them come from an earlier trial outside this repository.
  */
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -5,7 +5,7 @@
  *   incremental-mysql   the same against MariaDB (mariadb --batch, mariadb | DuckDB)
  *   encoder             bench/encoder.ts [rows]
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
- *   cold-start          bench/cold-start.ts [--runs N]
+ *   cold-start          bench/cold-start.ts [--runs N, default 7]
  *
  * Owns dispatch only. encoder, parquet-writer and cold-start are standalone scripts that read
  * their own argv, so they run as child processes, unchanged.

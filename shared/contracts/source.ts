@@ -1,5 +1,5 @@
 /**
- * The source contracts (seed 000): what a database driver offers the engine.
+ * The source contracts: what a database driver offers the engine (docs/contracts.md).
  *
  * These are the seams. This module imports nothing internal except the data plane types it
  * carries (`Batch`, `Schema`); drivers implement these interfaces and the engine consumes them,

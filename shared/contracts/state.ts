@@ -1,7 +1,7 @@
 /**
  * The state contract: a durable resume cursor per key, changed only by compare-and-set on a
- * version, guarded by a lease so two runs of one table never overlap (seed 002's CursorStore,
- * reshaped per DESIGN.md).
+ * version, guarded by a lease so two runs of one table never overlap (docs/contracts.md, and the
+ * durability order in docs/architecture.md).
  *
  * Every implementation (DynamoDB, file, memory) gives the SAME guarantees:
  * - `commit` succeeds only if the stored version equals `expectedVersion` AND the caller still

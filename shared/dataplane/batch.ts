@@ -5,7 +5,7 @@
  * The watermark is `__pos` of the LAST row as received, captured before any transform.
  * Transforms reorder and drop rows; they may never move the watermark.
  *
- * Arrow JS buffers are garbage collected, so unlike the Go seed there is no Release(); a batch is
+ * Arrow JS buffers are garbage collected, so unlike Arrow's Go library there is no Release(); a batch is
  * still immutable once built and must not be mutated by a consumer.
  */
 import type { RecordBatch } from 'apache-arrow';

@@ -6,8 +6,9 @@
  * in: the row-map path (`appendRow`, `encodeRows`: the value universe of schema.ts) and the
  * columnar path (a binary decoder calling `col(i)`'s raw appenders with wire bytes, no per-row
  * objects). Both write the same buffers through the same code, so equal rows give byte-identical
- * batches. apache-arrow's builders are not used: their timestamps take milliseconds and their
- * int64 path rejects BigInt (ENVIRONMENT.md).
+ * batches. apache-arrow's builders are not used: their timestamp builders take epoch milliseconds
+ * as JS numbers and throw on a BigInt, so microseconds would pass through float math (checked
+ * with apache-arrow 21.2.0 on 2026-12-01).
  *
  * Must never: round or truncate a value (a value a column cannot hold is a `DataError`), or
  * know any database client.

@@ -1,7 +1,7 @@
 /**
  * The LAKE schema: the Arrow types a table takes in Parquet, and the cast from a wire record
  * (`wire.ts`) to it. Also the Glue/Athena DDL type of every column and the column-name checks
- * readers need (docs: /PARQUET-TYPES.md, docs/decisions/0006-parquet-writer.md).
+ * readers need (docs/reader-compatibility.md, docs/decisions/0006-parquet-writer.md).
  *
  * Owns: the wire -> lake cast and the lake -> Glue type mapping. Data columns already travel in
  * lake types (microsecond timestamps, decimal128, DateDay, lists with an `element` child), so the
@@ -213,7 +213,7 @@ function timestampToMicros(name: string, data: Data): Data {
  */
 export function assertLakeDataType(column: string, type: DataType): void {
   const bad = (why: string) =>
-    new DataError(`column "${column}" has Arrow type ${String(type)}; ${why} (see PARQUET-TYPES.md)`);
+    new DataError(`column "${column}" has Arrow type ${String(type)}; ${why} (docs/reader-compatibility.md)`);
   if (DataType.isBool(type) || DataType.isUtf8(type) || DataType.isBinary(type)) return;
   if (DataType.isInt(type)) {
     if (!type.isSigned) throw bad('unsigned integers must be widened to a signed type or decimal(20,0)');

@@ -11,7 +11,7 @@
  *      nothing relies on text order across pages, because every row's `__pos` starts with a
  *      per-table commit sequence (docs/decisions/0003-position-codec.md).
  * It never touches a database and never coerces: a value outside the exact value universe
- * (shared/dataplane/schema.ts, the brief's table) or a NULL is refused, not guessed at.
+ * (the JS type per logical kind, see `ColumnWriter.appendValue`) or a NULL is refused, not guessed at.
  *
  * Format: `k1.` + the parts joined by `.`. `.` (0x2E) sorts below every character a part uses, so
  * when one part's encoding is a proper prefix of the other's (text "a" vs "ab"), the shorter one

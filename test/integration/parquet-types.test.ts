@@ -3,7 +3,7 @@
  * limits, decimal(38,x) extremes and negatives, float specials, emoji and empty text, binary,
  * dates and timestamps before 1970 and at 9999-12-31, lists with null elements, nulls in every
  * column) goes through the real ParquetSink, and DuckDB reads back exactly those values with the
- * SQL types PARQUET-TYPES.md promises. The Parquet schema itself has no unsigned annotations and
+ * SQL types docs/reader-compatibility.md promises. The Parquet schema itself has no unsigned annotations and
  * only MICROS timestamps (UTC-adjusted exactly where the logical type says so).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -120,7 +120,7 @@ describe.each(['zstd', 'snappy'] as const)('lake types through DuckDB (%s)', (co
     file = await writeGolden(compression);
   });
 
-  it('has the SQL types PARQUET-TYPES.md promises', async () => {
+  it('has the SQL types docs/reader-compatibility.md promises', async () => {
     const types = await query(`DESCRIBE SELECT * FROM read_parquet('${file}')`);
     expect(Object.fromEntries(types.map((t) => [t.column_name, t.column_type]))).toEqual({
       b: 'BOOLEAN',

@@ -1,5 +1,5 @@
 /**
- * Who may import whom (DESIGN.md), checked on the real source files:
+ * Who may import whom (docs/architecture.md, "Folders and what each owns"), checked on the real source files:
  * - shared/contracts, shared/dataplane and shared/position are the seams: they import only each
  *   other and `apache-arrow` (no other internal module, no Node builtin, no other package);
  *   position is the pure `__pos`/cursor codec the data plane stamps into every row;

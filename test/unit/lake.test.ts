@@ -180,7 +180,7 @@ describe('toLakeRecord', () => {
 });
 
 describe('glue types', () => {
-  it('maps every logical type to the Hive DDL type of PARQUET-TYPES.md', () => {
+  it('maps every logical type to the Hive DDL type of docs/reader-compatibility.md', () => {
     const cases: [LogicalType, string][] = [
       [{ kind: 'bool' }, 'boolean'],
       [{ kind: 'int8' }, 'tinyint'],
