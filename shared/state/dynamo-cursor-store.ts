@@ -22,18 +22,22 @@ import {
   type AttributeValue,
   ConditionalCheckFailedException,
   CreateTableCommand,
+  DeleteItemCommand,
   DescribeTableCommand,
   type DynamoDBClient,
   GetItemCommand,
+  PutItemCommand,
   ResourceNotFoundException,
   UpdateItemCommand,
   type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
+import { randomUUID } from 'node:crypto';
 import { StateError } from '../contracts/errors.js';
 import type {
   Clock,
   CommitRequest,
   CursorStore,
+  CursorStoreProbe,
   Lease,
   StateRecord,
   StateValue,
@@ -68,7 +72,7 @@ const TABLE_ACTIVE_TIMEOUT_MS = 120_000;
 type Item = Record<string, AttributeValue>;
 
 /** A CursorStore on one DynamoDB table; see the module comment for the item layout. */
-export class DynamoCursorStore implements CursorStore {
+export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
   readonly #client: DynamoDBClient;
   readonly #table: string;
   readonly #clock: Clock;
@@ -117,6 +121,36 @@ export class DynamoCursorStore implements CursorStore {
 
   async load(key: string): Promise<StateRecord> {
     return toRecord(key, await this.#read(key));
+  }
+
+  /**
+   * Puts a probe item under `key` and deletes it again, both conditional, as a commit would be.
+   * Only PutItem and DeleteItem: the deployed function may call those on its table but not
+   * DescribeTable, so a missing table shows as the put's ResourceNotFoundException.
+   */
+  async probe(key: string): Promise<void> {
+    const token = randomUUID();
+    try {
+      await this.#client.send(
+        new PutItemCommand({
+          TableName: this.#table,
+          Item: { pk: { S: key }, probe: { S: token }, updatedAt: num(this.#clock()) },
+          // A probe never replaces an item: were the key ever in use, the put fails instead.
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      await this.#client.send(
+        new DeleteItemCommand({
+          TableName: this.#table,
+          Key: { pk: { S: key } },
+          // Deletes only our own probe, never an item someone else put under the key meanwhile.
+          ConditionExpression: 'probe = :token',
+          ExpressionAttributeValues: { ':token': { S: token } },
+        }),
+      );
+    } catch (err) {
+      throw this.#explainProbe(key, err);
+    }
   }
 
   async acquire(key: string, owner: string, ttlMs: number): Promise<StateRecord> {
@@ -260,6 +294,27 @@ export class DynamoCursorStore implements CursorStore {
     }
   }
 
+  /** A failed probe as the operator's fix: missing table, unreachable endpoint, refused write. */
+  #explainProbe(key: string, err: unknown): StateError {
+    if (isMissingTable(err)) return this.#explain(key, err) as StateError;
+    const e = err as { name?: string; code?: string; message?: string };
+    const why = `${e.code ?? e.name ?? 'Error'}: ${e.message ?? String(err)}`;
+    if (UNREACHABLE.has(e.code ?? '') || UNREACHABLE.has(e.name ?? '')) {
+      return new StateError(
+        'STATE_UNREACHABLE',
+        key,
+        `cannot reach DynamoDB for table ${this.#table} (${why}); check state.dynamodb.region / endpoint, and from a VPC a DynamoDB gateway endpoint or a NAT`,
+        { cause: err },
+      );
+    }
+    return new StateError(
+      'STATE_STORE_FAILED',
+      key,
+      `DynamoDB refused a conditional put/delete of probe item ${key} in table ${this.#table} (${why}); check the credentials and that the role may dynamodb:PutItem and dynamodb:DeleteItem on the table`,
+      { cause: err },
+    );
+  }
+
   /** A missing table is a deployment problem with a known fix; other errors pass unchanged. */
   #explain(key: string, err: unknown): unknown {
     if (!isMissingTable(err)) return err;
@@ -271,6 +326,9 @@ export class DynamoCursorStore implements CursorStore {
     );
   }
 }
+
+/** Socket-level failures of the SDK's HTTP handler: nothing answered at the endpoint. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'TimeoutError']);
 
 function isMissingTable(err: unknown): boolean {
   return err instanceof ResourceNotFoundException || (err as Error)?.name === 'ResourceNotFoundException';
