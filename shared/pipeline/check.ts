@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import { findTable, redactUrl, type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js';
 import { type CheckItem, type CheckStatus, failed, passed, type TablePreflight } from '../contracts/check.js';
 import type { TidemarkError } from '../contracts/errors.js';
+import type { TableRef } from '../contracts/source.js';
 import type { Clock } from '../contracts/state.js';
 import { BatchError, requireUpsertKey } from '../dataplane/batch.js';
 import { findColumn } from '../dataplane/schema.js';
@@ -191,7 +192,7 @@ async function checkTable(t: TableSpecConfig, src: ClosableIncrementalSource): P
 async function nullsLine(
   t: TableSpecConfig,
   src: ClosableIncrementalSource,
-  ref: Parameters<NonNullable<ClosableIncrementalSource['countNullCursors']>>[0],
+  ref: TableRef,
   notNull: boolean,
   readsAsNull: boolean,
 ): Promise<CheckItem> {

@@ -7,7 +7,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DescribeTableCommand, type DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
@@ -21,6 +21,17 @@ import { testServers } from '../harness/servers.js';
 import { mysqlFixture, postgresFixture, type SourceFixture } from './incremental/fixture.js';
 
 const BIN = join(import.meta.dirname, '..', '..', 'bin', 'tidemark.js');
+
+/** Temp dirs of this file (specs, local state and lakes), removed when it ends. */
+const dirs: string[] = [];
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(dir);
+  return dir;
+}
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
 /** The fixtures' limited login's password: it must never be printed. */
 const LIMITED_PASSWORD = 'ro-pass';
 
@@ -56,7 +67,7 @@ interface CliResult {
 
 /** Runs the real bin with `args` and `-c <spec file>` (the spec written to a fresh temp dir). */
 function tidemark(args: string[], spec: object): Promise<CliResult> {
-  const dir = mkdtempSync(join(tmpdir(), 'tidemark-check-'));
+  const dir = tempDir('tidemark-check-');
   const file = join(dir, 'tidemark.json');
   writeFileSync(file, JSON.stringify(spec));
   return new Promise((resolve, reject) => {
@@ -129,7 +140,7 @@ function specFor(
 
 /** A file state and lake in a fresh temp dir. */
 function localWhere() {
-  const dir = mkdtempSync(join(tmpdir(), 'tidemark-check-local-'));
+  const dir = tempDir('tidemark-check-local-');
   return { state: { dir: join(dir, 'state') }, lake: { uri: `file://${join(dir, 'lake')}` } };
 }
 
@@ -377,7 +388,7 @@ describe('tidemark check: state store and lake', () => {
   });
 
   it('fails an unwritable lake dir and state dir; --json prints one parseable object per line and a summary', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tidemark-check-unwritable-'));
+    const dir = tempDir('tidemark-check-unwritable-');
     const file = join(dir, 'regular-file');
     writeFileSync(file, 'not a directory\n');
     const spec = specFor(fx, [[fx.table]], {
