@@ -1,7 +1,8 @@
 /**
- * The `tidemark` command line: validate a spec, run tables locally until caught up, invoke the
- * BUNDLED Lambda handler in a fresh process (our `sam local invoke`), show status, reset a table,
- * and the embedded demo behind `npm start`. One file per command in commands/.
+ * The `tidemark` command line: validate a spec, check everything a run needs, run tables locally
+ * until caught up, invoke the BUNDLED Lambda handler in a fresh process (our `sam local invoke`),
+ * show status, reset a table, and the embedded demo behind `npm start`. One file per command in
+ * commands/.
  *
  * A thin shell over shared/: parse arguments, call, print. Exit 0 on success; on error one line
  * `tidemark: <reason>` on stderr and exit 1 (2 for usage errors). Every error it prints, and the
@@ -15,6 +16,7 @@ import { readFileSync } from 'node:fs';
 import { inspect } from 'node:util';
 import { redact } from '../../shared/observability/redact.js';
 import { oneLine, UsageError } from './args.js';
+import { cmdCheck } from './commands/check.js';
 import { cmdInvoke } from './commands/invoke.js';
 import { cmdReset } from './commands/reset.js';
 import { cmdRun } from './commands/run.js';
@@ -27,12 +29,17 @@ Every command reads the spec from -c FILE, default ./tidemark.yaml.
 
 commands:
   validate -c FILE                      check a pipeline spec and print it (secrets redacted)
+  check -c FILE [--table T] [--json]    before the first run: check that the sources connect, the
+                                        tables, keys, cursors, indexes and grants are usable, and
+                                        the state store and the lake take writes; exit 1 if any fails
   run -c FILE [--table T] [--max-pages N]
                                         sync tables locally until caught up
   invoke incremental -c FILE --table T [--timeout SECONDS] [--logs]
                                         run the bundled Lambda handler in a fresh process, as
                                         deployed (timeout default 900 s; --logs prints the
                                         function's log lines, always shown when it fails)
+  invoke check -c FILE [--table T] [--json] [--timeout SECONDS]
+                                        the same checks, inside the bundled Lambda handler
   status -c FILE                        per table: cursor, last commit, rows
   reset -c FILE --table T [--keep-objects | --delete-objects]
                                         forget a table's cursor (next run resyncs from the start);
@@ -48,6 +55,8 @@ async function main(argv: string[]): Promise<void> {
   switch (cmd) {
     case 'validate':
       return cmdValidate(rest);
+    case 'check':
+      return cmdCheck(rest);
     case 'run':
       return cmdRun(rest);
     case 'invoke':

@@ -4,6 +4,10 @@
  * nears, then returns (and logs) a structured summary. With `selfContinue` and a backlog left it
  * invokes itself asynchronously, so a large first sync does not wait for the next schedule.
  *
+ * The event `{"check": true, "table"?: "..."}` runs `tidemark check` instead (shared/pipeline/
+ * check.ts) and returns its report: the checks run with the function's own network path,
+ * credentials and IAM, and never sync. So no separate function or role is needed for them.
+ *
  * A thin shell: config in, engine call, summary out. Spec from TIDEMARK_SPEC_FILE (bundled) or
  * TIDEMARK_SPEC (inline JSON); see docs/decisions/0004-config-and-secrets.md. A thrown error is
  * the invocation's result (and lands in CloudWatch): it leaves through `redactError`.
@@ -16,6 +20,7 @@ import { ConfigError, TidemarkError } from '../../shared/contracts/errors.js';
 import type { IncrementalSummary } from '../../shared/engine/incremental-run.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { redactError } from '../../shared/observability/redact.js';
+import { type CheckReport, checkPipeline } from '../../shared/pipeline/check.js';
 import { openPipeline, type OpenPipeline } from '../../shared/pipeline/open.js';
 import { runTable } from '../../shared/pipeline/run-table.js';
 
@@ -34,7 +39,17 @@ export interface IncrementalResponse extends IncrementalSummary {
   readonly continued: boolean;
 }
 
+/** Checks what a run needs instead of running (`tidemark check`); the response is the report. */
+export interface CheckEvent {
+  readonly check: true;
+  /** Only this table (and its source, the state and the lake); default every table. */
+  readonly table?: string;
+  /** Pipeline name; checked against the spec when given. */
+  readonly pipeline?: string;
+}
+
 let cached: { spec: Spec; pipeline: OpenPipeline } | undefined;
+let cachedSpec: Spec | undefined;
 
 function loadSpec(): Spec {
   const inline = process.env.TIDEMARK_SPEC;
@@ -56,16 +71,31 @@ function __dirnameCompat(): string {
   return typeof __dirname === 'string' ? __dirname : process.cwd();
 }
 
+function isCheckEvent(event: IncrementalEvent | CheckEvent): event is CheckEvent {
+  return (event as CheckEvent).check === true;
+}
+
+/** The spec, read once per container. */
+function specOnce(): Spec {
+  cachedSpec ??= loadSpec();
+  return cachedSpec;
+}
+
 /** Builds (once per container) the spec and the pipeline's state store, sink and sources. */
 async function pipelineOnce(): Promise<{ spec: Spec; pipeline: OpenPipeline }> {
   if (!cached) {
-    const spec = loadSpec();
+    const spec = specOnce();
     cached = { spec, pipeline: await openPipeline(spec) };
   }
   return cached;
 }
 
-export async function handler(event: IncrementalEvent, context: Context): Promise<IncrementalResponse> {
+export async function handler(event: IncrementalEvent, context: Context): Promise<IncrementalResponse>;
+export async function handler(event: CheckEvent, context: Context): Promise<CheckReport>;
+export async function handler(
+  event: IncrementalEvent | CheckEvent,
+  context: Context,
+): Promise<IncrementalResponse | CheckReport> {
   try {
     return await runEvent(event, context);
   } catch (e) {
@@ -73,8 +103,25 @@ export async function handler(event: IncrementalEvent, context: Context): Promis
   }
 }
 
-async function runEvent(event: IncrementalEvent, context: Context): Promise<IncrementalResponse> {
+async function runEvent(
+  event: IncrementalEvent | CheckEvent,
+  context: Context,
+): Promise<IncrementalResponse | CheckReport> {
   const logger = createLogger({ json: true, fields: { requestId: context.awsRequestId } });
+  if (isCheckEvent(event)) {
+    // Its own connections, not the cached pipeline: opening that would create a missing state
+    // table (with an endpoint), and a check changes nothing.
+    const spec = specOnce();
+    if (event.pipeline && event.pipeline !== spec.pipeline) {
+      throw new TidemarkError('EVENT_INVALID', `event names pipeline "${event.pipeline}" but this function runs "${spec.pipeline}"`);
+    }
+    const report = await checkPipeline(spec, event.table ? { table: event.table } : {});
+    for (const l of report.lines) {
+      if (l.status !== 'ok') logger.warn(l.message, { check: { ...l } });
+    }
+    logger.info('check finished', { check: { passed: report.passed, ...report.counts } });
+    return report;
+  }
   const { spec, pipeline } = await pipelineOnce();
   if (event.pipeline && event.pipeline !== spec.pipeline) {
     throw new TidemarkError('EVENT_INVALID', `event names pipeline "${event.pipeline}" but this function runs "${spec.pipeline}"`);

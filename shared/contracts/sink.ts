@@ -64,3 +64,12 @@ export interface Sink {
    */
   discard(target: LakeTable): Promise<ObjectRef[]>;
 }
+
+/**
+ * Optional capability of a sink (`tidemark check`): proves the lake takes writes and deletes
+ * under its root, with a test object named from `id` that it deletes again. Resolves to that
+ * object's URI; throws a SinkError naming the cause and the fix.
+ */
+export interface SinkProbe {
+  probe(id: string): Promise<string>;
+}

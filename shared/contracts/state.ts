@@ -56,3 +56,12 @@ export interface CursorStore {
   /** Gives the lease up if we hold it; a no-op otherwise. */
   release(key: string, owner: string): Promise<void>;
 }
+
+/**
+ * Optional capability of a store (`tidemark check`): proves it exists and takes conditional
+ * writes, with a probe record under `key` (a `check#...` key no run uses) that it removes again.
+ * Throws a StateError naming the cause and the fix; leaves nothing behind when it resolves.
+ */
+export interface CursorStoreProbe {
+  probe(key: string): Promise<void>;
+}

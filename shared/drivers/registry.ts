@@ -4,6 +4,7 @@
  * source. The composition root (shared/pipeline) asks it for sources; the engine never imports it.
  */
 
+import type { Preflight } from '../contracts/check.js';
 import type {
   BatchIncrementalSource,
   Capabilities,
@@ -33,7 +34,8 @@ export type ClosableIncrementalSource = Introspector &
   IncrementalSource &
   Partial<BatchIncrementalSource> &
   Partial<NullCursorCounter> &
-  Partial<RowEstimator> & { close(): Promise<void> };
+  Partial<RowEstimator> &
+  Partial<Preflight> & { close(): Promise<void> };
 
 export interface DriverRegistration {
   readonly kind: DriverKind;

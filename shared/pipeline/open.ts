@@ -3,13 +3,16 @@
  * (DynamoDB or a local directory), the lake sink (S3 or a local directory) and the sources (from
  * the driver registry, one per source and per-table read settings, opened lazily).
  *
+ * Each part also opens on its own (`openStateStore`, `openLake`, `openSources`) for `tidemark
+ * check` (check.ts), which judges them one by one and must not create the state table.
+ *
  * Owns wiring only. Never holds sync logic; the engine does.
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { resolveSourceUrl } from '../config/secrets.js';
 import type { Spec, TableSpecConfig } from '../config/spec.js';
-import type { Sink } from '../contracts/sink.js';
-import type { Clock, CursorStore } from '../contracts/state.js';
+import type { Sink, SinkProbe } from '../contracts/sink.js';
+import type { Clock, CursorStore, CursorStoreProbe } from '../contracts/state.js';
 import type { Batch } from '../dataplane/batch.js';
 import { newBatch } from '../dataplane/batch.js';
 import { encodeRows } from '../dataplane/encoder.js';
@@ -51,9 +54,23 @@ export const rowEncoder: RowEncoder = (schema, rows, meta): Batch =>
     writeMode: meta.writeMode,
   });
 
-export async function openPipeline(spec: Spec, opts: OpenPipelineOptions = {}): Promise<OpenPipeline> {
+/** The sources of a spec: one per source name and per-table read settings, opened lazily. */
+export interface OpenSources {
+  /** The source for a table (cached per source name and read settings). */
+  source(name: string, table: TableSpecConfig): Promise<ClosableIncrementalSource>;
+  close(): Promise<void>;
+}
+
+/**
+ * The state store of a spec. `ensureTable` (default true): with a DynamoDB `endpoint`
+ * (LocalStack, dynalite) nobody ran the CDK app, so the table is created; `tidemark check` passes
+ * false, as it never changes anything but its own probe.
+ */
+export async function openStateStore(
+  spec: Spec,
+  opts: { readonly clock?: Clock; readonly ensureTable?: boolean } = {},
+): Promise<CursorStore & CursorStoreProbe> {
   const clock = opts.clock ?? Date.now;
-  let store: CursorStore;
   if (spec.state.dynamodb) {
     const d = spec.state.dynamodb;
     const dynamo = new DynamoCursorStore({
@@ -65,25 +82,27 @@ export async function openPipeline(spec: Spec, opts: OpenPipelineOptions = {}): 
       clock,
       ...(d.endpoint ? { endpoint: d.endpoint } : {}),
     });
-    // With an explicit endpoint (LocalStack, dynalite) nobody ran the CDK app: create the table.
-    if (d.endpoint) await dynamo.ensureTable();
-    store = dynamo;
-  } else {
-    store = new FileCursorStore(spec.state.dir!, clock);
+    if (d.endpoint && (opts.ensureTable ?? true)) await dynamo.ensureTable();
+    return dynamo;
   }
-  const sink = openLakeSink({
+  return new FileCursorStore(spec.state.dir!, clock);
+}
+
+/** The lake sink of a spec (S3 or a local directory); opens no connection. */
+export function openLake(spec: Spec): Sink & SinkProbe {
+  return openLakeSink({
     uri: spec.lake.uri,
     compression: spec.lake.compression,
     ...(spec.lake.region ? { region: spec.lake.region } : {}),
     ...(spec.lake.endpoint ? { endpoint: spec.lake.endpoint } : {}),
     ...(spec.lake.forcePathStyle !== undefined ? { forcePathStyle: spec.lake.forcePathStyle } : {}),
   });
+}
 
+/** The sources of a spec, from the driver registry; nothing connects until first use. */
+export function openSources(spec: Spec, clock: Clock = Date.now): OpenSources {
   const sources = new Map<string, Promise<ClosableIncrementalSource>>();
   return {
-    store,
-    sink,
-    encodeRows: rowEncoder,
     source(name, table) {
       const s = spec.sources[name];
       if (!s) throw new Error(`unknown source "${name}"`);
@@ -111,5 +130,19 @@ export async function openPipeline(spec: Spec, opts: OpenPipelineOptions = {}): 
       sources.clear();
       await Promise.all(all.map(async (p) => (await p.catch(() => undefined))?.close()));
     },
+  };
+}
+
+export async function openPipeline(spec: Spec, opts: OpenPipelineOptions = {}): Promise<OpenPipeline> {
+  const clock = opts.clock ?? Date.now;
+  const store = await openStateStore(spec, { clock });
+  const sink = openLake(spec);
+  const sources = openSources(spec, clock);
+  return {
+    store,
+    sink,
+    encodeRows: rowEncoder,
+    source: (name, table) => sources.source(name, table),
+    close: () => sources.close(),
   };
 }

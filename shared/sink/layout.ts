@@ -8,7 +8,8 @@
  * committed start position, so a retry from the same position overwrites its own object, two
  * writers (pipelines, shards) can share one lake table, and recovery can tell from a listing
  * which objects are its own and start at or after its committed position. Never uses the wall
- * clock, a random id or the attempt's identity in a name.
+ * clock, a random id or the attempt's identity in a data object's name (only `tidemark check`'s
+ * test object, outside every table folder, has one: `probeKey`).
  *
  * Encoding of one path segment: bytes of the UTF-8 text in [a-z0-9._-] stay, every other byte
  * (uppercase letters included, so the encoding stays injective) becomes `%XX` (uppercase hex).
@@ -97,6 +98,20 @@ export function tablePrefix(prefix: string, table: string): string {
     throw new SinkError('SINK_TABLE_NAME', table, 'lake table name is empty; set a target name');
   const root = prefix.replace(/^\/+|\/+$/g, '');
   return `${root ? `${root}/` : ''}${encodeSegment(table)}/`;
+}
+
+/** Name prefix of `tidemark check`'s test objects: `_` makes Athena, Hive, Spark and Trino skip them. */
+export const PROBE_PREFIX = '_tidemark-check.';
+
+/**
+ * The key of a `tidemark check` test object: directly under the lake prefix (where the function
+ * may put and delete) and in no table's folder, so no listing, recovery or reader ever sees it,
+ * and deleting it leaves no folder behind. The only name with a random part: it lives for one
+ * put and one delete.
+ */
+export function probeKey(prefix: string, id: string): string {
+  const root = prefix.replace(/^\/+|\/+$/g, '');
+  return `${root ? `${root}/` : ''}${PROBE_PREFIX}${encodeSegment(id)}`;
 }
 
 /** How a writer's start position appears in an object name. */

@@ -14,7 +14,7 @@
  */
 import { util } from 'apache-arrow';
 import { SinkError } from '../contracts/errors.js';
-import type { LakeTable, ObjectRef, Sink } from '../contracts/sink.js';
+import type { LakeTable, ObjectRef, Sink, SinkProbe } from '../contracts/sink.js';
 import type { Position } from '../contracts/source.js';
 import { type Batch, BatchError, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
 import { toLakeRecord } from '../dataplane/lake.js';
@@ -28,6 +28,7 @@ import {
   objectKey,
   type ParsedName,
   parseObjectName,
+  probeKey,
   sidecarTarget,
   SIDECAR_PREFIX,
   tablePrefix,
@@ -59,7 +60,7 @@ interface PlacedObject {
   readonly parsed: ParsedName;
 }
 
-export class ParquetSink implements Sink {
+export class ParquetSink implements Sink, SinkProbe {
   private readonly store: ObjectStore;
   private readonly prefix: string;
   private readonly compression: ParquetCompression;
@@ -112,6 +113,30 @@ export class ParquetSink implements Sink {
     if (sidecarKey) await this.store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
     await this.store.put(key, bytes);
     return [{ uri: this.store.uri(key), bytes: bytes.byteLength, rows, writer, startPosition }];
+  }
+
+  /**
+   * Puts a small test object under the lake prefix (layout.ts `probeKey`) and deletes it again:
+   * the two calls a run makes (PutObject, DeleteObjects), so a missing bucket, a missing grant or
+   * an unwritable lake directory shows before a run needs them.
+   */
+  async probe(id: string): Promise<string> {
+    const key = probeKey(this.prefix, id);
+    const uri = this.store.uri(key);
+    try {
+      await this.store.put(key, Buffer.from('tidemark check: test object, deleted right away\n', 'utf8'));
+      await this.store.delete([key]);
+    } catch (e) {
+      if (e instanceof SinkError) throw e;
+      const code = (e as { code?: string }).code;
+      throw new SinkError(
+        'SINK_STORE_FAILED',
+        '',
+        `cannot write the test object ${uri} (${code ?? (e as Error).message}); fix lake.uri, or make the lake directory writable for this user`,
+        { cause: e },
+      );
+    }
+    return uri;
   }
 
   /**

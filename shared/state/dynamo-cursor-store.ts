@@ -22,18 +22,22 @@ import {
   type AttributeValue,
   ConditionalCheckFailedException,
   CreateTableCommand,
+  DeleteItemCommand,
   DescribeTableCommand,
   type DynamoDBClient,
   GetItemCommand,
+  PutItemCommand,
   ResourceNotFoundException,
   UpdateItemCommand,
   type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
+import { randomUUID } from 'node:crypto';
 import { StateError } from '../contracts/errors.js';
 import type {
   Clock,
   CommitRequest,
   CursorStore,
+  CursorStoreProbe,
   Lease,
   StateRecord,
   StateValue,
@@ -71,7 +75,7 @@ const TABLE_ACTIVE_TIMEOUT_MS = 120_000;
 type Item = Record<string, AttributeValue>;
 
 /** A CursorStore on one DynamoDB table; see the module comment for the item layout. */
-export class DynamoCursorStore implements CursorStore {
+export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
   readonly #client: DynamoDBClient;
   readonly #table: string;
   readonly #clock: Clock;
@@ -122,6 +126,36 @@ export class DynamoCursorStore implements CursorStore {
 
   async load(key: string): Promise<StateRecord> {
     return toRecord(key, await this.#read(key));
+  }
+
+  /**
+   * Puts a probe item under `key` and deletes it again, both conditional, as a commit would be.
+   * Only PutItem and DeleteItem: the deployed function may call those on its table but not
+   * DescribeTable, so a missing table shows as the put's ResourceNotFoundException.
+   */
+  async probe(key: string): Promise<void> {
+    const token = randomUUID();
+    try {
+      await this.#client.send(
+        new PutItemCommand({
+          TableName: this.#table,
+          Item: { pk: { S: key }, probe: { S: token }, updatedAt: num(this.#clock()) },
+          // A probe never replaces an item: were the key ever in use, the put fails instead.
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      await this.#client.send(
+        new DeleteItemCommand({
+          TableName: this.#table,
+          Key: { pk: { S: key } },
+          // Deletes only our own probe, never an item someone else put under the key meanwhile.
+          ConditionExpression: 'probe = :token',
+          ExpressionAttributeValues: { ':token': { S: token } },
+        }),
+      );
+    } catch (err) {
+      throw this.#explainProbe(key, err);
+    }
   }
 
   async acquire(key: string, owner: string, ttlMs: number): Promise<StateRecord> {
@@ -288,7 +322,23 @@ export class DynamoCursorStore implements CursorStore {
     });
     return failure ? new StateError(`STATE_${failure.kind}`, key, failure.message, { cause: err }) : err;
   }
+
+  /** A failed probe as the operator's fix: the classified failure, or a refused conditional write. */
+  #explainProbe(key: string, err: unknown): StateError {
+    const explained = this.#explain(key, err, 'dynamodb:PutItem/DeleteItem');
+    if (explained instanceof StateError) return explained;
+    const e = err as { name?: string; code?: string; message?: string };
+    const why = `${e.code ?? e.name ?? 'Error'}: ${e.message ?? String(err)}`;
+    return new StateError(
+      'STATE_STORE_FAILED',
+      key,
+      `DynamoDB refused a conditional put/delete of probe item ${key} in table ${this.#table} (${why}); check the credentials and that the role may dynamodb:PutItem and dynamodb:DeleteItem on the table`,
+      { cause: err },
+    );
+  }
 }
+
+/** Socket-level failures of the SDK's HTTP handler: nothing answered at the endpoint. */
 
 function isMissingTable(err: unknown): boolean {
   return err instanceof ResourceNotFoundException || (err as Error)?.name === 'ResourceNotFoundException';

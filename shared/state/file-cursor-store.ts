@@ -39,6 +39,7 @@ import type {
   Clock,
   CommitRequest,
   CursorStore,
+  CursorStoreProbe,
   Lease,
   StateRecord,
   StateValue,
@@ -135,7 +136,7 @@ export function stateFileName(key: string): string {
 }
 
 /** A CursorStore keeping one JSON file per key in `dir`, safe across processes on one host. */
-export class FileCursorStore implements CursorStore {
+export class FileCursorStore implements CursorStore, CursorStoreProbe {
   readonly #dir: string;
   readonly #clock: Clock;
   readonly #lockStaleMs: number;
@@ -161,6 +162,26 @@ export class FileCursorStore implements CursorStore {
 
   async load(key: string): Promise<StateRecord> {
     return toRecord(key, await this.#read(key));
+  }
+
+  /**
+   * Takes the lease of a probe key through the real write path (directory, hard-linked lock,
+   * fsynced temp file, rename) and removes its state file again, so an unwritable directory or
+   * one without hard links shows before a run needs it.
+   */
+  async probe(key: string): Promise<void> {
+    try {
+      await this.acquire(key, `check:${process.pid}:${randomUUID()}`, 60_000);
+      await unlink(this.pathOf(key));
+    } catch (err) {
+      if (err instanceof StateError) throw err;
+      throw new StateError(
+        'STATE_STORE_FAILED',
+        key,
+        `cannot write to the state directory ${this.#dir} (${errCode(err) ?? (err as Error).message}); fix state.dir, or make the directory writable for this user`,
+        { cause: err },
+      );
+    }
   }
 
   async acquire(key: string, owner: string, ttlMs: number): Promise<StateRecord> {

@@ -16,6 +16,8 @@ import { loadDeployableSpec } from '../../infra/deploy-spec.js';
 import { assertDeployableSpec, CONTEXT, TidemarkStack } from '../../infra/incremental-stack.js';
 import { parseSpec } from '../../shared/config/spec.js';
 import { ConfigError } from '../../shared/contracts/errors.js';
+import { CHECK_AWS_ACTIONS } from '../../shared/pipeline/check.js';
+import { probeKey } from '../../shared/sink/layout.js';
 
 const SECRET_ARN = 'arn:aws:secretsmanager:us-east-1:123456789012:secret:shop-reader-AbCdEf';
 
@@ -203,6 +205,22 @@ describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
       (p.Properties.PolicyDocument.Statement as Statement[]).flatMap(actionsOf),
     );
     expect(new Set(actions)).toEqual(new Set(['lambda:InvokeFunction']));
+  });
+
+  it("grants what `tidemark check` in the function does: its probe item and its test object's key", () => {
+    // The check event runs in this function with this role: no DescribeTable, no ListBucket
+    // outside the prefix. Its probes use only actions granted for runs, on the same resources.
+    const statements = functionStatements(t);
+    const stateId = logicalId(t, 'AWS::DynamoDB::Table');
+    for (const action of CHECK_AWS_ACTIONS) {
+      const granted = statements.filter((s) => actionsOf(s).includes(action));
+      expect(granted, action).toHaveLength(1);
+      if (action.startsWith('dynamodb:'))
+        expect(granted[0]!.Resource).toEqual({ 'Fn::GetAtt': [stateId, 'Arn'] });
+      else expect(JSON.stringify(granted[0]!.Resource)).toContain('/raw/*');
+    }
+    // The test object lives under the granted `raw/*` (the spec says `s3://tidemark-shop-lake/raw/`).
+    expect(probeKey('raw/', 'shop.0f6c')).toMatch(/^raw\/[^/]+$/);
   });
 
   it('scopes state access to the state table, lake access to the prefix, secrets to the named ARN', () => {

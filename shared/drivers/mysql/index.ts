@@ -21,6 +21,7 @@
  * }
  * await my.close();
  */
+import type { CheckItem, Preflight, PreflightTable, TablePreflight } from '../../contracts/check.js';
 import { SourceError, TidemarkError } from '../../contracts/errors.js';
 import type {
   BatchIncrementalSource,
@@ -55,6 +56,7 @@ import {
   splitTableName,
   type TablePlan,
 } from './introspect.js';
+import { preflightConnection, preflightTable } from './preflight.js';
 
 export type { BoundHeldWarning, BoundHolder } from './bound.js';
 
@@ -74,10 +76,10 @@ export const MIN_SETTLE_MS = 1_000;
 /**
  * A MySQL/MariaDB source for cursor-based incremental sync. One connection (opened on first use,
  * replaced if it dies); pages are read one at a time. Implements `Introspector`,
- * `IncrementalSource`, `BatchIncrementalSource` and `NullCursorCounter`.
+ * `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter` and `Preflight`.
  */
 export class MysqlSource
-  implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter
+  implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter, Preflight
 {
   private readonly db: MysqlSession;
   private readonly options: MysqlSourceOptions;
@@ -162,6 +164,21 @@ export class MysqlSource
         created?.warnings,
       );
     });
+  }
+
+  /** The `connect` check line (preflight.ts); never throws. */
+  async preflightSource(): Promise<CheckItem[]> {
+    return preflightConnection(this.db, (fn) => this.guard(this.db.endpoint.source, fn));
+  }
+
+  /** A table's check lines (preflight.ts): what a run would refuse, line by line; never throws. */
+  async preflightTable(t: PreflightTable): Promise<TablePreflight> {
+    return preflightTable(
+      this.db,
+      t,
+      { lagOnly: this.options.lagOnly ?? false, lagMs: this.lagMs, stallAfterMs: this.stallAfterMs },
+      (fn) => this.guard(t.source, fn),
+    );
   }
 
   /** Closes the connection (waits for a running statement). */

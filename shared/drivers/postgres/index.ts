@@ -20,6 +20,7 @@
  * }
  * await pg.close();
  */
+import type { CheckItem, Preflight, PreflightTable, TablePreflight } from '../../contracts/check.js';
 import { SourceError, TidemarkError } from '../../contracts/errors.js';
 import type {
   BatchIncrementalSource,
@@ -47,6 +48,7 @@ import {
   keysetPlan,
   type TablePlan,
 } from './introspect.js';
+import { preflightConnection, preflightTable } from './preflight.js';
 
 export type { BoundHeldWarning, BoundHolder } from './bound.js';
 
@@ -59,10 +61,10 @@ export type PostgresSourceOptions = SqlSourceOptions;
 /**
  * A Postgres source for cursor-based incremental sync. One connection (opened on first use);
  * pages are read one at a time. Implements `Introspector`, `IncrementalSource`,
- * `BatchIncrementalSource` and `NullCursorCounter`.
+ * `BatchIncrementalSource`, `NullCursorCounter` and `Preflight`.
  */
 export class PostgresSource
-  implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter
+  implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter, Preflight
 {
   private readonly sql: Sql;
   private readonly endpoint: Endpoint;
@@ -149,6 +151,21 @@ export class PostgresSource
         created?.warnings,
       );
     });
+  }
+
+  /** The `connect` check line (preflight.ts); never throws. */
+  async preflightSource(): Promise<CheckItem[]> {
+    return preflightConnection(this.sql, this.endpoint, (fn) => this.guard(this.endpoint.source, fn));
+  }
+
+  /** A table's check lines (preflight.ts): what a run would refuse, line by line; never throws. */
+  async preflightTable(t: PreflightTable): Promise<TablePreflight> {
+    return preflightTable(
+      this.sql,
+      t,
+      { lagOnly: this.options.lagOnly ?? false, lagMs: this.settings.lagMs },
+      (fn) => this.guard(t.source, fn),
+    );
   }
 
   /** Closes the connection (waits up to 5 s for a running query). */

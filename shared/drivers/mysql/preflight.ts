@@ -1,0 +1,163 @@
+/**
+ * MySQL/MariaDB preflight (`tidemark check`): what an incremental run of a table needs, checked
+ * before it runs and reported line by line instead of as the first refusal. Composes
+ * introspect.ts and bound.ts, so a check fails with the same message and fix a run would. The
+ * same lines, in the same order, as the Postgres preflight.
+ *
+ * Owns: the order of the checks, the `ok` wording, and the one warning only a check gives (a
+ * DATETIME cursor). Must never write and never read table rows: the NULL count is the caller's
+ * (it applies the spec's `nullCursor` policy).
+ */
+import {
+  type CheckItem,
+  failed,
+  type PreflightTable,
+  passed,
+  step,
+  type TablePreflight,
+  warned,
+} from '../../contracts/check.js';
+import type { TidemarkError } from '../../contracts/errors.js';
+import { checkTransactionPrivilege, type TimeBoundType, timeBound } from './bound.js';
+import type { MysqlSession } from './connect.js';
+import {
+  currentAccount,
+  introspectTable,
+  type KeysetPlan,
+  keysetPlan,
+  type TablePlan,
+} from './introspect.js';
+
+/** Runs a statement with the source's error translation (connection failures become SourceErrors). */
+export type Guard = <T>(fn: () => Promise<T>) => Promise<T>;
+
+/** The bound settings of the table's source. */
+export interface PreflightBound {
+  readonly lagOnly: boolean;
+  readonly lagMs: number;
+  readonly stallAfterMs: number;
+}
+
+/** The `connect` line: server flavor and version, endpoint and account (never the password). */
+export async function preflightConnection(db: MysqlSession, guard: Guard): Promise<CheckItem[]> {
+  return [
+    await step('connect', async () => {
+      const server = await guard(() => db.server());
+      const account = await guard(() => currentAccount(db));
+      const ep = db.endpoint;
+      return `${server.flavor === 'mariadb' ? 'MariaDB' : 'MySQL'} ${server.version} at ${ep.host}:${ep.port} as ${account}`;
+    }),
+  ];
+}
+
+/** Every table line a driver can judge: table, key, cursor, index, timezone, privilege. */
+export async function preflightTable(
+  db: MysqlSession,
+  t: PreflightTable,
+  bound: PreflightBound,
+  guard: Guard,
+): Promise<TablePreflight> {
+  let plan: TablePlan;
+  try {
+    plan = await guard(() => introspectTable(db, t));
+  } catch (e) {
+    return { items: [failed('table', e)] };
+  }
+  const items: CheckItem[] = [
+    passed('table', `exists, and this account may SELECT from it (${plan.columns.length} columns)`),
+  ];
+  const cursor = plan.columns.find((c) => c.name === t.cursorColumn);
+  let keyset: KeysetPlan | undefined;
+  let refusal: unknown;
+  try {
+    keyset = keysetPlan(plan, t.cursorColumn);
+  } catch (e) {
+    refusal = e;
+  }
+  const keyMissing = (refusal as TidemarkError | undefined)?.code === 'SOURCE_KEY_MISSING';
+
+  if (keyMissing) items.push(failed('key', refusal));
+  else if (plan.primaryKey.length > 0)
+    items.push(passed('key', `primary key (${plan.primaryKey.join(', ')})`));
+  else if (keyset)
+    items.push(
+      passed(
+        'key',
+        `no primary key; cursor "${t.cursorColumn}" is UNIQUE NOT NULL, so it alone keys the pages`,
+      ),
+    );
+
+  if (keyset) {
+    items.push(
+      passed(
+        'cursor',
+        `"${keyset.cursor.name}" ${keyset.cursor.sourceType}; pages keyed on (${keyset.keys.map((k) => k.name).join(', ')})`,
+      ),
+    );
+  } else if (keyMissing && cursor) {
+    // The keyset refused the key after it had accepted the cursor column's type.
+    items.push(passed('cursor', `"${cursor.name}" ${cursor.sourceType}`));
+  } else {
+    items.push(failed('cursor', refusal));
+  }
+
+  if (keyset) {
+    const unindexed = keyset.warnings.find((w) => w.code === 'CURSOR_NOT_INDEXED');
+    items.push(
+      unindexed ? warned('index', unindexed) : passed('index', `an index leads with "${t.cursorColumn}"`),
+    );
+    if (keyset.bound.kind === 'time')
+      items.push(await timeZoneLine(db, plan, keyset.cursor.name, keyset.bound.type, bound, guard));
+  }
+
+  items.push(
+    await step('privilege', async () => {
+      await guard(() => checkTransactionPrivilege(db, plan.source, bound.lagOnly));
+      return bound.lagOnly
+        ? `lagOnly: true: other sessions' open transactions are not consulted; only the lag (${bound.lagMs / 1000} s) protects against late commits`
+        : `this account sees other sessions' open transactions (PROCESS: information_schema.INNODB_TRX), so a late commit holds the bound back`;
+    }),
+  );
+  return {
+    items,
+    ...(cursor ? { resolved: { ref: plan.ref, schema: plan.schema, cursorNotNull: cursor.notNull } } : {}),
+  };
+}
+
+/**
+ * DATETIME and DATE bounds are converted to the server's @@global.time_zone, which needs the
+ * time zone tables for a named zone (else a run stops with SOURCE_TIME_ZONE): the bound is read
+ * once here, without the transaction listing, to find out. A DATETIME cursor is a wall clock
+ * writers take in their session zone; a writer whose session sets another zone (many ORMs set
+ * UTC) stamps values the bound misreads by the difference, so its late commits can be skipped.
+ */
+async function timeZoneLine(
+  db: MysqlSession,
+  plan: TablePlan,
+  c: string,
+  type: TimeBoundType,
+  bound: PreflightBound,
+  guard: Guard,
+): Promise<CheckItem> {
+  if (type === 'timestamp') {
+    return passed('timezone', `"${c}" is a TIMESTAMP: stored and compared in UTC, whatever zone writers use`);
+  }
+  try {
+    await guard(() => timeBound(db, type, bound.lagMs, bound.stallAfterMs, false));
+    if (type === 'date') {
+      return passed('timezone', `"${c}" is a DATE: a day is read once it is over in the server's time zone`);
+    }
+    const [row] = await guard(() => db.query<{ zone: string }>('SELECT @@global.time_zone AS zone'));
+    return {
+      check: 'timezone',
+      status: 'warn',
+      code: 'CURSOR_WALL_CLOCK',
+      message:
+        `${plan.source}: cursor "${c}" is a DATETIME (a wall clock), so the bound is computed in the server's time zone (@@global.time_zone ${row?.zone}); ` +
+        `a writer that sets its own session time_zone stamps rows the bound misreads, and their late commits can be skipped; ` +
+        `make it a TIMESTAMP, run the server in UTC, or keep a lag above any difference (docs/cursor.md, MySQL cursor types)`,
+    };
+  } catch (e) {
+    return failed('timezone', e);
+  }
+}

@@ -1,0 +1,158 @@
+/**
+ * Postgres preflight (`tidemark check`): what an incremental run of a table needs, checked
+ * before it runs and reported line by line instead of as the first refusal. Composes
+ * introspect.ts and bound.ts, so a check fails with the same message and fix a run would.
+ *
+ * Owns: the order of the checks, the `ok` wording, and the one warning only a check gives (a
+ * `timestamp without time zone` cursor). Must never write and never read table rows: the NULL
+ * count is the caller's (it applies the spec's `nullCursor` policy).
+ */
+import {
+  type CheckItem,
+  failed,
+  type PreflightTable,
+  passed,
+  step,
+  type TablePreflight,
+  warned,
+} from '../../contracts/check.js';
+import type { TidemarkError } from '../../contracts/errors.js';
+import { checkActivityPrivilege, type TimeBoundType } from './bound.js';
+import type { Endpoint, Sql } from './connect.js';
+import { introspectTable, type KeysetPlan, keysetPlan, type TablePlan } from './introspect.js';
+
+/** Runs a statement with the source's error translation (connection failures become SourceErrors). */
+export type Guard = <T>(fn: () => Promise<T>) => Promise<T>;
+
+/** The bound settings of the table's source. */
+export interface PreflightBound {
+  readonly lagOnly: boolean;
+  readonly lagMs: number;
+}
+
+/** The `connect` line: server version, endpoint and role (never the password). */
+export async function preflightConnection(sql: Sql, ep: Endpoint, guard: Guard): Promise<CheckItem[]> {
+  return [
+    await step('connect', async () => {
+      const [row] = await guard(() =>
+        sql.unsafe<{ role: string; version: string }[]>(
+          "SELECT current_user::text AS role, current_setting('server_version') AS version",
+        ),
+      );
+      return `PostgreSQL ${row?.version} at ${ep.host}:${ep.port}/${ep.database} as role "${row?.role}"`;
+    }),
+  ];
+}
+
+/** Every table line a driver can judge: table, key, cursor, index, timezone, privilege. */
+export async function preflightTable(
+  sql: Sql,
+  t: PreflightTable,
+  bound: PreflightBound,
+  guard: Guard,
+): Promise<TablePreflight> {
+  let plan: TablePlan;
+  try {
+    plan = await guard(() => introspectTable(sql, t));
+  } catch (e) {
+    return { items: [failed('table', e)] };
+  }
+  const items: CheckItem[] = [
+    passed('table', `exists, and this role may SELECT from it (${plan.columns.length} columns)`),
+  ];
+  const cursor = plan.columns.find((c) => c.name === t.cursorColumn);
+  let keyset: KeysetPlan | undefined;
+  let refusal: unknown;
+  try {
+    keyset = await guard(() => keysetPlan(sql, plan, t.cursorColumn));
+  } catch (e) {
+    refusal = e;
+  }
+  const keyMissing = (refusal as TidemarkError | undefined)?.code === 'SOURCE_KEY_MISSING';
+
+  if (keyMissing) items.push(failed('key', refusal));
+  else if (plan.primaryKey.length > 0)
+    items.push(passed('key', `primary key (${plan.primaryKey.join(', ')})`));
+  else if (keyset)
+    items.push(
+      passed(
+        'key',
+        `no primary key; cursor "${t.cursorColumn}" is UNIQUE NOT NULL, so it alone keys the pages`,
+      ),
+    );
+
+  if (keyset) {
+    items.push(
+      passed(
+        'cursor',
+        `"${keyset.cursor.name}" ${keyset.cursor.sourceType}; pages keyed on (${keyset.keys.map((k) => k.name).join(', ')})`,
+      ),
+    );
+  } else if (keyMissing && cursor) {
+    // The keyset refused the key after it had accepted the cursor column's type.
+    items.push(passed('cursor', `"${cursor.name}" ${cursor.sourceType}`));
+  } else {
+    items.push(failed('cursor', refusal));
+  }
+
+  if (keyset) {
+    const unindexed = keyset.warnings.find((w) => w.code === 'CURSOR_NOT_INDEXED');
+    items.push(
+      unindexed ? warned('index', unindexed) : passed('index', `an index leads with "${t.cursorColumn}"`),
+    );
+    if (keyset.bound.kind === 'time')
+      items.push(await timeZoneLine(sql, plan, keyset.cursor.name, keyset.bound.type, guard));
+  }
+
+  items.push(
+    await step('privilege', async () => {
+      await guard(() => checkActivityPrivilege(sql, plan.source, bound.lagOnly));
+      return bound.lagOnly
+        ? `lagOnly: true: other sessions' open transactions are not consulted; only the lag (${bound.lagMs / 1000} s) protects against late commits`
+        : "this role sees other sessions' open transactions (pg_read_all_stats), so a late commit holds the bound back";
+    }),
+  );
+  return {
+    items,
+    ...(cursor ? { resolved: { ref: plan.ref, schema: plan.schema, cursorNotNull: cursor.notNull } } : {}),
+  };
+}
+
+/**
+ * A `timestamp without time zone` cursor is compared in the session's zone, the database
+ * default, which is what writers' `now()` uses; a writer whose session sets another TimeZone
+ * (many ORMs and drivers set UTC) stamps wall-clock values the bound misreads by the difference,
+ * so its late commits can fall below a page already read.
+ */
+async function timeZoneLine(
+  sql: Sql,
+  plan: TablePlan,
+  c: string,
+  type: TimeBoundType,
+  guard: Guard,
+): Promise<CheckItem> {
+  if (type !== 'timestamp') {
+    return passed(
+      'timezone',
+      type === 'date'
+        ? `"${c}" is a date: a day is read once it is over in the database's time zone`
+        : `"${c}" is timestamptz: the bound compares absolute times, whatever zone writers use`,
+    );
+  }
+  try {
+    const [row] = await guard(() =>
+      sql.unsafe<{ zone: string }[]>("SELECT current_setting('TimeZone') AS zone"),
+    );
+    return {
+      check: 'timezone',
+      status: 'warn',
+      code: 'CURSOR_WALL_CLOCK',
+      message:
+        `${plan.source}: cursor "${c}" is timestamp without time zone, so the bound is computed in the database's time zone (${row?.zone}); ` +
+        `a writer that sets its own TimeZone stamps rows the bound misreads, and their late commits can be skipped; ` +
+        `make it timestamptz, or keep every writer on the database's zone with a lag above any difference (docs/cursor.md, time cursors)`,
+    };
+  } catch (e) {
+    return failed('timezone', e);
+  }
+}

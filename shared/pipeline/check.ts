@@ -1,0 +1,289 @@
+/**
+ * `tidemark check`: everything a run of a spec's tables needs, checked before it runs, as
+ * structured lines (`ok` / `warn` / `fail`, each naming its fix). The same function serves the
+ * CLI (`tidemark check`), the bundled handler (`tidemark invoke check`) and the deployed Lambda
+ * (event `{"check": true}`), so the checks run where the real failures happen: with the
+ * function's network path, credentials and IAM.
+ *
+ * Owns: which checks run for a spec, their order, and the rules that belong to no driver (the
+ * NULL-cursor policy, upsert needs a key); the drivers judge their tables (contracts/check.ts
+ * `Preflight`), the state store and the lake their own probes. Must never sync, never create a
+ * table, bucket or folder a run would not, and never leave anything behind but what a run also
+ * creates (a lake or state directory): its probes are deleted again. Never prints.
+ */
+import { randomUUID } from 'node:crypto';
+import { findTable, type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js';
+import { redact } from '../observability/redact.js';
+import { type CheckItem, type CheckStatus, failed, passed, type TablePreflight } from '../contracts/check.js';
+import type { TidemarkError } from '../contracts/errors.js';
+import type { TableRef } from '../contracts/source.js';
+import type { Clock } from '../contracts/state.js';
+import { BatchError, requireUpsertKey } from '../dataplane/batch.js';
+import { findColumn } from '../dataplane/schema.js';
+import type { ClosableIncrementalSource } from '../drivers/registry.js';
+import { NullCursorError } from '../engine/incremental-run.js';
+import { type OpenSources, openLake, openSources, openStateStore } from './open.js';
+
+/**
+ * The AWS calls the state and lake probes make, for the IAM the deployed function needs:
+ * PutItem + DeleteItem on the state table, PutObject + DeleteObject(s) under the lake prefix,
+ * all of which a run makes too (test/unit/infra.test.ts checks the stack grants them).
+ */
+export const CHECK_AWS_ACTIONS = [
+  'dynamodb:PutItem',
+  'dynamodb:DeleteItem',
+  's3:PutObject',
+  's3:DeleteObject',
+] as const;
+
+/** What a line is about. CDC preflight adds its checks as more items of `source` and `table`. */
+export type CheckScope = 'source' | 'table' | 'state' | 'lake';
+
+/** One line of the report. */
+export interface CheckLine extends CheckItem {
+  readonly scope: CheckScope;
+  /** `sources.<name>`, the spec's `table` (`schema.table`), `state` or `lake`. */
+  readonly subject: string;
+  /** Table lines: the lake table (tells apart two spec tables reading one source table). */
+  readonly target?: string;
+}
+
+/** The whole check of a spec. */
+export interface CheckReport {
+  readonly pipeline: string;
+  readonly lines: readonly CheckLine[];
+  readonly counts: Readonly<Record<CheckStatus, number>>;
+  /** No line failed: a run has what it needs. */
+  readonly passed: boolean;
+}
+
+export interface CheckOptions {
+  /** Only this table (source name or lake target), as `--table`; its source, the state and the lake. */
+  readonly table?: string;
+  readonly clock?: Clock;
+}
+
+/**
+ * Checks a spec: each source connects; each table exists with a key, a usable cursor (NULL
+ * policy, index, time zone) and the privileges its bound needs; the state store and the lake
+ * take a probe write and delete. Never throws for what it checks (a `fail` line instead); an
+ * unknown `table` is a ConfigError.
+ */
+export async function checkPipeline(spec: Spec, opts: CheckOptions = {}): Promise<CheckReport> {
+  const clock = opts.clock ?? Date.now;
+  const tables = opts.table ? [findTable(spec, opts.table)] : spec.tables;
+  const id = randomUUID();
+  const sources = openSources(spec, clock);
+  let lines: CheckLine[];
+  try {
+    const [sourceLines, stateLine, lakeLine] = await Promise.all([
+      checkSources(spec, tables, sources),
+      checkState(spec, `check#${spec.pipeline}#${id}`, clock),
+      checkLake(spec, `${spec.pipeline}.${id}`),
+    ]);
+    lines = [...sourceLines, stateLine, lakeLine];
+  } finally {
+    await sources.close();
+  }
+  const counts = { ok: 0, warn: 0, fail: 0 };
+  for (const l of lines) counts[l.status] += 1;
+  return { pipeline: spec.pipeline, lines, counts, passed: counts.fail === 0 };
+}
+
+/** Each source's `connect` line, then its tables' lines; tables of a source that failed are not checked. */
+async function checkSources(
+  spec: Spec,
+  tables: readonly TableSpecConfig[],
+  sources: OpenSources,
+): Promise<CheckLine[]> {
+  const lines: CheckLine[] = [];
+  const names = [...new Set(tables.map((t) => t.source))];
+  for (const name of names) {
+    const subject = `sources.${name}`;
+    const own = tables.filter((t) => t.source === name);
+    const connect = await withSource(sources, name, own[0]!, 'connect', async (src) => {
+      if (!src.preflightSource)
+        return [fail('connect', `the ${spec.sources[name]?.kind} driver has no preflight check`)];
+      return src.preflightSource();
+    });
+    lines.push(...connect.map((item) => ({ ...item, scope: 'source' as const, subject })));
+    if (connect.some((item) => item.status === 'fail')) continue;
+    for (const t of own) {
+      const items = await withSource(sources, name, t, 'table', (src) => checkTable(t, src));
+      const target = tableTarget(t);
+      lines.push(...items.map((item) => ({ ...item, scope: 'table' as const, subject: t.table, target })));
+    }
+  }
+  return lines;
+}
+
+/**
+ * Runs `fn` on the source a table reads with. A source that cannot even be opened (bad URL,
+ * unreadable secret) is a `connect` failure; anything `fn` throws, a `check` failure: a check
+ * reports, it does not stop at the first problem.
+ */
+async function withSource(
+  sources: OpenSources,
+  name: string,
+  table: TableSpecConfig,
+  check: string,
+  fn: (src: ClosableIncrementalSource) => Promise<CheckItem[]>,
+): Promise<CheckItem[]> {
+  let src: ClosableIncrementalSource;
+  try {
+    src = await sources.source(name, table);
+  } catch (e) {
+    return [failed('connect', e)];
+  }
+  try {
+    return await fn(src);
+  } catch (e) {
+    return [failed(check, e)];
+  }
+}
+
+/** The driver's lines for a table, plus the rules that are the engine's: NULL cursors, upsert key. */
+async function checkTable(t: TableSpecConfig, src: ClosableIncrementalSource): Promise<CheckItem[]> {
+  if (!src.preflightTable) return [fail('table', 'the driver has no preflight check')];
+  const pf: TablePreflight = await src.preflightTable({
+    source: t.table,
+    target: tableTarget(t),
+    exclude: t.exclude,
+    cursorColumn: t.cursor,
+  });
+  const items = pf.items.map((item) => withoutSubject(item, t.table));
+  if (!pf.resolved) return items;
+  const { ref, schema, cursorNotNull } = pf.resolved;
+  const extra: CheckItem[] = [];
+  if (!findColumn(schema, t.cursor)) {
+    extra.push({
+      check: 'cursor',
+      status: 'fail',
+      code: 'CURSOR_COLUMN_MISSING',
+      message: `cursor column "${t.cursor}" is excluded from the lake (exclude:); remove it from exclude, the engine needs it`,
+    });
+  } else {
+    extra.push(await nullsLine(t, src, ref, cursorNotNull, findColumn(schema, t.cursor)!.nullable));
+  }
+  // NULLs belong beside the cursor line; the rest of the driver's lines follow.
+  const at = items.findIndex((i) => i.check === 'cursor');
+  items.splice(at < 0 ? items.length : at + 1, 0, ...extra.map((item) => withoutSubject(item, t.table)));
+  try {
+    // Throws the run's own refusal (BATCH_INVALID) when upsert has no key to collapse by.
+    requireUpsertKey(tableTarget(t), t.writeMode, schema);
+    items.push(
+      passed(
+        'writeMode',
+        t.writeMode === 'upsert'
+          ? `upsert: each object keeps the last change per primary key (${schema.primaryKey.join(', ')})`
+          : 'append: every row version read is kept',
+      ),
+    );
+  } catch (e) {
+    if (!(e instanceof BatchError)) throw e;
+    items.push(failed('writeMode', e));
+  }
+  return items;
+}
+
+/**
+ * The NULL-cursor policy: rows whose cursor is NULL (MySQL: or a zero date) are never reached by
+ * the keyset, so `nullCursor: refuse` (the default) stops a run that finds any, as this line does.
+ */
+async function nullsLine(
+  t: TableSpecConfig,
+  src: ClosableIncrementalSource,
+  ref: TableRef,
+  notNull: boolean,
+  readsAsNull: boolean,
+): Promise<CheckItem> {
+  if (t.nullCursor === 'skip') {
+    return passed(
+      'nulls',
+      notNull && !readsAsNull
+        ? `"${t.cursor}" is NOT NULL (nullCursor: skip has nothing to skip)`
+        : `rows whose "${t.cursor}" is NULL are left out and never synced (nullCursor: skip)`,
+    );
+  }
+  try {
+    const n = src.countNullCursors ? await src.countNullCursors(ref, t.cursor) : 0;
+    if (n > 0) return failed('nulls', new NullCursorError(t.table, t.cursor, n));
+  } catch (e) {
+    return failed('nulls', e);
+  }
+  if (notNull) {
+    return passed(
+      'nulls',
+      readsAsNull ? `"${t.cursor}" is NOT NULL and holds no zero dates` : `"${t.cursor}" is NOT NULL`,
+    );
+  }
+  return passed(
+    'nulls',
+    `"${t.cursor}" is nullable but holds no NULL now; a NULL would stop runs (NULL_CURSOR) until backfilled: make it NOT NULL, or set nullCursor: skip`,
+  );
+}
+
+/**
+ * The state store takes a conditional put and delete of a probe item (line `dynamodb`), or a
+ * probe state file is written and removed (line `dir`).
+ */
+async function checkState(spec: Spec, key: string, clock: Clock): Promise<CheckLine> {
+  const d = spec.state.dynamodb;
+  const line = (item: CheckItem): CheckLine => ({ ...item, scope: 'state', subject: 'state' });
+  const check = d ? 'dynamodb' : 'dir';
+  const where = d
+    ? `table ${d.table}${d.endpoint ? ` at ${redact(d.endpoint)}` : d.region ? ` in ${d.region}` : ''}`
+    : `${spec.state.dir}`;
+  try {
+    const store = await openStateStore(spec, { clock, ensureTable: false });
+    await store.probe(key);
+    return line(
+      passed(
+        check,
+        d
+          ? `${where}: a conditional put and delete of probe item ${key} work`
+          : `${where} is writable (a probe state file was written and removed)`,
+      ),
+    );
+  } catch (e) {
+    if (d?.endpoint && (e as TidemarkError).code === 'STATE_TABLE_MISSING') {
+      // The one thing check leaves to the run: with an endpoint the run creates the table.
+      return line({
+        check,
+        status: 'warn',
+        code: 'STATE_TABLE_MISSING',
+        message: `${where} does not exist yet; with state.dynamodb.endpoint set the first run creates it (in AWS, cdk deploy does)`,
+      });
+    }
+    // A state dir's errors name the directory already; DynamoDB's do not name the endpoint.
+    const item = failed(check, e);
+    return line(d ? { ...item, message: `${where}: ${item.message}` } : item);
+  }
+}
+
+/** The lake takes a put and a delete of a test object under its prefix (line `s3`, or `dir` for a lake dir). */
+async function checkLake(spec: Spec, id: string): Promise<CheckLine> {
+  const line = (item: CheckItem): CheckLine => ({ ...item, scope: 'lake', subject: 'lake' });
+  const s3 = spec.lake.uri.startsWith('s3://');
+  const check = s3 ? 's3' : 'dir';
+  const where = `${spec.lake.uri}${spec.lake.endpoint ? ` at ${redact(spec.lake.endpoint)}` : ''}`;
+  try {
+    const uri = await openLake(spec).probe(id);
+    return line(passed(check, `${where} is writable (test object ${uri} was put and deleted)`));
+  } catch (e) {
+    // Errors name the object, not the endpoint: say where it went.
+    const item = failed(check, e);
+    return line(spec.lake.endpoint ? { ...item, message: `${where}: ${item.message}` } : item);
+  }
+}
+
+function fail(check: string, message: string): CheckItem {
+  return { check, status: 'fail', message };
+}
+
+/** Drops a leading `schema.table: ` from a driver message: the line already names the table. */
+function withoutSubject(item: CheckItem, table: string): CheckItem {
+  return item.message.startsWith(`${table}: `)
+    ? { ...item, message: item.message.slice(table.length + 2) }
+    : item;
+}
