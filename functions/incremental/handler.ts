@@ -171,5 +171,6 @@ async function runEvent(
 export async function shutdown(): Promise<void> {
   const c = cached;
   cached = undefined;
+  cachedSpec = undefined;
   if (c) await c.pipeline.close();
 }

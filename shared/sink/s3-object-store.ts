@@ -177,14 +177,6 @@ export class S3ObjectStore implements ObjectStore {
       return new SinkError(code, '', `${op} s3://${this.bucket}/${key}: ${message}`, { cause });
     }
     const why = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
-    if ((cause as { name?: string }).name === 'NoSuchBucket') {
-      return new SinkError(
-        'SINK_STORE_FAILED',
-        '',
-        `${op} s3://${this.bucket}/${key} failed: bucket ${this.bucket} does not exist (NoSuchBucket); create it (cdk deploy does), or fix the bucket in lake.uri and the region/endpoint`,
-        { cause },
-      );
-    }
     return new SinkError(
       'SINK_STORE_FAILED',
       '',

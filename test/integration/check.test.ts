@@ -361,12 +361,12 @@ describe('tidemark check: state store and lake', () => {
     expect(state.status).toBe('fail');
     expect(state.message).toMatch(
       new RegExp(
-        `at ${closed}: cannot reach DynamoDB .*ECONNREFUSED.*check state\\.dynamodb\\.region / endpoint`,
+        `at ${closed}: no DynamoDB endpoint answered at ${closed} \\(ECONNREFUSED\\).*check state\\.dynamodb\\.endpoint and state\\.dynamodb\\.region`,
       ),
     );
     const lake = line(r, 'lake', 's3');
     expect(lake.status).toBe('fail');
-    expect(lake.message).toMatch(/bucket tidemark-missing-\w+ does not exist \(NoSuchBucket\); create it/);
+    expect(lake.message).toMatch(/bucket tidemark-missing-\w+ does not exist .*; create it/);
     expect(r.lines.filter((l) => l.status === 'fail')).toEqual([state, lake]);
   });
 
@@ -419,8 +419,8 @@ describe('tidemark check: state store and lake', () => {
       /cannot write to the state directory .*regular-file\/state \(ENOTDIR\); fix state\.dir/,
     );
     const lake = checks.find((c) => c.scope === 'lake')!;
-    expect(lake).toMatchObject({ check: 'dir', status: 'fail', code: 'SINK_STORE_FAILED' });
-    expect(lake.message).toMatch(/regular-file\/lake.*\(ENOTDIR\); fix lake\.uri/);
+    expect(lake).toMatchObject({ check: 'dir', status: 'fail', code: 'SINK_DIR_UNWRITABLE' });
+    expect(lake.message).toMatch(/regular-file\/lake.*ENOTDIR.*lake\.uri .* must be a folder this user can create and write/);
   });
 });
 
