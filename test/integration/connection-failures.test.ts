@@ -185,6 +185,24 @@ describe('a source URL whose port answers with something that is not the databas
     says: RegExp;
   }[] = [
     {
+      kind: 'postgres',
+      listener: 'http',
+      code: 'SOURCE_UNREACHABLE',
+      says: /^no PostgreSQL server answered at 127\.0\.0\.1:PORT: something there accepted the connection and closed it/,
+    },
+    {
+      kind: 'postgres',
+      listener: 'hang-up',
+      code: 'SOURCE_UNREACHABLE',
+      says: /^no PostgreSQL server answered at 127\.0\.0\.1:PORT: something there accepted the connection and closed it/,
+    },
+    {
+      kind: 'postgres',
+      listener: 'silent',
+      code: 'SOURCE_TIMEOUT',
+      says: /^no PostgreSQL server answered at 127\.0\.0\.1:PORT within 2 s; check the host and port in sources\.db/,
+    },
+    {
       kind: 'mysql',
       listener: 'http',
       code: 'SOURCE_TIMEOUT',
