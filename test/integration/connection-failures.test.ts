@@ -2,7 +2,8 @@
  * Dead connections fail fast, never hang (issue 7), through the same path as `tidemark run`
  * (spec -> pipeline -> engine -> driver), against real servers and real listeners:
  * - a private MariaDB SIGKILLed while tidemark's page statement waits at it fails the run with
- *   SOURCE_CONNECTION_LOST;
+ *   SOURCE_CONNECTION_LOST (the server-side kill of one session is a shared scenario,
+ *   incremental/scenarios.ts, as is the stalled page);
  * - a source URL whose port answers with something that is not the database (an HTTP server, a
  *   listener that hangs up, one that never speaks) fails within connectTimeoutSeconds with a
  *   clear error, after one TCP connection: no connection storm.

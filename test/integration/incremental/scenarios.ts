@@ -15,7 +15,15 @@ import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.j
 import { runTable } from '../../../shared/pipeline/run-table.js';
 import { incrementalPosPrefix } from '../../../shared/position/position.js';
 import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
-import { lakeRows, latest, localSpec, runOnce, type SourceFixture } from './fixture.js';
+import {
+  eventually,
+  lakeRows,
+  latest,
+  localSpec,
+  runOnce,
+  type SourceFixture,
+  stallFirstRead,
+} from './fixture.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 
@@ -324,6 +332,50 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         }).spec;
         const s = await runOnce(spec);
         expect(s.rows).toBe(3);
+      });
+    });
+
+    describe('dead and stalled connections: the run fails at once, the next one gets a new connection', () => {
+      /** Far past the test's own timeout: a run that ends at all did not end by this timeout. */
+      const NEVER_MS = 10 * 60_000;
+
+      it('a session killed at the server during a page read fails the run with SOURCE_CONNECTION_LOST, commits nothing and releases the lease', async () => {
+        await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+        await fx.createTable();
+        await fx.insertRange(1, 501, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
+        const { spec, lakeDir } = localSpec(fx, { pageSize: 100 });
+        const base = await openPipeline(spec);
+        const stalled = stallFirstRead(base, fx, fx.table);
+        let reader: string;
+        let err: { code?: string; message: string } | undefined;
+        try {
+          const run = runTable(spec, spec.tables[0]!, stalled.pipeline, {
+            logger: silentLogger,
+            pageTimeoutMs: NEVER_MS,
+          }).then(
+            () => undefined,
+            (e: unknown) => e as { code?: string; message: string },
+          );
+          // The page statement is at the server, waiting for the lock the test holds: it cannot
+          // finish before the kill lands.
+          [reader] = (await eventually('the page read waiting at the server', () => fx.waitingReaders())) as [
+            string,
+          ];
+          await fx.killSession(reader);
+          err = await run;
+        } finally {
+          await stalled.release();
+          await base.close();
+        }
+        expect(err?.code, err?.message).toBe('SOURCE_CONNECTION_LOST');
+        expect(err!.message).toContain(reader);
+        expect(err!.message).toContain('nothing past the last committed page was written; rerun');
+        expect(err!.message).not.toContain('\n');
+        const store = new FileCursorStore(spec.state.dir!);
+        const rec = await store.load(incrementalStateKey(spec.pipeline, spec.tables[0]!.table));
+        expect(rec.version).toBe(0);
+        expect(rec.lease).toBeUndefined();
+        expect(existsSync(join(lakeDir, spec.tables[0]!.table))).toBe(false);
       });
     });
   });
