@@ -59,8 +59,8 @@ export type PostgresSourceOptions = SqlSourceOptions;
 
 /**
  * A Postgres source for cursor-based incremental sync. One connection (opened on first use,
- * replaced if it dies); pages are read one at a time. Implements `Introspector`, `IncrementalSource`,
- * `BatchIncrementalSource` and `NullCursorCounter`.
+ * replaced if it dies or a page read is aborted); pages are read one at a time. Implements
+ * `Introspector`, `IncrementalSource`, `BatchIncrementalSource` and `NullCursorCounter`.
  */
 export class PostgresSource
   implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter
@@ -125,23 +125,31 @@ export class PostgresSource
 
   /** One page as row maps (the row path; also the oracle of the batch path). */
   async incremental(req: IncrementalPage): Promise<IncrementalResult<Record<string, unknown>[]>> {
-    return this.guard(req.table.source, async (sql) => {
-      const plan = await this.plan(sql, req.table);
-      const { keyset, created } = await this.keyset(sql, plan, req.cursorColumn);
-      return withWarnings(await readRowPage(sql, plan, keyset, req, this.settings), created?.warnings);
-    });
+    return this.guard(
+      req.table.source,
+      async (sql) => {
+        const plan = await this.plan(sql, req.table);
+        const { keyset, created } = await this.keyset(sql, plan, req.cursorColumn);
+        return withWarnings(await readRowPage(sql, plan, keyset, req, this.settings), created?.warnings);
+      },
+      req.signal,
+    );
   }
 
   /** One page encoded straight into a wire batch (binary COPY). `page` is undefined when empty. */
   async incrementalBatch(req: BatchPageRequest): Promise<IncrementalResult<Batch | undefined>> {
-    return this.guard(req.table.source, async (sql) => {
-      const plan = await this.plan(sql, req.table);
-      const { keyset, created } = await this.keyset(sql, plan, req.cursorColumn);
-      return withWarnings(
-        await readBatchPage(sql, plan, keyset, req, this.settings, this.clock),
-        created?.warnings,
-      );
-    });
+    return this.guard(
+      req.table.source,
+      async (sql) => {
+        const plan = await this.plan(sql, req.table);
+        const { keyset, created } = await this.keyset(sql, plan, req.cursorColumn);
+        return withWarnings(
+          await readBatchPage(sql, plan, keyset, req, this.settings, this.clock),
+          created?.warnings,
+        );
+      },
+      req.signal,
+    );
   }
 
   /** Closes the connection (waits up to 5 s for a running query). */
@@ -179,12 +187,21 @@ export class PostgresSource
     return { keyset: k, created: k };
   }
 
-  /** Runs `fn` on the connection, turning connection failures and unexpected query errors into SourceErrors. */
-  private async guard<T>(table: string, fn: (sql: Sql) => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` on the connection, turning connection failures and unexpected query errors into
+   * SourceErrors. When `signal` aborts (the engine gave the page up), the connection is
+   * abandoned whichever statement of the read is stalled (the bound's or the page's), so the
+   * server stops it and the next read opens a new connection; `fn` then fails with the reason.
+   */
+  private async guard<T>(table: string, fn: (sql: Sql) => Promise<T>, signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
+    const onAbort = () => this.db.abandon();
+    signal?.addEventListener('abort', onAbort, { once: true });
     const ep = this.db.endpoint;
     try {
       return await this.db.run(fn);
     } catch (e) {
+      if (signal?.aborted) throw signal.reason;
       if (e instanceof TidemarkError) throw e;
       const translated = translateConnectError(e, ep, this.options.connectTimeoutMs);
       if (translated) throw translated;
@@ -197,6 +214,8 @@ export class PostgresSource
         }`,
         { cause: e },
       );
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 }
