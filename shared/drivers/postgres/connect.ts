@@ -133,8 +133,12 @@ export function connect(opts: ConnectOptions): { sql: Sql; endpoint: Endpoint } 
 /** The backend a client talks to, read by its first query: what `abandon` terminates. */
 interface Backend {
   readonly pid: number;
-  /** `backend_start` as text: with the pid it names one backend, never a later one reusing the pid. */
-  readonly started: string;
+  /**
+   * The server's `now()` at the first query, as text. Our backend started before it; a later
+   * backend reusing the pid started after ours ended, so after it: `backend_start <= seenAt`
+   * with the pid names ours alone.
+   */
+  readonly seenAt: string;
 }
 
 interface Client {
@@ -145,9 +149,11 @@ interface Client {
   abandoned?: boolean;
 }
 
-/** The first query of every client: which backend it got. */
-const BACKEND_SQL =
-  'SELECT pg_backend_pid()::text AS pid, backend_start::text AS started FROM pg_stat_activity WHERE pid = pg_backend_pid()';
+/**
+ * The first query of every client: which backend it got. Functions only: a view such as
+ * pg_stat_activity would cost a new backend ~10 ms of catalog lookups on every connect.
+ */
+const BACKEND_SQL = 'SELECT pg_backend_pid()::text AS pid, now()::text AS seen_at';
 
 /** Error codes that mean the connection under a statement is over, not just the statement. */
 const CONNECTION_OVER = new Set([
@@ -268,9 +274,9 @@ export class PgConnection {
         },
       }),
     );
-    const first = sql.unsafe<{ pid: string; started: string }[]>(BACKEND_SQL).then(([row]) => {
+    const first = sql.unsafe<{ pid: string; seen_at: string }[]>(BACKEND_SQL).then(([row]) => {
       answered = true;
-      return { pid: Number(row!.pid), started: row!.started };
+      return { pid: Number(row!.pid), seenAt: row!.seen_at };
     });
     const ready = withinConnectTimeout(first, this.timeoutMs, () =>
       connectTimeoutError('PostgreSQL', this.endpoint, this.timeoutMs),
@@ -322,8 +328,8 @@ export class PgConnection {
     try {
       await side.ready;
       await side.sql.unsafe(
-        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1::text::int AND backend_start = $2::text::timestamptz',
-        [String(backend.pid), backend.started],
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1::text::int AND backend_start <= $2::text::timestamptz',
+        [String(backend.pid), backend.seenAt],
       );
     } catch {
       // The server is gone or refuses us: the backend ends when it next writes to the closed socket.
