@@ -96,13 +96,16 @@ export interface IncrementalRunOptions {
   readonly maxPages?: number;
   /**
    * A page read that takes longer fails the run (`PAGE_TIMEOUT`) instead of waiting forever on
-   * a stalled connection; nothing is committed past the last durable page. Default 10 min.
+   * a stalled connection: the read's signal is aborted, so the source drops that connection
+   * (and stops its statement at the server); nothing is committed past the last durable page.
+   * Default 10 min.
    */
   readonly pageTimeoutMs?: number;
   /** Encoder for sources that only implement the row path. */
   readonly encodeRows?: RowEncoder;
   /** Show a TTY progress line. */
   readonly progressTty?: boolean;
+  /** Aborts the page read in flight (and stops starting pages). */
   readonly signal?: AbortSignal;
 }
 
@@ -282,8 +285,12 @@ async function pageLoop(
   let more = true;
   let slowestPageMs = 0;
 
-  const readPage = (after: string, seq: number): Promise<PageResult> =>
-    readOnePage(opts, ref, schema, after, incrementalPosPrefix(seq));
+  // One read is in flight at a time (page N+1 while page N is written); `reading` aborts it.
+  let reading: AbortController | undefined;
+  const readPage = (after: string, seq: number): Promise<PageResult> => {
+    reading = new AbortController();
+    return readOnePage(opts, ref, schema, after, incrementalPosPrefix(seq), reading);
+  };
   const timeLeft = () => {
     if (!opts.remainingMs) return true;
     const margin = Math.max(opts.safetyMarginMs ?? 10_000, 2 * slowestPageMs);
@@ -297,7 +304,7 @@ async function pageLoop(
   pending?.catch(() => {}); // surfaced when awaited (or abandoned after a page timeout)
   let pageStart = opts.clock();
   while (pending) {
-    const page: PageResult = await withTimeout(pending, opts.pageTimeoutMs ?? 600_000, table.source);
+    const page: PageResult = await withTimeout(pending, opts.pageTimeoutMs ?? 600_000, table.source, reading);
     pending = undefined;
     for (const w of page.warnings ?? []) {
       log.warn(w.message, { code: w.code });
@@ -434,11 +441,19 @@ export class PageTimeoutError extends TidemarkError {
   }
 }
 
-/** Rejects with PageTimeoutError when `p` does not settle within `ms`. */
-function withTimeout<T>(p: Promise<T>, ms: number, table: string): Promise<T> {
+/**
+ * Rejects with PageTimeoutError when `p` does not settle within `ms`, and aborts the read with
+ * it: the source then drops the stalled connection, so the next read (or the next table on the
+ * same source) gets a new one instead of queueing behind a statement that still runs.
+ */
+function withTimeout<T>(p: Promise<T>, ms: number, table: string, read?: AbortController): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new PageTimeoutError(table, ms)), ms);
+    timer = setTimeout(() => {
+      const e = new PageTimeoutError(table, ms);
+      read?.abort(e);
+      reject(e);
+    }, ms);
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
@@ -452,12 +467,33 @@ function leaseTtl(opts: IncrementalRunOptions): number {
   );
 }
 
+/** Reads one page; `read` aborts it (the page timeout, or the caller's signal chained to it). */
 async function readOnePage(
   opts: IncrementalRunOptions,
   ref: TableRef,
   schema: Schema,
   after: string,
   posPrefix: string,
+  read: AbortController,
+): Promise<PageResult> {
+  const caller = opts.signal;
+  const stop = () => read.abort(caller?.reason);
+  if (caller?.aborted) stop();
+  caller?.addEventListener('abort', stop, { once: true });
+  try {
+    return await readPageFromSource(opts, ref, schema, after, posPrefix, read.signal);
+  } finally {
+    caller?.removeEventListener('abort', stop);
+  }
+}
+
+async function readPageFromSource(
+  opts: IncrementalRunOptions,
+  ref: TableRef,
+  schema: Schema,
+  after: string,
+  posPrefix: string,
+  signal: AbortSignal,
 ): Promise<PageResult> {
   const { table, source } = opts;
   const req = {
@@ -467,14 +503,10 @@ async function readOnePage(
     pageSize: table.pageSize,
     posPrefix,
     ordinalBase: 0,
+    signal,
   };
   if (source.incrementalBatch) {
-    return source.incrementalBatch({
-      ...req,
-      schema,
-      writeMode: table.writeMode,
-      ...(opts.signal ? { signal: opts.signal } : {}),
-    });
+    return source.incrementalBatch({ ...req, schema, writeMode: table.writeMode });
   }
   if (!source.incremental || !opts.encodeRows) {
     throw new TidemarkError(

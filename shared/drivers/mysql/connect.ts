@@ -5,14 +5,16 @@
  * support; and the one place that turns connection failures into one-line `SourceError`s.
  *
  * Owns: client options, session settings, the server version check, error translation, and the
- * lifetime of the connection (a connection that died is replaced on next use). Must never log or
- * embed a password: every message names `user@host:port`, and a URL is only quoted through
- * `redact` (shared/observability/redact.ts).
+ * lifetime of the connection: its setup is bounded by the connect timeout, a connection that dies
+ * fails what runs on it at once (`SOURCE_CONNECTION_LOST`) and is replaced on next use, and an
+ * abandoned one is also KILLed at the server. Must never log or embed a password: every message
+ * names `user@host:port`, and a URL is only quoted through `redact`
+ * (shared/observability/redact.ts).
  */
 import mysql from 'mysql2';
-import type { Connection as PromiseConnection } from 'mysql2/promise';
 import { SourceError } from '../../contracts/errors.js';
 import { redact } from '../../observability/redact.js';
+import { connectTimeoutError, withinConnectTimeout } from '../connect-timeout.js';
 
 /** Connection options of a MySQL/MariaDB source. */
 export interface ConnectOptions {
@@ -120,27 +122,48 @@ export function parseServerVersion(version: string, at = 'the server'): Omit<Ser
 
 interface Open {
   readonly core: mysql.Connection;
-  readonly promise: PromiseConnection;
   readonly server: ServerInfo;
+  /** Statements running on this connection, each with the function that fails it from outside. */
+  readonly running: Set<(e: unknown) => void>;
+  /** Set once the connection is over (lost or abandoned): what every statement on it fails with. */
+  ended?: () => Promise<unknown>;
+}
+
+/**
+ * Errors with which the server itself says it ended the connection (they arrive as a statement's
+ * error, before the socket closes), and what each means.
+ */
+const SERVER_ENDED: ReadonlyMap<number, string> = new Map([
+  [1053, 'the server is shutting down'],
+  [1927, 'the server killed it (KILL CONNECTION)'],
+  [4031, 'the server closed it as idle (wait_timeout)'],
+]);
+
+/** Whether `e` means the connection is over (not just this statement failed). */
+function endsConnection(e: unknown): boolean {
+  const err = e as { fatal?: boolean; errno?: number };
+  return err.fatal === true || SERVER_ENDED.has(Number(err.errno));
 }
 
 /**
  * One lazily opened connection with its session set up. Statements run one at a time, in call
- * order (mysql2 queues them); a connection that fails fatally is dropped and the next call opens
- * a new one.
+ * order (mysql2 queues them). A connection that dies fails every statement on it at once with
+ * `SOURCE_CONNECTION_LOST`, and the next call opens a new one; `abandon` drops it on purpose.
  */
 export class MysqlSession {
   readonly endpoint: Endpoint;
   private readonly config: mysql.ConnectionOptions;
+  private readonly connectTimeoutMs: number;
   private opening: Promise<Open> | undefined;
-  /** The connection `opening` resolves to, once its handshake is done. */
-  private current: mysql.Connection | undefined;
+  /** KILLs sent for abandoned connections; `close` waits for them. */
+  private readonly kills = new Set<Promise<void>>();
 
   constructor(opts: ConnectOptions) {
     this.endpoint = endpointOf(opts.url, opts.sourceName);
+    this.connectTimeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.config = {
       uri: opts.url,
-      connectTimeout: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      connectTimeout: this.connectTimeoutMs,
       // Exact text for everything mysql2 would otherwise turn into a Date or a rounded number
       // (ordinary queries only; page reads take raw bytes, see `each`).
       dateStrings: true,
@@ -161,60 +184,47 @@ export class MysqlSession {
 
   /** Runs `sql` with `?` placeholders (client-side escaped) and returns its rows as objects. */
   async query<T>(sql: string, values: readonly unknown[] = []): Promise<T[]> {
-    const { promise } = await this.open();
-    try {
+    const open = await this.open();
+    return this.statement<T[]>(open, (done, fail) => {
+      const callback = (err: unknown, rows: unknown) => (err ? fail(err) : done(rows as T[]));
       // Without values the text is sent as is: a `?` inside a quoted name stays a `?`.
-      const [rows] =
-        values.length > 0 ? await promise.query(sql, values as unknown[]) : await promise.query(sql);
-      return rows as unknown as T[];
-    } catch (e) {
-      this.dropIfFatal(e);
-      throw e;
-    }
+      if (values.length > 0) open.core.query(sql, values as unknown[], callback);
+      else open.core.query(sql, callback);
+    });
   }
 
   /**
    * Runs `sql` and hands each row to `onRow` as it arrives, as raw text bytes (`typeCast: false`,
    * one Buffer per value, sliced from the packet, no copy). Resolves once the server has sent
    * the whole result, so the connection is always left drained, even when `onRow` stops using
-   * rows or throws (the first error thrown is rethrown after the end). Abort destroys the
+   * rows or throws (the first error thrown is rethrown after the end). Abort abandons the
    * connection (the next call opens a new one).
    */
   async each(sql: string, onRow: (row: RawRow) => void, signal?: AbortSignal): Promise<void> {
     signal?.throwIfAborted();
-    const { core } = await this.open();
-    await new Promise<void>((resolve, reject) => {
-      let failure: unknown;
-      let settled = false;
-      const onAbort = () => {
-        failure ??= signal?.reason ?? new Error('aborted');
-        core.destroy();
-        this.opening = undefined;
-        finish();
-      };
-      const finish = () => {
-        if (settled) return;
-        settled = true;
-        signal?.removeEventListener('abort', onAbort);
-        if (failure !== undefined) reject(failure);
-        else resolve();
-      };
-      const q = core.query({ sql, rowsAsArray: true, typeCast: false });
-      q.on('result', (row: unknown) => {
-        if (failure !== undefined) return;
-        try {
-          onRow(row as RawRow);
-        } catch (e) {
-          failure = e;
-        }
+    const open = await this.open();
+    const onAbort = () => this.abandon(signal?.reason ?? new Error('aborted'));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      await this.statement<void>(open, (done, fail) => {
+        let failure: unknown;
+        const q = open.core.query({ sql, rowsAsArray: true, typeCast: false });
+        q.on('result', (row: unknown) => {
+          if (failure !== undefined) return;
+          try {
+            onRow(row as RawRow);
+          } catch (e) {
+            failure = e;
+          }
+        });
+        q.on('error', (e: Error) => {
+          failure ??= e;
+        });
+        q.on('end', () => (failure !== undefined ? fail(failure) : done()));
       });
-      q.on('error', (e: Error) => {
-        failure ??= e;
-        this.dropIfFatal(e);
-      });
-      q.on('end', finish);
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
   }
 
   /** Runs `sql` and returns every row as raw text bytes (see `each`). */
@@ -224,13 +234,41 @@ export class MysqlSession {
     return rows;
   }
 
-  /** Closes the connection (waits for the running statement). */
+  /**
+   * Drops the connection at once, failing whatever runs on it with `reason`, and KILLs its
+   * thread from a second connection: closing the socket does not stop a statement the server is
+   * running (it would go on, holding its locks). The next statement opens a new connection.
+   * Used when a read is given up (the engine's page timeout); a no-op without a connection.
+   */
+  abandon(reason: unknown): void {
+    const opening = this.opening;
+    this.opening = undefined;
+    opening?.then(
+      (open) => {
+        if (open.ended) return;
+        open.ended = () => Promise.resolve(reason);
+        for (const fail of [...open.running]) fail(reason);
+        open.core.destroy();
+        this.kill(open.server.connectionId);
+      },
+      () => undefined,
+    );
+  }
+
+  /** Closes the connection (waits for the running statement, and for KILLs `abandon` sent). */
   async close(): Promise<void> {
     const opening = this.opening;
     this.opening = undefined;
     const open = await opening?.catch(() => undefined);
-    if (!open) return;
-    await open.promise.end().catch(() => open.core.destroy());
+    if (open && !open.ended) {
+      await new Promise<void>((resolve) =>
+        open.core.end((err) => {
+          if (err) open.core.destroy();
+          resolve();
+        }),
+      );
+    }
+    await Promise.all([...this.kills]);
   }
 
   private open(): Promise<Open> {
@@ -246,32 +284,143 @@ export class MysqlSession {
 
   private async connect(): Promise<Open> {
     const core = mysql.createConnection(this.config);
-    // Fatal errors after the handshake (server gone, connection killed) arrive here when no
-    // statement is running; drop the connection so the next call reconnects.
-    core.on('error', () => {
-      if (core === this.current) this.opening = undefined;
+    let open: Open | undefined;
+    // After the setup, a connection that dies while no statement with a callback runs (idle, or
+    // streaming a page) reports it only here: mysql2 tells nothing to a streaming statement.
+    core.on('error', (e) => {
+      if (open) this.lose(open, e);
     });
-    await new Promise<void>((resolve, reject) => core.connect((err) => (err ? reject(err) : resolve())));
-    this.current = core;
-    const promise = core.promise();
-    try {
+    const setup = (async () => {
+      await new Promise<void>((resolve, reject) => core.connect((err) => (err ? reject(err) : resolve())));
+      const promise = core.promise();
       await promise.query(SESSION_SETUP);
       const [rows] = await promise.query('SELECT VERSION() AS version, CONNECTION_ID() AS id');
       const row = (rows as { version: string; id: number | string }[])[0]!;
       const at = `${this.endpoint.host}:${this.endpoint.port}`;
-      return {
-        core,
-        promise,
-        server: { ...parseServerVersion(row.version, at), connectionId: Number(row.id) },
-      };
+      return { ...parseServerVersion(row.version, at), connectionId: Number(row.id) };
+    })();
+    try {
+      // mysql2's connectTimeout ends with the handshake; the bound covers the session setup too.
+      const server = await withinConnectTimeout(setup, this.connectTimeoutMs, () =>
+        connectTimeoutError('MySQL', this.endpoint, this.connectTimeoutMs),
+      );
+      open = { core, server, running: new Set() };
+      return open;
     } catch (e) {
       core.destroy();
       throw e;
     }
   }
 
-  private dropIfFatal(e: unknown): void {
-    if ((e as { fatal?: boolean }).fatal) this.opening = undefined;
+  /**
+   * Runs one statement on `open`. It settles when mysql2 reports its end or error, or when the
+   * connection is over: mysql2 reports a lost connection only to statements that have a
+   * callback, and a streaming statement has none, so without this it would wait forever.
+   */
+  private statement<T>(
+    open: Open,
+    run: (done: (value: T) => void, fail: (e: unknown) => void) => void,
+  ): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (open.ended) {
+        void open.ended().then(reject);
+        return;
+      }
+      let settled = false;
+      const settle = (finish: () => void) => {
+        if (settled) return;
+        settled = true;
+        open.running.delete(failFromOutside);
+        finish();
+      };
+      const failFromOutside = (e: unknown) => settle(() => reject(e));
+      open.running.add(failFromOutside);
+      run(
+        (value) => settle(() => resolve(value)),
+        (e) => {
+          // The connection is over: `lose` fails this statement (and any other) with the cause.
+          if (endsConnection(e)) this.lose(open, e);
+          else settle(() => reject(e));
+        },
+      );
+    });
+  }
+
+  /** Ends a connection that died: statements on it fail with SOURCE_CONNECTION_LOST. Once per connection. */
+  private lose(open: Open, cause: unknown): void {
+    if (open.ended) return;
+    // The next statement opens a new connection; `opening` may already be a newer one.
+    const opening = this.opening;
+    void opening?.then(
+      (current) => {
+        if (current === open && this.opening === opening) this.opening = undefined;
+      },
+      () => undefined,
+    );
+    open.core.destroy();
+    // Described on demand: a connection that died idle (wait_timeout between runs) needs no probe.
+    let described: Promise<SourceError> | undefined;
+    const ended = () => {
+      described ??= this.connectionLost(open, cause);
+      return described;
+    };
+    open.ended = ended;
+    if (open.running.size === 0) return;
+    void ended().then((err) => {
+      for (const fail of [...open.running]) fail(err);
+    });
+  }
+
+  /**
+   * SOURCE_CONNECTION_LOST saying what ended the connection. When the server did not say (the
+   * socket just closed, as after KILL CONNECTION or a crash), a new connection tells the two
+   * apart: if it gets through, the server is up and our connection was killed or dropped.
+   */
+  private async connectionLost(open: Open, cause: unknown): Promise<SourceError> {
+    const e = cause as { code?: unknown; errno?: unknown; message?: unknown };
+    const code = String(e.code ?? 'unknown');
+    const errno = typeof e.errno === 'number' ? `, errno ${e.errno}` : '';
+    let what = SERVER_ENDED.get(Number(e.errno));
+    if (what === undefined) {
+      const failed = await this.probe();
+      what =
+        failed === undefined
+          ? 'the server closed it and still accepts connections, so it was killed (KILL CONNECTION, a timeout such as wait_timeout) or a proxy dropped it'
+          : `the server is gone: a new connection fails too (${failed}); it stopped, crashed or is restarting`;
+    }
+    const ep = this.endpoint;
+    return new SourceError(
+      'SOURCE_CONNECTION_LOST',
+      `${ep.source}: lost the connection to MySQL at ${ep.host}:${ep.port} (connection id ${open.server.connectionId}) during a statement: ${what} (mysql2 ${code}${errno}: ${firstLine(String(e.message ?? ''))}); nothing past the last committed page was written; rerun (the next run resumes from there)`,
+      { cause },
+    );
+  }
+
+  /** Opens and closes one connection: undefined when it got through, else the code it failed with. */
+  private probe(): Promise<string | undefined> {
+    return new Promise((resolve) => {
+      const c = mysql.createConnection(this.config);
+      c.on('error', () => undefined);
+      c.connect((err) => {
+        c.destroy();
+        resolve(err ? String((err as { code?: unknown }).code ?? err.message) : undefined);
+      });
+    });
+  }
+
+  /** KILLs a connection's thread from a new connection (users may always kill their own). */
+  private kill(connectionId: number): void {
+    const killer = mysql.createConnection(this.config);
+    killer.on('error', () => undefined);
+    const done = new Promise<void>((resolve) => {
+      // Failure is fine: a server we cannot reach ends the thread by its own timeouts.
+      killer.query(`KILL CONNECTION ${Number(connectionId)}`, () => {
+        killer.destroy();
+        resolve();
+      });
+    });
+    this.kills.add(done);
+    void done.then(() => this.kills.delete(done));
   }
 }
 
@@ -346,14 +495,8 @@ export function translateConnectError(
       { cause: e },
     );
   }
-  if (code === 'ETIMEDOUT') {
-    const seconds = Math.max(1, Math.ceil((connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS) / 1000));
-    return new SourceError(
-      'SOURCE_TIMEOUT',
-      `no answer from MySQL at ${at} within ${seconds} s; check network reachability (VPC, security group, firewall) or raise connectTimeoutSeconds`,
-      { cause: e },
-    );
-  }
+  if (code === 'ETIMEDOUT')
+    return connectTimeoutError('MySQL', ep, connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, e);
   if (/SSL|TLS|CERT/i.test(code) || /\b(SSL|TLS|certificate)\b/i.test(e.message)) {
     return new SourceError(
       'SOURCE_TLS',

@@ -75,8 +75,9 @@ export const MIN_SETTLE_MS = 1_000;
 
 /**
  * A MySQL/MariaDB source for cursor-based incremental sync. One connection (opened on first use,
- * replaced if it dies); pages are read one at a time. Implements `Introspector`,
- * `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter` and `Preflight`.
+ * replaced if it dies or a page read is aborted); pages are read one at a time. Implements
+ * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter` and
+ * `Preflight`.
  */
 export class MysqlSource
   implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter, Preflight
@@ -144,26 +145,34 @@ export class MysqlSource
 
   /** One page as row maps (the row path; also the oracle of the batch path). */
   async incremental(req: IncrementalPage): Promise<IncrementalResult<Record<string, unknown>[]>> {
-    return this.guard(req.table.source, async () => {
-      const plan = await this.plan(req.table);
-      const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
-      return withWarnings(
-        await readRowPage(this.db, plan, keyset, req, this.settings(), settled),
-        created?.warnings,
-      );
-    });
+    return this.guard(
+      req.table.source,
+      async () => {
+        const plan = await this.plan(req.table);
+        const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
+        return withWarnings(
+          await readRowPage(this.db, plan, keyset, req, this.settings(), settled),
+          created?.warnings,
+        );
+      },
+      req.signal,
+    );
   }
 
   /** One page encoded straight into a wire batch (rows streamed into the encoder). `page` is undefined when empty. */
   async incrementalBatch(req: BatchPageRequest): Promise<IncrementalResult<Batch | undefined>> {
-    return this.guard(req.table.source, async () => {
-      const plan = await this.plan(req.table);
-      const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
-      return withWarnings(
-        await readBatchPage(this.db, plan, keyset, req, this.settings(), settled, this.clock),
-        created?.warnings,
-      );
-    });
+    return this.guard(
+      req.table.source,
+      async () => {
+        const plan = await this.plan(req.table);
+        const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
+        return withWarnings(
+          await readBatchPage(this.db, plan, keyset, req, this.settings(), settled, this.clock),
+          created?.warnings,
+        );
+      },
+      req.signal,
+    );
   }
 
   /** The `connect` check line (preflight.ts); never throws. */
@@ -229,11 +238,20 @@ export class MysqlSource
     return { ...entry, created: k };
   }
 
-  /** Runs `fn`, turning connection failures and unexpected query errors into SourceErrors. */
-  private async guard<T>(table: string, fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn`, turning connection failures and unexpected query errors into SourceErrors. When
+   * `signal` aborts (the engine gave the page up), the connection is abandoned whichever
+   * statement of the read is stalled (the bound's or the page's), so the server stops it and
+   * the next read opens a new connection; `fn` then fails with the signal's reason.
+   */
+  private async guard<T>(table: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
+    const onAbort = () => this.db.abandon(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
     try {
       return await fn();
     } catch (e) {
+      if (signal?.aborted) throw signal.reason;
       if (e instanceof TidemarkError) throw e;
       const ep = this.db.endpoint;
       const translated = translateConnectError(e, ep, this.options.connectTimeoutMs);
@@ -245,6 +263,8 @@ export class MysqlSource
         `${table}: query failed at ${ep.host}:${ep.port}${code ? ` (${code})` : ''}: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`,
         { cause: e },
       );
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 }

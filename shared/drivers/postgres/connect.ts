@@ -3,13 +3,18 @@
  * arrives as exact text (nothing is parsed into `Date` or `number` by the client), and the one
  * place that turns connection failures into one-line, actionable `SourceError`s.
  *
- * Owns: client options (session settings that make text output canonical), error translation.
- * Must never log or embed a password: every message names `user@host:port/db`, and a URL is only
- * quoted through `redact` (shared/observability/redact.ts).
+ * Owns: client options (session settings that make text output canonical), the lifetime of the
+ * connection (`PgConnection`: a connect bounded by the connect timeout with one dial, a lost
+ * connection reported as `SOURCE_CONNECTION_LOST` and replaced on next use, an abandoned one
+ * terminated at the server), error translation. Must never log or embed a password: every
+ * message names `user@host:port/db`, and a URL is only quoted through `redact`
+ * (shared/observability/redact.ts).
  */
+import { createConnection, type Socket } from 'node:net';
 import postgres from 'postgres';
 import { SourceError } from '../../contracts/errors.js';
 import { redact } from '../../observability/redact.js';
+import { connectTimeoutError, timeoutSeconds, withinConnectTimeout } from '../connect-timeout.js';
 
 /** The postgres.js client type this driver uses (all values come back as text). */
 export type Sql = postgres.Sql;
@@ -86,21 +91,272 @@ export function endpointOf(url: string, sourceName?: string): Endpoint {
   };
 }
 
-/** Opens a lazy client (it connects on the first query). */
-export function connect(opts: ConnectOptions): { sql: Sql; endpoint: Endpoint } {
-  const endpoint = endpointOf(opts.url, opts.sourceName);
+/** postgres.js' `socket` option (README, "Custom socket"), which its type declarations lack. */
+interface SocketOption {
+  readonly socket?: () => Promise<Socket>;
+}
+
+/** postgres.js options of every client of a source; `extra` adds the per-client hooks. */
+function clientOptions(
+  opts: ConnectOptions,
+  extra: postgres.Options<Record<string, never>> & SocketOption = {},
+) {
   const timeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-  const sql = postgres(opts.url, {
+  return {
     max: 1,
     // Every value is selected as text (or read through binary COPY), so no type list is needed;
     // skipping it saves a round trip per connection.
     fetch_types: false,
     // postgres.js rounds up to whole seconds; keep sub-second timeouts (tests) at one second.
-    connect_timeout: Math.max(1, Math.ceil(timeoutMs / 1000)),
+    connect_timeout: timeoutSeconds(timeoutMs),
     onnotice: () => {},
     connection: { ...SESSION_SETTINGS, application_name: opts.applicationName ?? 'tidemark' },
+    ...extra,
+  };
+}
+
+/** Opens a lazy client (it connects on the first query). Tests and tools; sources use `PgConnection`. */
+export function connect(opts: ConnectOptions): { sql: Sql; endpoint: Endpoint } {
+  const endpoint = endpointOf(opts.url, opts.sourceName);
+  return { sql: postgres(opts.url, clientOptions(opts)), endpoint };
+}
+
+/** The backend a client talks to, read by its first query: what `abandon` terminates. */
+interface Backend {
+  readonly pid: number;
+  /**
+   * The server's `now()` at the first query, as text. Our backend started before it; a later
+   * backend reusing the pid started after ours ended, so after it: `backend_start <= seenAt`
+   * with the pid names ours alone.
+   */
+  readonly seenAt: string;
+}
+
+interface Client {
+  readonly sql: Sql;
+  /** The first query answered (within the connect timeout). */
+  readonly ready: Promise<Backend>;
+  /** Dropped on purpose (`abandon`): its statements' failures are not a lost connection. */
+  abandoned?: boolean;
+}
+
+/**
+ * The first query of every client: which backend it got. Functions only: a view such as
+ * pg_stat_activity would cost a new backend ~10 ms of catalog lookups on every connect.
+ */
+const BACKEND_SQL = 'SELECT pg_backend_pid()::text AS pid, now()::text AS seen_at';
+
+/** Error codes that mean the connection under a statement is over, not just the statement. */
+const CONNECTION_OVER = new Set([
+  'CONNECTION_CLOSED',
+  'CONNECTION_DESTROYED',
+  'CONNECTION_ENDED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  '57P01', // admin_shutdown: pg_terminate_backend, or a smart/fast shutdown
+  '57P02', // crash_shutdown
+  '57P05', // idle_session_timeout
+  '25P03', // idle_in_transaction_session_timeout
+]);
+
+const ENDED_BY: Readonly<Record<string, string>> = {
+  '57P01': 'the server terminated it (pg_terminate_backend, or a server shutdown)',
+  '57P02': 'the server crashed',
+  '57P05': 'the server closed it after idle_session_timeout',
+  '25P03': 'the server closed it after idle_in_transaction_session_timeout',
+};
+
+/**
+ * The source's connection: one postgres.js client at a time, opened lazily. A client counts as
+ * connected once its first query answered within the connect timeout; until then it gets ONE
+ * dial, and when it fails or times out it is ended, so nothing keeps connecting. A client whose
+ * connection closes is retired and the next use opens a new one (and learns its backend).
+ */
+export class PgConnection {
+  readonly endpoint: Endpoint;
+  private readonly opts: ConnectOptions;
+  private readonly timeoutMs: number;
+  private current: Client | undefined;
+  /** Clients being ended and backends being terminated; `close` waits for them. */
+  private readonly cleanups = new Set<Promise<unknown>>();
+
+  constructor(opts: ConnectOptions) {
+    this.endpoint = endpointOf(opts.url, opts.sourceName);
+    this.opts = opts;
+    this.timeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  }
+
+  /**
+   * Runs `fn` on a connected client. A connection lost under it (terminated, server gone)
+   * retires the client and fails with `SOURCE_CONNECTION_LOST`; connect failures reject as
+   * postgres.js reports them (`translateConnectError` reads them), a timeout as SOURCE_TIMEOUT.
+   */
+  async run<T>(fn: (sql: Sql) => Promise<T>): Promise<T> {
+    const client = this.current ?? this.open();
+    const backend = await client.ready;
+    try {
+      return await fn(client.sql);
+    } catch (e) {
+      const code = String((e as { code?: unknown }).code ?? '');
+      if (!CONNECTION_OVER.has(code) || client.abandoned) throw e;
+      this.retire(client);
+      throw await this.connectionLost(e, code, backend);
+    }
+  }
+
+  /**
+   * Drops the current client at once (its statements fail) and terminates its backend from a
+   * second connection: a busy backend does not read its socket, so closing the socket alone
+   * would leave the statement running at the server, holding its locks. The next use opens a
+   * new client. Used when a read is given up (the engine's page timeout).
+   */
+  abandon(): void {
+    const client = this.current;
+    if (!client) return;
+    client.abandoned = true;
+    this.retire(client);
+    this.track(
+      client.ready.then(
+        (backend) => this.terminate(backend),
+        () => undefined,
+      ),
+    );
+  }
+
+  /** Ends the client (waits up to 5 s for a running query) and whatever `abandon` started. */
+  async close(): Promise<void> {
+    const client = this.current;
+    this.current = undefined;
+    if (client) await client.sql.end({ timeout: 5 });
+    await Promise.all([...this.cleanups]);
+  }
+
+  private open(): Client {
+    const client = this.client();
+    this.current = client;
+    client.ready.catch(() => this.retire(client));
+    return client;
+  }
+
+  /** A new client, its first query sent; `ready` rejects (and the client is ended) on failure. */
+  private client(): Client {
+    const { host, port } = this.endpoint;
+    let dials = 0;
+    let answered = false;
+    // Assigned below; the hooks run only once the client connects.
+    let self: Client | undefined;
+    const sql = postgres(
+      this.opts.url,
+      clientOptions(this.opts, {
+        // postgres.js redials its first connection at once, without limit, when the socket
+        // closes before the server answered (and restarts its connect timer each time): at a
+        // port where something else accepts and hangs up (a web server, a proxy) that is
+        // hundreds of connections a second. So: one dial until the server has answered.
+        socket: () => {
+          dials += 1;
+          if (dials > 1 && !answered) return Promise.reject(notPostgresError(this.endpoint));
+          return dial(host, port);
+        },
+        // A closed connection retires its client, so `abandon` never terminates a backend the
+        // client reconnected away from.
+        onclose: () => {
+          if (self) this.retire(self);
+        },
+      }),
+    );
+    const first = sql.unsafe<{ pid: string; seen_at: string }[]>(BACKEND_SQL).then(([row]) => {
+      answered = true;
+      return { pid: Number(row!.pid), seenAt: row!.seen_at };
+    });
+    const ready = withinConnectTimeout(first, this.timeoutMs, () =>
+      connectTimeoutError('PostgreSQL', this.endpoint, this.timeoutMs),
+    ).catch((e: unknown) => {
+      this.track(sql.end({ timeout: 0 }));
+      throw e;
+    });
+    self = { sql, ready };
+    return self;
+  }
+
+  /**
+   * SOURCE_CONNECTION_LOST saying what ended the connection. When the server did not say (the
+   * socket just closed: postgres.js reports a terminated backend as CONNECTION_CLOSED too), a
+   * new connection tells the two apart: if it gets through, the server is up and our backend
+   * was terminated or dropped.
+   */
+  private async connectionLost(e: unknown, code: string, backend: Backend): Promise<SourceError> {
+    let what = ENDED_BY[code];
+    if (what === undefined) {
+      const probe = this.client();
+      const failed = await probe.ready.then(
+        () => undefined,
+        (err: unknown) => String((err as { code?: unknown }).code ?? err),
+      );
+      await probe.sql.end({ timeout: 0 });
+      what =
+        failed === undefined
+          ? 'the server closed it and still accepts connections, so the backend was terminated (pg_terminate_backend, a session timeout) or a proxy dropped it'
+          : `the server is gone: a new connection fails too (${failed}); it stopped, crashed or is restarting`;
+    }
+    const ep = this.endpoint;
+    const detail = e instanceof Error ? `: ${firstLine(e.message)}` : '';
+    return new SourceError(
+      'SOURCE_CONNECTION_LOST',
+      `${ep.source}: lost the connection to Postgres at ${ep.host}:${ep.port}/${ep.database} (backend pid ${backend.pid}) during a statement: ${what} (${code}${detail}); nothing past the last committed page was written; rerun (the next run resumes from there)`,
+      { cause: e },
+    );
+  }
+
+  private retire(client: Client): void {
+    if (this.current === client) this.current = undefined;
+    this.track(client.sql.end({ timeout: 0 }));
+  }
+
+  /** Terminates `backend` if it is still the one we had (a role may terminate its own backends). */
+  private async terminate(backend: Backend): Promise<void> {
+    const side = this.client();
+    try {
+      await side.ready;
+      await side.sql.unsafe(
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1::text::int AND backend_start <= $2::text::timestamptz',
+        [String(backend.pid), backend.seenAt],
+      );
+    } catch {
+      // The server is gone or refuses us: the backend ends when it next writes to the closed socket.
+    } finally {
+      await side.sql.end({ timeout: 0 });
+    }
+  }
+
+  private track(p: Promise<unknown>): void {
+    const settled = p.catch(() => undefined);
+    this.cleanups.add(settled);
+    void settled.then(() => this.cleanups.delete(settled));
+  }
+}
+
+/** A TCP connection to host:port, resolved once connected (postgres.js' `socket` hook). */
+function dial(host: string, port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = createConnection({ host, port });
+    socket.setNoDelay(true);
+    // postgres.js reads the host from its socket for TLS server name checks (it sets it on its own).
+    (socket as Socket & { host?: string }).host = host;
+    socket.once('connect', () => {
+      socket.removeListener('error', reject);
+      resolve(socket);
+    });
+    socket.once('error', reject);
   });
-  return { sql, endpoint };
+}
+
+/** SOURCE_UNREACHABLE: something at host:port accepted the dial and closed it without a PostgreSQL reply. */
+function notPostgresError(ep: Endpoint): SourceError {
+  return new SourceError(
+    'SOURCE_UNREACHABLE',
+    `no PostgreSQL server answered at ${ep.host}:${ep.port}: something there accepted the connection and closed it without a PostgreSQL reply (a web server or a proxy?); check the host and port in ${ep.source}`,
+  );
 }
 
 /** Node socket error codes that mean "nothing answered at host:port". */
@@ -180,14 +436,8 @@ export function translateConnectError(
       },
     );
   }
-  if (TIMED_OUT.has(code)) {
-    const seconds = Math.max(1, Math.ceil((connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS) / 1000));
-    return new SourceError(
-      'SOURCE_TIMEOUT',
-      `no answer from Postgres at ${at} within ${seconds} s; check network reachability (VPC, security group, firewall) or raise connectTimeoutSeconds`,
-      { cause: e },
-    );
-  }
+  if (TIMED_OUT.has(code))
+    return connectTimeoutError('PostgreSQL', ep, connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, e);
   if (/SSL|TLS|CERT/i.test(code) || /\b(SSL|TLS|certificate)\b/i.test(e.message)) {
     return new SourceError(
       'SOURCE_TLS',

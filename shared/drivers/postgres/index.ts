@@ -39,7 +39,7 @@ import type { Schema } from '../../dataplane/schema.js';
 import { withWarnings } from '../page.js';
 import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
 import { checkActivityPrivilege } from './bound.js';
-import { connect, type Endpoint, type Sql, translateConnectError } from './connect.js';
+import { PgConnection, type Sql, translateConnectError } from './connect.js';
 import { type BatchPageRequest, type BoundSettings, readBatchPage, readRowPage } from './incremental.js';
 import {
   countNullCursors,
@@ -59,15 +59,15 @@ export type { BoundHeldWarning, BoundHolder } from './bound.js';
 export type PostgresSourceOptions = SqlSourceOptions;
 
 /**
- * A Postgres source for cursor-based incremental sync. One connection (opened on first use);
- * pages are read one at a time. Implements `Introspector`, `IncrementalSource`,
- * `BatchIncrementalSource`, `NullCursorCounter` and `Preflight`.
+ * A Postgres source for cursor-based incremental sync. One connection (opened on first use,
+ * replaced if it dies or a page read is aborted); pages are read one at a time. Implements
+ * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter` and
+ * `Preflight`.
  */
 export class PostgresSource
   implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter, Preflight
 {
-  private readonly sql: Sql;
-  private readonly endpoint: Endpoint;
+  private readonly db: PgConnection;
   private readonly options: PostgresSourceOptions;
   private readonly settings: BoundSettings;
   private readonly clock: Clock;
@@ -77,14 +77,12 @@ export class PostgresSource
 
   constructor(options: PostgresSourceOptions) {
     this.options = options;
-    const { sql, endpoint } = connect({
+    this.db = new PgConnection({
       url: options.url,
       ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
       ...(options.applicationName !== undefined ? { applicationName: options.applicationName } : {}),
       ...(options.sourceName !== undefined ? { sourceName: options.sourceName } : {}),
     });
-    this.sql = sql;
-    this.endpoint = endpoint;
     const lagMs = options.lagMs ?? DEFAULT_LAG_MS;
     this.settings = {
       lagMs,
@@ -101,29 +99,29 @@ export class PostgresSource
    * and returns the cursor warnings (e.g. `CURSOR_NOT_INDEXED`) here instead of with the first page.
    */
   async introspect(t: TableSpec): Promise<{ ref: TableRef; schema: Schema; warnings: Warning[] }> {
-    return this.guard(t.source, async () => {
-      const plan = await introspectTable(this.sql, t);
+    return this.guard(t.source, async (sql) => {
+      const plan = await introspectTable(sql, t);
       this.plans.set(t.source, plan);
       for (const key of this.keysets.keys()) if (key.startsWith(`${t.source}\0`)) this.keysets.delete(key);
       const warnings: Warning[] = [];
       if (t.cursorColumn !== undefined)
-        warnings.push(...((await this.keyset(plan, t.cursorColumn)).created?.warnings ?? []));
+        warnings.push(...((await this.keyset(sql, plan, t.cursorColumn)).created?.warnings ?? []));
       return { ref: plan.ref, schema: plan.schema, warnings };
     });
   }
 
   /** Rows whose cursor is NULL; they are never reached by `>` (the engine applies the nullCursor policy). */
   async countNullCursors(table: TableRef, cursorColumn: string): Promise<number> {
-    return this.guard(table.source, async () =>
-      countNullCursors(this.sql, await this.plan(table), cursorColumn),
+    return this.guard(table.source, async (sql) =>
+      countNullCursors(sql, await this.plan(sql, table), cursorColumn),
     );
   }
 
   /** pg_class.reltuples (planner statistics; -1 or 0 before the first ANALYZE: undefined). */
   async estimateRows(table: TableRef): Promise<number | undefined> {
-    return this.guard(table.source, async () => {
-      const plan = await this.plan(table);
-      const [row] = await this.sql.unsafe<{ n: string }[]>(
+    return this.guard(table.source, async (sql) => {
+      const plan = await this.plan(sql, table);
+      const [row] = await sql.unsafe<{ n: string }[]>(
         'SELECT reltuples::bigint::text AS n FROM pg_class WHERE oid = $1::oid',
         [plan.oid],
       );
@@ -134,34 +132,41 @@ export class PostgresSource
 
   /** One page as row maps (the row path; also the oracle of the batch path). */
   async incremental(req: IncrementalPage): Promise<IncrementalResult<Record<string, unknown>[]>> {
-    return this.guard(req.table.source, async () => {
-      const plan = await this.plan(req.table);
-      const { keyset, created } = await this.keyset(plan, req.cursorColumn);
-      return withWarnings(await readRowPage(this.sql, plan, keyset, req, this.settings), created?.warnings);
-    });
+    return this.guard(
+      req.table.source,
+      async (sql) => {
+        const plan = await this.plan(sql, req.table);
+        const { keyset, created } = await this.keyset(sql, plan, req.cursorColumn);
+        return withWarnings(await readRowPage(sql, plan, keyset, req, this.settings), created?.warnings);
+      },
+      req.signal,
+    );
   }
 
   /** One page encoded straight into a wire batch (binary COPY). `page` is undefined when empty. */
   async incrementalBatch(req: BatchPageRequest): Promise<IncrementalResult<Batch | undefined>> {
-    return this.guard(req.table.source, async () => {
-      const plan = await this.plan(req.table);
-      const { keyset, created } = await this.keyset(plan, req.cursorColumn);
-      return withWarnings(
-        await readBatchPage(this.sql, plan, keyset, req, this.settings, this.clock),
-        created?.warnings,
-      );
-    });
+    return this.guard(
+      req.table.source,
+      async (sql) => {
+        const plan = await this.plan(sql, req.table);
+        const { keyset, created } = await this.keyset(sql, plan, req.cursorColumn);
+        return withWarnings(
+          await readBatchPage(sql, plan, keyset, req, this.settings, this.clock),
+          created?.warnings,
+        );
+      },
+      req.signal,
+    );
   }
 
   /** The `connect` check line (preflight.ts); never throws. */
   async preflightSource(): Promise<CheckItem[]> {
-    return preflightConnection(this.sql, this.endpoint, (fn) => this.guard(this.endpoint.source, fn));
+    return preflightConnection(this.db.endpoint, (fn) => this.guard(this.db.endpoint.source, fn));
   }
 
   /** A table's check lines (preflight.ts): what a run would refuse, line by line; never throws. */
   async preflightTable(t: PreflightTable): Promise<TablePreflight> {
     return preflightTable(
-      this.sql,
       t,
       { lagOnly: this.options.lagOnly ?? false, lagMs: this.settings.lagMs },
       (fn) => this.guard(t.source, fn),
@@ -170,13 +175,13 @@ export class PostgresSource
 
   /** Closes the connection (waits up to 5 s for a running query). */
   async close(): Promise<void> {
-    await this.sql.end({ timeout: 5 });
+    await this.db.close();
   }
 
-  private async plan(table: TableRef): Promise<TablePlan> {
+  private async plan(sql: Sql, table: TableRef): Promise<TablePlan> {
     const known = this.plans.get(table.source);
     if (known) return known;
-    const plan = await introspectTable(this.sql, { source: table.source, target: table.target });
+    const plan = await introspectTable(sql, { source: table.source, target: table.target });
     this.plans.set(table.source, plan);
     return plan;
   }
@@ -187,6 +192,7 @@ export class PostgresSource
    * by `introspect` when it was given the cursor, else with the first page.
    */
   private async keyset(
+    sql: Sql,
     plan: TablePlan,
     cursorColumn: string,
   ): Promise<{ keyset: KeysetPlan; created?: KeysetPlan }> {
@@ -194,31 +200,43 @@ export class PostgresSource
     const known = this.keysets.get(key);
     if (known) return { keyset: known };
     if (!this.privilegeChecked) {
-      await checkActivityPrivilege(this.sql, plan.source, this.options.lagOnly ?? false);
+      await checkActivityPrivilege(sql, plan.source, this.options.lagOnly ?? false);
       this.privilegeChecked = true;
     }
-    const k = await keysetPlan(this.sql, plan, cursorColumn);
+    const k = await keysetPlan(sql, plan, cursorColumn);
     this.keysets.set(key, k);
     return { keyset: k, created: k };
   }
 
-  /** Runs `fn`, turning connection failures and unexpected query errors into SourceErrors. */
-  private async guard<T>(table: string, fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` on the connection, turning connection failures and unexpected query errors into
+   * SourceErrors. When `signal` aborts (the engine gave the page up), the connection is
+   * abandoned whichever statement of the read is stalled (the bound's or the page's), so the
+   * server stops it and the next read opens a new connection; `fn` then fails with the reason.
+   */
+  private async guard<T>(table: string, fn: (sql: Sql) => Promise<T>, signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
+    const onAbort = () => this.db.abandon();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const ep = this.db.endpoint;
     try {
-      return await fn();
+      return await this.db.run(fn);
     } catch (e) {
+      if (signal?.aborted) throw signal.reason;
       if (e instanceof TidemarkError) throw e;
-      const translated = translateConnectError(e, this.endpoint, this.options.connectTimeoutMs);
+      const translated = translateConnectError(e, ep, this.options.connectTimeoutMs);
       if (translated) throw translated;
       if (e instanceof Error && e.name === 'AbortError') throw e;
       const code = String((e as { code?: unknown }).code ?? '');
       throw new SourceError(
         'SOURCE_QUERY_FAILED',
-        `${table}: query failed at ${this.endpoint.host}:${this.endpoint.port}/${this.endpoint.database}${code ? ` (${code})` : ''}: ${
+        `${table}: query failed at ${ep.host}:${ep.port}/${ep.database}${code ? ` (${code})` : ''}: ${
           e instanceof Error ? e.message.split('\n')[0] : String(e)
         }`,
         { cause: e },
       );
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 }

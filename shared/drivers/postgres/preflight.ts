@@ -22,7 +22,8 @@ import type { Endpoint, Sql } from './connect.js';
 import { introspectTable, type KeysetPlan, keysetPlan, type TablePlan } from './introspect.js';
 
 /** Runs a statement with the source's error translation (connection failures become SourceErrors). */
-export type Guard = <T>(fn: () => Promise<T>) => Promise<T>;
+/** Runs a step on the source's connection (PostgresSource.guard: its errors become SourceErrors). */
+export type Guard = <T>(fn: (sql: Sql) => Promise<T>) => Promise<T>;
 
 /** The bound settings of the table's source. */
 export interface PreflightBound {
@@ -31,10 +32,10 @@ export interface PreflightBound {
 }
 
 /** The `connect` line: server version, endpoint and role (never the password). */
-export async function preflightConnection(sql: Sql, ep: Endpoint, guard: Guard): Promise<CheckItem[]> {
+export async function preflightConnection(ep: Endpoint, guard: Guard): Promise<CheckItem[]> {
   return [
     await step('connect', async () => {
-      const [row] = await guard(() =>
+      const [row] = await guard((sql) =>
         sql.unsafe<{ role: string; version: string }[]>(
           "SELECT current_user::text AS role, current_setting('server_version') AS version",
         ),
@@ -46,14 +47,13 @@ export async function preflightConnection(sql: Sql, ep: Endpoint, guard: Guard):
 
 /** Every table line a driver can judge: table, key, cursor, index, timezone, privilege. */
 export async function preflightTable(
-  sql: Sql,
   t: PreflightTable,
   bound: PreflightBound,
   guard: Guard,
 ): Promise<TablePreflight> {
   let plan: TablePlan;
   try {
-    plan = await guard(() => introspectTable(sql, t));
+    plan = await guard((sql) => introspectTable(sql, t));
   } catch (e) {
     return { items: [failed('table', e)] };
   }
@@ -64,7 +64,7 @@ export async function preflightTable(
   let keyset: KeysetPlan | undefined;
   let refusal: unknown;
   try {
-    keyset = await guard(() => keysetPlan(sql, plan, t.cursorColumn));
+    keyset = await guard((sql) => keysetPlan(sql, plan, t.cursorColumn));
   } catch (e) {
     refusal = e;
   }
@@ -101,12 +101,12 @@ export async function preflightTable(
       unindexed ? warned('index', unindexed) : passed('index', `an index leads with "${t.cursorColumn}"`),
     );
     if (keyset.bound.kind === 'time')
-      items.push(await timeZoneLine(sql, plan, keyset.cursor.name, keyset.bound.type, guard));
+      items.push(await timeZoneLine(plan, keyset.cursor.name, keyset.bound.type, guard));
   }
 
   items.push(
     await step('privilege', async () => {
-      await guard(() => checkActivityPrivilege(sql, plan.source, bound.lagOnly));
+      await guard((sql) => checkActivityPrivilege(sql, plan.source, bound.lagOnly));
       return bound.lagOnly
         ? `lagOnly: true: other sessions' open transactions are not consulted; only the lag (${bound.lagMs / 1000} s) protects against late commits`
         : "this role sees other sessions' open transactions (pg_read_all_stats), so a late commit holds the bound back";
@@ -125,7 +125,6 @@ export async function preflightTable(
  * so its late commits can fall below a page already read.
  */
 async function timeZoneLine(
-  sql: Sql,
   plan: TablePlan,
   c: string,
   type: TimeBoundType,
@@ -140,7 +139,7 @@ async function timeZoneLine(
     );
   }
   try {
-    const [row] = await guard(() =>
+    const [row] = await guard((sql) =>
       sql.unsafe<{ zone: string }[]>("SELECT current_setting('TimeZone') AS zone"),
     );
     return {

@@ -14,7 +14,7 @@ import postgres from 'postgres';
 import { parseSpec, type Spec } from '../../../shared/config/spec.js';
 import type { IncrementalSummary } from '../../../shared/engine/incremental-run.js';
 import { silentLogger } from '../../../shared/observability/log.js';
-import { openPipeline } from '../../../shared/pipeline/open.js';
+import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.js';
 import { type RunTableOptions, runTable } from '../../../shared/pipeline/run-table.js';
 import { freshMysqlDatabase } from '../../harness/mysql.js';
 import { type FreshDatabase, freshPgDatabase } from '../../harness/pg.js';
@@ -56,6 +56,18 @@ export interface SourceFixture {
   wrongPasswordUrl(): string;
   /** A second session that can hold a transaction open. */
   session(): Promise<{ exec(sql: string): Promise<void>; close(): Promise<void> }>;
+  /**
+   * Holds a lock on `table` in a session of its own that makes every read of it wait (Postgres
+   * ACCESS EXCLUSIVE, MariaDB LOCK TABLES ... WRITE): a page read stalls at the server. The
+   * returned function releases it.
+   */
+  lock(table: string): Promise<() => Promise<void>>;
+  /** Ids of the tidemark sessions in this database that wait for a lock (Postgres pid, MariaDB connection id). */
+  waitingReaders(): Promise<string[]>;
+  /** Whether the server still has session `id`. */
+  sessionExists(id: string): Promise<boolean>;
+  /** Ends session `id` at the server (pg_terminate_backend / KILL CONNECTION). */
+  killSession(id: string): Promise<void>;
   drop(): Promise<void>;
 }
 
@@ -115,6 +127,31 @@ export async function postgresFixture(prefix: string): Promise<SourceFixture> {
           await s.end({ timeout: 1 });
         },
       };
+    },
+    async lock(name) {
+      const holder = postgres(db.url, { max: 1, onnotice: () => {} });
+      const reserved = await holder.reserve();
+      await reserved.unsafe('BEGIN');
+      await reserved.unsafe(`LOCK TABLE ${name} IN ACCESS EXCLUSIVE MODE`);
+      return async () => {
+        await reserved.unsafe('ROLLBACK');
+        reserved.release();
+        await holder.end({ timeout: 1 });
+      };
+    },
+    async waitingReaders() {
+      const r = await sql.unsafe<{ pid: string }[]>(
+        `SELECT pid::text AS pid FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name = 'tidemark' AND wait_event_type = 'Lock'`,
+      );
+      return r.map((x) => x.pid);
+    },
+    async sessionExists(id) {
+      const r = await sql.unsafe('SELECT 1 FROM pg_stat_activity WHERE pid = $1::int', [id]);
+      return r.length > 0;
+    },
+    async killSession(id) {
+      await sql.unsafe('SELECT pg_terminate_backend($1::int)', [id]);
     },
     async drop() {
       await sql.end({ timeout: 1 });
@@ -207,6 +244,31 @@ export async function mysqlFixture(prefix: string): Promise<SourceFixture> {
         },
       };
     },
+    async lock(name) {
+      const holder = await mysql.createConnection({ uri: db.url });
+      await holder.query(`LOCK TABLES ${name} WRITE`);
+      return async () => {
+        await holder.query('UNLOCK TABLES');
+        await holder.end();
+      };
+    },
+    async waitingReaders() {
+      // PROCESSLIST does not show program_name; the page statement is the only SELECT in this
+      // database that waits for a table lock.
+      const [r] = await conn.query(
+        `SELECT CAST(ID AS CHAR) AS id FROM information_schema.PROCESSLIST
+         WHERE DB = ? AND STATE LIKE '%lock%' AND INFO LIKE 'SELECT%'`,
+        [db.name],
+      );
+      return (r as { id: string }[]).map((x) => x.id);
+    },
+    async sessionExists(id) {
+      const [r] = await conn.query('SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = ?', [id]);
+      return (r as unknown[]).length > 0;
+    },
+    async killSession(id) {
+      await conn.query(`KILL CONNECTION ${Number(id)}`);
+    },
     async drop() {
       await conn.query(`DROP USER IF EXISTS '${limitedUser}'@'%'`);
       await conn.end();
@@ -230,6 +292,7 @@ export function localSpec(
     /** Share another spec's lake (`spec.lake.uri`) instead of a fresh one. */
     lakeUri: string;
     cursorTimeZone: string;
+    connectTimeoutSeconds: number;
   }> = {},
   url = fx.url,
 ): { spec: Spec; dir: string; lakeDir: string } {
@@ -238,7 +301,7 @@ export function localSpec(
   const lakeDir = lakeUri.slice('file://'.length);
   const spec = parseSpec({
     pipeline: table.pipeline ?? 'test',
-    sources: { db: { kind: fx.kind, url, connectTimeoutSeconds: 3 } },
+    sources: { db: { kind: fx.kind, url, connectTimeoutSeconds: table.connectTimeoutSeconds ?? 3 } },
     state: { dir: join(dir, 'state') },
     lake: { uri: lakeUri },
     tables: [
@@ -321,4 +384,60 @@ export function latest(rows: (TestRow & { pos: string })[]): TestRow[] {
   return [...byId.values()]
     .sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1))
     .map(({ id, v, updatedAt }) => ({ id, v, updatedAt }));
+}
+
+/**
+ * `base` with its first page read of `table` made to stall at the server: the read starts only
+ * once `fx` holds a lock that makes reads of the table wait (introspection and the null-cursor
+ * count, which read it too, ran before). With `abortAfter`, the engine's abort of that read is
+ * passed on once `abortAfter` settled. `release` drops the lock.
+ */
+export function stallFirstRead(
+  base: OpenPipeline,
+  fx: Pick<SourceFixture, 'lock'>,
+  table: string,
+  abortAfter?: Promise<unknown>,
+): { pipeline: OpenPipeline; release(): Promise<void> } {
+  let unlock: (() => Promise<void>) | undefined;
+  const pipeline: OpenPipeline = {
+    ...base,
+    source: async (name, t) => {
+      const real = await base.source(name, t);
+      if (t.table !== table) return real;
+      return new Proxy(real, {
+        get(target, key) {
+          if (key === 'incrementalBatch') {
+            return async (req: Parameters<NonNullable<typeof real.incrementalBatch>>[0]) => {
+              unlock ??= await fx.lock(table);
+              const engine = req.signal;
+              if (!abortAfter || !engine) return target.incrementalBatch!(req);
+              const passed = new AbortController();
+              engine.addEventListener(
+                'abort',
+                () => void abortAfter.then(() => passed.abort(engine.reason)),
+                {
+                  once: true,
+                },
+              );
+              return target.incrementalBatch!({ ...req, signal: passed.signal });
+            };
+          }
+          const v = Reflect.get(target, key) as unknown;
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      });
+    },
+  };
+  return { pipeline, release: async () => unlock?.() };
+}
+
+/** Polls `probe` until it returns a non-empty list (for at most a minute), and returns it. */
+export async function eventually(what: string, probe: () => Promise<string[]>): Promise<string[]> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const found = await probe();
+    if (found.length > 0) return found;
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }

@@ -10,13 +10,23 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleHandler } from '../../../functions/bundle.js';
 import { invokeLocal } from '../../../functions/cli/invoke.js';
 import type { TidemarkError } from '../../../shared/contracts/errors.js';
+import { tableTarget } from '../../../shared/config/spec.js';
 import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
 import { incrementalPosPrefix } from '../../../shared/position/position.js';
 import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
-import { lakeRows, latest, localSpec, runCli, runOnce, type SourceFixture } from './fixture.js';
+import {
+  eventually,
+  lakeRows,
+  latest,
+  localSpec,
+  runCli,
+  runOnce,
+  type SourceFixture,
+  stallFirstRead,
+} from './fixture.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 
@@ -487,6 +497,101 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         }).spec;
         const s = await runOnce(spec);
         expect(s.rows).toBe(3);
+      });
+    });
+
+    describe('dead and stalled connections: the run fails at once, the next one gets a new connection', () => {
+      /** Far past the test's own timeout: a run that ends at all did not end by this timeout. */
+      const NEVER_MS = 10 * 60_000;
+
+      it('a session killed at the server during a page read fails the run with SOURCE_CONNECTION_LOST, commits nothing and releases the lease', async () => {
+        await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+        await fx.createTable();
+        await fx.insertRange(1, 501, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
+        const { spec, lakeDir } = localSpec(fx, { pageSize: 100 });
+        const base = await openPipeline(spec);
+        const stalled = stallFirstRead(base, fx, fx.table);
+        let reader: string;
+        let err: { code?: string; message: string } | undefined;
+        try {
+          const run = runTable(spec, spec.tables[0]!, stalled.pipeline, {
+            logger: silentLogger,
+            pageTimeoutMs: NEVER_MS,
+          }).then(
+            () => undefined,
+            (e: unknown) => e as { code?: string; message: string },
+          );
+          // The page statement is at the server, waiting for the lock the test holds: it cannot
+          // finish before the kill lands.
+          [reader] = (await eventually('the page read waiting at the server', () => fx.waitingReaders())) as [
+            string,
+          ];
+          await fx.killSession(reader);
+          err = await run;
+        } finally {
+          await stalled.release();
+          await base.close();
+        }
+        expect(err?.code, err?.message).toBe('SOURCE_CONNECTION_LOST');
+        expect(err!.message).toContain(reader);
+        expect(err!.message).toContain('nothing past the last committed page was written; rerun');
+        expect(err!.message).not.toContain('\n');
+        const store = new FileCursorStore(spec.state.dir!);
+        const rec = await store.load(incrementalStateKey(spec.pipeline, spec.tables[0]!.table));
+        expect(rec.version).toBe(0);
+        expect(rec.lease).toBeUndefined();
+        expect(existsSync(join(lakeDir, spec.tables[0]!.table))).toBe(false);
+      });
+
+      it('a page read stalled at the server: PAGE_TIMEOUT ends that session at the server, and the next table syncs on the same source', async () => {
+        const [schema] = fx.table.split('.');
+        const next = `${schema}.items_next`;
+        await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+        await fx.exec(`DROP TABLE IF EXISTS ${next}`);
+        await fx.createTable();
+        await fx.createTable(next);
+        await fx.insertRange(1, 301, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
+        await fx.exec(`INSERT INTO ${next} SELECT * FROM ${fx.table}`);
+        const { spec, lakeDir } = localSpec(fx, { pageSize: 100 });
+        const tables = [spec.tables[0]!, { ...spec.tables[0]!, table: next }];
+        const base = await openPipeline(spec);
+        // The page timeout's abort reaches the source only once the test has seen the statement
+        // waiting, so the timeout can be short without racing the observation.
+        let stalledId = '';
+        const seen = eventually('the page read waiting at the server', () => fx.waitingReaders()).then(
+          ([id]) => {
+            stalledId = id!;
+          },
+        );
+        const stalled = stallFirstRead(base, fx, fx.table, seen);
+        try {
+          const err = await runTable(spec, tables[0]!, stalled.pipeline, {
+            logger: silentLogger,
+            pageTimeoutMs: 200,
+          }).then(
+            () => undefined,
+            (e: unknown) => e as { code?: string },
+          );
+          expect(err?.code).toBe('PAGE_TIMEOUT');
+          await seen;
+          // The stalled statement does not run on at the server (holding its connection and locks).
+          await eventually('the stalled session to end at the server', async () =>
+            (await fx.sessionExists(stalledId)) ? [] : [stalledId],
+          );
+          // Still locked, the first table's read could never finish: the second table gets a new
+          // connection instead of queueing behind it on the source's one connection.
+          const second = await runTable(spec, tables[1]!, base, {
+            logger: silentLogger,
+            pageTimeoutMs: NEVER_MS,
+          });
+          expect(second.status).toBe('ok');
+          expect(second.rows).toBe(300);
+        } finally {
+          await stalled.release();
+          await base.close();
+        }
+        expect((await lakeRows(lakeDir, tableTarget(tables[1]!))).length).toBe(300);
+        expect(existsSync(join(lakeDir, tableTarget(tables[0]!)))).toBe(false);
       });
     });
   });
