@@ -4,13 +4,14 @@
  * and the embedded demo behind `npm start`. One file per command in commands/.
  *
  * A thin shell over shared/: parse arguments, call, print. Exit 0 on success; on error one line
- * `tidemark: <reason>` on stderr and exit 1 (2 for usage errors).
+ * `tidemark: <reason>` on stderr and the exit code of args.ts `EXIT` (listed in the usage text).
  */
-import { oneLine, UsageError } from './args.js';
+import { exitCodeOf, oneLine, UsageError } from './args.js';
 import { cmdInvoke } from './commands/invoke.js';
 import { cmdReset } from './commands/reset.js';
 import { cmdRun } from './commands/run.js';
 import { cmdStatus } from './commands/status.js';
+import { cmdUnlock } from './commands/unlock.js';
 import { cmdValidate } from './commands/validate.js';
 
 const USAGE = `usage: tidemark <command> [options]
@@ -27,7 +28,17 @@ commands:
                                         when the state is lost or older than the lake, say what
                                         happens to this pipeline's objects in the lake: keep them
                                         (write after them) or delete them first
+  unlock -c FILE --table T [--force]    remove a table's lease whose holder is gone: a local
+                                        process that died is removed at once, one still running
+                                        is refused; a Lambda or another host's holder needs
+                                        --force (a writer still running could still write)
   demo                                  embedded Postgres -> Parquet demo (npm start)
+
+exit codes:
+  0    success
+  1    an error (one line on stderr: tidemark: <reason>)
+  2    usage error
+  75   another run holds a table's lease (run: that table was skipped; unlock: refused)
 `;
 
 async function main(argv: string[]): Promise<void> {
@@ -43,6 +54,8 @@ async function main(argv: string[]): Promise<void> {
       return cmdStatus(rest);
     case 'reset':
       return cmdReset(rest);
+    case 'unlock':
+      return cmdUnlock(rest);
     case 'demo': {
       const { runDemo } = await import('./demo.js');
       return runDemo();
@@ -66,5 +79,5 @@ main(process.argv.slice(2)).catch((e: unknown) => {
   }
   process.stderr.write(`tidemark: ${oneLine(e)}\n`);
   if (process.env.TIDEMARK_DEBUG) console.error(e);
-  process.exitCode = 1;
+  process.exitCode = exitCodeOf(e);
 });

@@ -16,6 +16,7 @@ import type { IncrementalSummary } from '../../shared/engine/incremental-run.js'
 import { createLogger } from '../../shared/observability/log.js';
 import { openPipeline, type OpenPipeline } from '../../shared/pipeline/open.js';
 import { runTable } from '../../shared/pipeline/run-table.js';
+import { lambdaOwner } from '../../shared/state/lease-owner.js';
 
 export interface IncrementalEvent {
   /** Source table (`schema.table`) or lake target name. */
@@ -66,7 +67,7 @@ export async function handler(event: IncrementalEvent, context: Context): Promis
   try {
     const summary = await runTable(spec, table, pipeline, {
       logger,
-      owner: `lambda:${context.awsRequestId}`,
+      owner: lambdaOwner(context.awsRequestId),
       remainingMs: () => context.getRemainingTimeInMillis(),
       safetyMarginMs: margin,
       ...(process.env.TIDEMARK_LEASE_GRACE_MS ? { leaseGraceMs: Number(process.env.TIDEMARK_LEASE_GRACE_MS) } : {}),

@@ -35,6 +35,7 @@ import type { Logger } from '../observability/log.js';
 import { Progress } from '../observability/progress.js';
 import { incrementalPosPrefix } from '../position/position.js';
 import { describeCursor } from './cursor-display.js';
+import { takeLease } from './lease.js';
 import type { IncrementalState } from './incremental-state.js';
 import { initialIncrementalState, parseIncrementalState } from './incremental-state.js';
 
@@ -78,8 +79,13 @@ export interface IncrementalRunOptions {
   readonly sink: Sink;
   readonly logger: Logger;
   readonly clock: Clock;
-  /** Who runs: Lambda request id or host:pid:random. */
+  /** Who runs: shared/state/lease-owner.ts `localOwner()` or `lambdaOwner(requestId)`. */
   readonly owner: string;
+  /**
+   * Whether a lease holder is provably dead (a local process that is gone): then its lease is
+   * taken over at once instead of after its TTL. Local runs only; a Lambda passes nothing.
+   */
+  readonly isHolderDead?: (owner: string) => boolean;
   /** Lease TTL; must exceed the longest run (Lambda max 15 min). */
   readonly leaseTtlMs: number;
   /**
@@ -124,6 +130,10 @@ export interface IncrementalSummary {
   readonly recovered: number;
   readonly durationMs: number;
   readonly warnings: readonly Warning[];
+  /** `lease-held`: who holds the lease, and until when (epoch ms). */
+  readonly leaseHolder?: { readonly owner: string; readonly expiresAt: number | undefined };
+  /** The dead holder whose lease this run took over. */
+  readonly tookOverFrom?: string;
 }
 
 /** The key of an incremental table's state item. */
@@ -190,8 +200,9 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
   const log = logger.child({ pipeline: opts.pipeline, table: table.target });
 
   let record: StateRecord;
+  let tookOverFrom: string | undefined;
   try {
-    record = await store.acquire(key, opts.owner, leaseTtl(opts));
+    ({ record, tookOverFrom } = await takeLease(store, key, opts.owner, leaseTtl(opts), opts.isHolderDead));
   } catch (e) {
     if (e instanceof LeaseHeldError) {
       log.warn('lease held by another run; exiting without changes', {
@@ -199,10 +210,15 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
         expiresAt: e.expiresAt,
       });
       const state = parseIncrementalState((await store.load(key)).value, table.cursor);
-      return emptySummary(opts, 'lease-held', state, opts.clock() - started);
+      return {
+        ...emptySummary(opts, 'lease-held', state, opts.clock() - started),
+        leaseHolder: { owner: e.holder ?? 'unknown', expiresAt: e.expiresAt },
+      };
     }
     throw e;
   }
+  if (tookOverFrom !== undefined)
+    log.warn('took over the lease of a run whose process is gone', { holder: tookOverFrom });
 
   try {
     const before = record.value
@@ -238,7 +254,8 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
     if (removed.length > 0)
       log.warn('removed uncommitted objects of a crashed attempt', { objects: removed.map((r) => r.uri) });
 
-    return await pageLoop(opts, log, key, record, before, ref, schema, warnings, removed.length, started);
+    const summary = await pageLoop(opts, log, key, record, before, ref, schema, warnings, removed.length, started);
+    return tookOverFrom === undefined ? summary : { ...summary, tookOverFrom };
   } finally {
     await store
       .release(key, opts.owner)

@@ -6,7 +6,7 @@ import { findTable, tableTarget } from '../../../shared/config/spec.js';
 import { createLogger } from '../../../shared/observability/log.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
-import { oneLine, specArg } from '../args.js';
+import { EXIT, oneLine, specArg } from '../args.js';
 
 export async function cmdRun(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -24,15 +24,18 @@ export async function cmdRun(argv: string[]): Promise<void> {
   const logger = createLogger({ json: values.json ?? !tty });
   const pipeline = await openPipeline(spec);
   let failed = 0;
+  let leaseHeld = 0;
   try {
     for (const t of tables) {
       try {
         const s = await runTable(spec, t, pipeline, {
           logger,
           progressTty: tty,
+          takeOverDeadLocalHolders: true,
           ...(values['max-pages'] ? { maxPages: Number(values['max-pages']) } : {}),
         });
         if (s.status === 'lease-held') {
+          leaseHeld += 1;
           console.log(`${s.table}: skipped, another run holds the lease`);
         } else {
           const rate = s.durationMs > 0 ? Math.round((s.rows / s.durationMs) * 1000) : 0;
@@ -48,5 +51,6 @@ export async function cmdRun(argv: string[]): Promise<void> {
   } finally {
     await pipeline.close();
   }
-  if (failed > 0) process.exitCode = 1;
+  if (failed > 0) process.exitCode = EXIT.error;
+  else if (leaseHeld > 0) process.exitCode = EXIT.leaseHeld;
 }
