@@ -11,6 +11,7 @@ import type {
   Introspector,
   NullCursorCounter,
   RowEstimator,
+  WallClockZone,
 } from '../contracts/source.js';
 import type { Clock } from '../contracts/state.js';
 
@@ -31,7 +32,8 @@ export type ClosableIncrementalSource = Introspector &
   IncrementalSource &
   Partial<BatchIncrementalSource> &
   Partial<NullCursorCounter> &
-  Partial<RowEstimator> & { close(): Promise<void> };
+  Partial<RowEstimator> &
+  Partial<WallClockZone> & { close(): Promise<void> };
 
 export interface DriverRegistration {
   readonly kind: DriverKind;

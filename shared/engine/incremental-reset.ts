@@ -72,10 +72,11 @@ export async function resetIncremental(opts: ResetOptions): Promise<ResetResult>
         `${lake.table}: ${before === undefined ? 'the state store has no state for this table' : `the state says page ${stateSeq} is next`}, but the lake holds ${ours.length} object(s) of ${lake.writer} up to page ${newest}; say what to do with them: --keep-objects (they stay; the next run writes after them) or --delete-objects (they are deleted first)`,
       );
     }
-    // The shown cursor goes with the cursor; a delete also forgets what the deleted objects held.
+    // The shown cursor and its instant go with the cursor (status must not show the old one as
+    // synced); a delete also forgets what the deleted objects held.
     const base =
       before === undefined || opts.objects === 'delete' ? initialIncrementalState(opts.cursorColumn) : before;
-    const { cursorText: _shown, ...rest } = base;
+    const { cursorText: _shown, newestCursorMs: _instant, ...rest } = base;
     const value: IncrementalState = { ...rest, cursor: '', cursorColumn: opts.cursorColumn, seq: nextSeq };
     await store.commit(key, {
       owner,

@@ -141,6 +141,18 @@ export async function timeBound(
   return { literal: row!.bound, warnings: holderWarnings(row!.holders, 'holds the incremental bound back') };
 }
 
+/**
+ * A wall-clock `timestamp` as UTC microseconds, read in the same zone the bound compares such
+ * cursors in (the session's, i.e. the database default: connect.ts leaves TimeZone alone).
+ */
+export async function wallClockToUtcMicros(sql: Sql, wallText: string): Promise<bigint | undefined> {
+  const [row] = await sql.unsafe<{ us: string | null }[]>(
+    `SELECT (extract(epoch FROM $1::text::timestamp::timestamptz) * 1000000)::bigint::text AS us`,
+    [wallText],
+  );
+  return row?.us == null ? undefined : BigInt(row.us);
+}
+
 export interface HighWaterBound {
   /** The highest committed cursor value as text, or null when no row has a cursor value. */
   readonly literal: string | null;

@@ -30,14 +30,16 @@ import type {
   NullCursorCounter,
   TableRef,
   TableSpec,
+  WallClockZone,
   Warning,
 } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
 import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
+import { microsToTimestampText } from '../../position/time-text.js';
 import { withWarnings } from '../page.js';
 import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
-import { checkActivityPrivilege } from './bound.js';
+import { checkActivityPrivilege, wallClockToUtcMicros } from './bound.js';
 import { connect, type Endpoint, type Sql, translateConnectError } from './connect.js';
 import { type BatchPageRequest, type BoundSettings, readBatchPage, readRowPage } from './incremental.js';
 import {
@@ -60,10 +62,10 @@ export type PostgresSourceOptions = SqlSourceOptions;
 /**
  * A Postgres source for cursor-based incremental sync. One connection (opened on first use);
  * pages are read one at a time. Implements `Introspector`, `IncrementalSource`,
- * `BatchIncrementalSource` and `NullCursorCounter`.
+ * `BatchIncrementalSource`, `NullCursorCounter` and `WallClockZone`.
  */
 export class PostgresSource
-  implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter
+  implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter, WallClockZone
 {
   private readonly sql: Sql;
   private readonly endpoint: Endpoint;
@@ -145,6 +147,14 @@ export class PostgresSource
         created?.warnings,
       );
     });
+  }
+
+  /** A wall-clock timestamp as UTC microseconds, in the database's default TimeZone (WallClockZone). */
+  async wallClockToUtc(wallMicros: bigint): Promise<bigint | undefined> {
+    const text = microsToTimestampText(wallMicros, false);
+    // Infinities and BC years have no instant worth showing.
+    if (!/^\d{4}-/.test(text) || text.endsWith(' BC')) return undefined;
+    return wallClockToUtcMicros(this.sql, text);
   }
 
   /** Closes the connection (waits up to 5 s for a running query). */
