@@ -18,8 +18,11 @@ const USAGE = `usage: tidemark <command> [options]
 
 commands:
   validate -c FILE                      check a pipeline spec and print it (secrets redacted)
-  run -c FILE [--table T] [--max-pages N]
-                                        sync tables locally until caught up
+  run -c FILE [--table T] [--max-pages N] [--json]
+                                        sync tables locally until caught up; with --json stdout
+                                        carries exactly one JSON object per table (errors too)
+                                        and logs go to stderr. Ctrl-C / SIGTERM stops after the
+                                        page in flight is committed and releases the lease
   invoke incremental -c FILE --table T [--timeout SECONDS]
                                         run the bundled Lambda handler in a fresh process
   status -c FILE                        per table: cursor, last commit, rows
@@ -39,6 +42,7 @@ exit codes:
   1    an error (one line on stderr: tidemark: <reason>)
   2    usage error
   75   another run holds a table's lease (run: that table was skipped; unlock: refused)
+  130  run stopped by Ctrl-C (SIGINT), 143 by SIGTERM, after committing what was durable
 `;
 
 async function main(argv: string[]): Promise<void> {

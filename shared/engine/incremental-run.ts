@@ -117,6 +117,11 @@ export interface IncrementalRunOptions {
   readonly encodeRows?: RowEncoder;
   /** Show a TTY progress line. */
   readonly progressTty?: boolean;
+  /**
+   * Aborting it (Ctrl-C, SIGTERM) stops the run: no further page starts, the read in flight is
+   * abandoned, a page already being written still commits; the run records `interrupted` and
+   * releases its lease.
+   */
   readonly signal?: AbortSignal;
 }
 

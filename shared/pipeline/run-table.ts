@@ -38,6 +38,8 @@ export interface RunTableOptions {
   readonly leaseTtlMs?: number;
   /** With a deadline: the lease outlives it by this much (see IncrementalRunOptions). */
   readonly leaseGraceMs?: number;
+  /** Aborted on Ctrl-C / SIGTERM: the run stops after the page in flight commits. */
+  readonly signal?: AbortSignal;
 }
 
 export async function runTable(
@@ -74,5 +76,6 @@ export async function runTable(
     ...(opts.pageTimeoutMs !== undefined ? { pageTimeoutMs: opts.pageTimeoutMs } : {}),
     ...(opts.leaseGraceMs !== undefined ? { leaseGraceMs: opts.leaseGraceMs } : {}),
     ...(opts.progressTty !== undefined ? { progressTty: opts.progressTty } : {}),
+    ...(opts.signal ? { signal: opts.signal } : {}),
   });
 }
