@@ -25,7 +25,10 @@ commands:
                                         page in flight is committed and releases the lease
   invoke incremental -c FILE --table T [--timeout SECONDS]
                                         run the bundled Lambda handler in a fresh process
-  status -c FILE                        per table: cursor, last commit, rows
+  status -c FILE [--table T] [--json]   per table: the last run (result, rows, why it stopped)
+                                        and the last error, the lease holder, the cursor, row
+                                        versions written vs. objects in the lake, freshness;
+                                        --json: one JSON object per table on stdout
   reset -c FILE --table T [--keep-objects | --delete-objects]
                                         forget a table's cursor (next run resyncs from the start);
                                         when the state is lost or older than the lake, say what
