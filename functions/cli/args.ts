@@ -4,6 +4,7 @@
  */
 import { loadSpecFile, type Spec } from '../../shared/config/spec.js';
 import { TidemarkError } from '../../shared/contracts/errors.js';
+import { type RecordedError, recordError } from '../../shared/engine/incremental-state.js';
 
 /** The exit codes of `tidemark`, as the usage text and docs/errors.md list them. */
 export const EXIT = {
@@ -37,4 +38,9 @@ export function specArg(values: { config?: string | undefined }): Spec {
 export function oneLine(e: unknown): string {
   if (e instanceof Error) return e.message.split('\n')[0] ?? e.name;
   return String(e);
+}
+
+/** An error as `--json` output carries it: its documented code (a usage error is CONFIG_INVALID). */
+export function errorObject(e: unknown): RecordedError {
+  return e instanceof UsageError ? { code: 'CONFIG_INVALID', message: e.message } : recordError(e);
 }

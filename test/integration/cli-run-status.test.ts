@@ -332,6 +332,18 @@ describe('tidemark run / status / unlock', () => {
     expect(latest(lake)).toEqual(await fx.rows(table));
   });
 
+  it('with --json an error before any table runs is a JSON object too', async () => {
+    const { spec, dir } = localSpec(fx, { table: 'public.whatever' });
+    for (const cmd of ['run', 'status']) {
+      const r = await cli(dir, spec, [cmd, '--json', '--table', 'public.nope']);
+      expect(r.code).toBe(1);
+      expect(jsonLines(r.stdout)).toEqual([
+        { status: 'error', error: { code: 'CONFIG_INVALID', message: expect.stringMatching(/no table "public.nope"/) } },
+      ]);
+      expect(r.stderr).toMatch(/^tidemark: --table: no table/);
+    }
+  });
+
   it('unlock needs --force for a holder this host cannot check, and warns', async () => {
     const { spec, dir } = localSpec(fx, { table: 'public.elsewhere' });
     const store = new FileCursorStore(spec.state.dir!);

@@ -16,7 +16,7 @@ import { createLogger, type Logger } from '../../../shared/observability/log.js'
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
 import { holderLiveness, holderName, parseLeaseOwner } from '../../../shared/state/lease-owner.js';
-import { EXIT, specArg, UsageError } from '../args.js';
+import { EXIT, errorObject, specArg, UsageError } from '../args.js';
 import { leaseText } from '../human-time.js';
 
 /** What `--json` prints for one table (and for an error before any table ran). */
@@ -47,11 +47,7 @@ export async function cmdRun(argv: string[]): Promise<void> {
     process.exitCode = await runTables(spec, tables, { json, ...(maxPages ? { maxPages } : {}) });
   } catch (e) {
     // The error object on stdout keeps `--json` output parseable; main prints the line on stderr.
-    if (json)
-      print({
-        status: 'error',
-        error: e instanceof UsageError ? { code: 'CONFIG_INVALID', message: e.message } : recordError(e),
-      });
+    if (json) print({ status: 'error', error: errorObject(e) });
     throw e;
   }
 }

@@ -5,13 +5,13 @@
  * one JSON object per table on stdout (a table whose state cannot be read is an error object).
  */
 import { parseArgs } from 'node:util';
-import { findTable, type Spec, tableTarget } from '../../../shared/config/spec.js';
+import { findTable, tableTarget } from '../../../shared/config/spec.js';
 import { recordError } from '../../../shared/engine/incremental-state.js';
 import { incrementalStatus, type TableStatus } from '../../../shared/engine/incremental-status.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { writerId } from '../../../shared/sink/layout.js';
 import { holderLiveness, parseLeaseOwner } from '../../../shared/state/lease-owner.js';
-import { specArg } from '../args.js';
+import { EXIT, errorObject, specArg } from '../args.js';
 import { clockText, leaseText, spanText, whenText } from '../human-time.js';
 
 const STOPPED: Record<string, string> = {
@@ -32,13 +32,18 @@ export async function cmdStatus(argv: string[]): Promise<void> {
     },
   });
   const json = values.json ?? false;
-  let spec: Spec;
   try {
-    spec = specArg(values);
+    process.exitCode = await showTables(values, json);
   } catch (e) {
-    if (json) process.stdout.write(`${JSON.stringify({ status: 'error', error: recordError(e) })}\n`);
+    // The error object on stdout keeps `--json` output parseable; main prints the line on stderr.
+    if (json) process.stdout.write(`${JSON.stringify({ status: 'error', error: errorObject(e) })}\n`);
     throw e;
   }
+}
+
+/** Prints every selected table's status; returns the exit code. */
+async function showTables(values: { config?: string; table?: string }, json: boolean): Promise<number> {
+  const spec = specArg(values);
   const tables = values.table ? [findTable(spec, values.table)] : spec.tables;
   const pipeline = await openPipeline(spec, { sourcesLazy: true });
   let failed = 0;
@@ -67,7 +72,7 @@ export async function cmdStatus(argv: string[]): Promise<void> {
   } finally {
     await pipeline.close();
   }
-  if (failed > 0) process.exitCode = 1;
+  return failed > 0 ? EXIT.error : EXIT.ok;
 }
 
 /** One table as a block of labelled lines. */
