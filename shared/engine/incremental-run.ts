@@ -273,8 +273,20 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
     if (removed.length > 0)
       log.warn('removed uncommitted objects of a crashed attempt', { objects: removed.map((r) => r.uri) });
 
-    const summary = await pageLoop(opts, log, key, durable, before, ref, schema, warnings, removed.length, started);
-    await recordOutcome(opts, log, key, durable, { started, stopped: summary.stopped ?? 'caught-up', schema });
+    const summary = await pageLoop(
+      opts,
+      log,
+      key,
+      durable,
+      before,
+      ref,
+      schema,
+      warnings,
+      removed.length,
+      started,
+    );
+    const stopped = summary.stopped ?? 'caught-up';
+    await recordOutcome(opts, log, key, durable, { started, stopped, schema });
     return tookOverFrom === undefined ? summary : { ...summary, tookOverFrom };
   } catch (e) {
     // A run that lost its lease, or whose state another writer moved, records nothing.
@@ -352,7 +364,8 @@ async function pageLoop(
   while (pending) {
     let page: PageResult;
     try {
-      page = await withTimeout(abandonOnAbort(pending, opts.signal), opts.pageTimeoutMs ?? 600_000, table.source);
+      const reading = abandonOnAbort(pending, opts.signal);
+      page = await withTimeout(reading, opts.pageTimeoutMs ?? 600_000, table.source);
     } catch (e) {
       // Interrupted (Ctrl-C, SIGTERM) while a page was being read: the read is abandoned (the
       // source cancels it on the same signal); everything committed so far stays.
@@ -487,7 +500,9 @@ async function recordOutcome(
   const state = durable.state;
   if (state === undefined) return;
   const newestCursorMs =
-    outcome.schema && outcome.error === undefined ? await wallClockInstant(opts, outcome.schema, state, durable) : undefined;
+    outcome.schema && outcome.error === undefined
+      ? await wallClockInstant(opts, outcome.schema, state, durable)
+      : undefined;
   const finished = opts.clock();
   const error = outcome.error === undefined ? undefined : recordError(outcome.error);
   const lastRun: LastRun = {

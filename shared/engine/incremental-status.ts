@@ -109,7 +109,15 @@ function leaseStatus(
   liveness: (owner: string) => HolderLiveness,
 ): LeaseStatus {
   if (lease === undefined || lease.expiresAt <= now) {
-    return { held: false, owner: null, holder: null, kind: null, alive: null, expiresAt: null, expiresInSeconds: null };
+    return {
+      held: false,
+      owner: null,
+      holder: null,
+      kind: null,
+      alive: null,
+      expiresAt: null,
+      expiresInSeconds: null,
+    };
   }
   const holder = parseLeaseOwner(lease.owner);
   const alive = liveness(lease.owner);

@@ -62,7 +62,13 @@ export function parseLeaseOwner(owner: string): LeaseHolder {
   const local = LOCAL.exec(owner);
   if (local) {
     const [, host, pid, start] = local;
-    return { kind: 'local', owner, host: host!, pid: Number(pid), startTime: start === '-' ? undefined : start };
+    return {
+      kind: 'local',
+      owner,
+      host: host!,
+      pid: Number(pid),
+      startTime: start === '-' ? undefined : start,
+    };
   }
   const older = LOCAL_BEFORE_START_TIME.exec(owner);
   if (older) return { kind: 'local', owner, host: older[1]!, pid: Number(older[2]), startTime: undefined };

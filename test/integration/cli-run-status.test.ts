@@ -98,7 +98,11 @@ function stateOf(spec: Spec): Promise<StateRecord> {
  * Polls the state until `ready` holds, while `child` runs. Resolves whether the child was still
  * running at that moment; the caller fails the test if it was not.
  */
-async function whileRunning(child: ChildProcess, spec: Spec, ready: (r: StateRecord) => boolean): Promise<boolean> {
+async function whileRunning(
+  child: ChildProcess,
+  spec: Spec,
+  ready: (r: StateRecord) => boolean,
+): Promise<boolean> {
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) return false;
     if (ready(await stateOf(spec))) return child.exitCode === null && child.signalCode === null;
@@ -119,7 +123,7 @@ describe('tidemark run / status / unlock', () => {
     await fx?.drop();
   });
 
-  it('status --json over a table\'s life: never run, synced, failed (cursor kept), reset (no stale cursor)', async () => {
+  it("status --json over a table's life: never run, synced, failed (cursor kept), reset (no stale cursor)", async () => {
     const table = 'public.life';
     await fx.createTable(table);
     await fx.insertRange(1, 2501, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g * 60', 'second'), table);
@@ -183,14 +187,24 @@ describe('tidemark run / status / unlock', () => {
     const human = await cli(dir, spec, ['status']);
     const code = (failure!.error as { code: string }).code;
     expect(human.stdout).toMatch(new RegExp(`last run +failed \\(${code}\\)`));
-    expect(human.stdout).toMatch(new RegExp(`last error +(\\d{4}-\\d\\d-\\d\\d )?\\d\\d:\\d\\d:\\d\\d UTC \\(\\d+ (s|min) ago\\): ${code}: `));
+    expect(human.stdout).toMatch(
+      new RegExp(
+        `last error +(\\d{4}-\\d\\d-\\d\\d )?\\d\\d:\\d\\d:\\d\\d UTC \\(\\d+ (s|min) ago\\): ${code}: `,
+      ),
+    );
     await fx.exec(`ALTER TABLE ${table} RENAME COLUMN changed_at TO updated_at`);
 
     // After reset the old cursor is gone from status (it used to stay as cursorText).
     const reset = await cli(dir, spec, ['reset', '--table', table]);
     expect(reset.code, reset.stderr).toBe(0);
     const afterReset = await status(dir, spec);
-    expect(afterReset).toMatchObject({ synced: true, cursor: null, freshness: null, nextPage: 3, lake: { objects: 3 } });
+    expect(afterReset).toMatchObject({
+      synced: true,
+      cursor: null,
+      freshness: null,
+      nextPage: 3,
+      lake: { objects: 3 },
+    });
     const humanReset = await cli(dir, spec, ['status']);
     expect(humanReset.stdout).not.toContain('id=2500');
   });
@@ -207,7 +221,9 @@ describe('tidemark run / status / unlock', () => {
     await blocker.exec('SELECT txid_current()');
     try {
       const run = start(dir, spec, ['run', '--json']);
-      expect(await whileRunning(run.child, spec, (r) => ownedByChild(run.child)(r) && r.version >= 1)).toBe(true);
+      expect(await whileRunning(run.child, spec, (r) => ownedByChild(run.child)(r) && r.version >= 1)).toBe(
+        true,
+      );
 
       const held = await status(dir, spec);
       expect(held.lease).toMatchObject({
@@ -231,7 +247,10 @@ describe('tidemark run / status / unlock', () => {
       const second = await cli(dir, spec, ['run', '--json']);
       expect(second.code).toBe(75);
       expect(jsonLines(second.stdout)).toEqual([
-        expect.objectContaining({ status: 'lease-held', leaseHolder: expect.objectContaining({ holder: `${hostname()}:${run.child.pid}` }) }),
+        expect.objectContaining({
+          status: 'lease-held',
+          leaseHolder: expect.objectContaining({ holder: `${hostname()}:${run.child.pid}` }),
+        }),
       ]);
 
       expect(run.child.exitCode).toBeNull();
@@ -246,10 +265,15 @@ describe('tidemark run / status / unlock', () => {
       await blocker.close();
     }
     const after = await status(dir, spec);
-    expect(after).toMatchObject({ lease: { held: false }, lastRun: { result: 'ok', stopped: 'interrupted', pages: 0 } });
+    expect(after).toMatchObject({
+      lease: { held: false },
+      lastRun: { result: 'ok', stopped: 'interrupted', pages: 0 },
+    });
     const next = await cli(dir, spec, ['run', '--json']);
     expect(next.code, next.stderr).toBe(0);
-    expect(jsonLines(next.stdout)).toEqual([expect.objectContaining({ status: 'ok', rows: 1000, stopped: 'caught-up' })]);
+    expect(jsonLines(next.stdout)).toEqual([
+      expect.objectContaining({ status: 'ok', rows: 1000, stopped: 'caught-up' }),
+    ]);
     expect(latest(await lakeRows(lakeDir, table))).toEqual(await fx.rows(table));
   });
 
@@ -260,7 +284,11 @@ describe('tidemark run / status / unlock', () => {
     const { spec, dir, lakeDir } = localSpec(fx, { table, pageSize: 200 });
     const run = start(dir, spec, ['run', '--json']);
     // Mid-sync: at least one page committed by this child, which is still running.
-    const landed = await whileRunning(run.child, spec, (r) => ownedByChild(run.child)(r) && (r.value?.seq as number) >= 1);
+    const landed = await whileRunning(
+      run.child,
+      spec,
+      (r) => ownedByChild(run.child)(r) && (r.value?.seq as number) >= 1,
+    );
     expect(landed, 'the run must still be running when SIGINT is sent').toBe(true);
     run.child.kill('SIGINT');
     const interrupted = await run.exited;
@@ -293,7 +321,11 @@ describe('tidemark run / status / unlock', () => {
 
     const killSoonAfterFirstPage = async () => {
       const run = start(dir, spec, ['run', '--json']);
-      const landed = await whileRunning(run.child, spec, (r) => ownedByChild(run.child)(r) && (r.value?.seq as number) >= 1);
+      const landed = await whileRunning(
+        run.child,
+        spec,
+        (r) => ownedByChild(run.child)(r) && (r.value?.seq as number) >= 1,
+      );
       expect(landed, 'the run must still be running when SIGKILL is sent').toBe(true);
       run.child.kill('SIGKILL');
       expect((await run.exited).signal).toBe('SIGKILL');
@@ -338,7 +370,10 @@ describe('tidemark run / status / unlock', () => {
       const r = await cli(dir, spec, [cmd, '--json', '--table', 'public.nope']);
       expect(r.code).toBe(1);
       expect(jsonLines(r.stdout)).toEqual([
-        { status: 'error', error: { code: 'CONFIG_INVALID', message: expect.stringMatching(/no table "public.nope"/) } },
+        {
+          status: 'error',
+          error: { code: 'CONFIG_INVALID', message: expect.stringMatching(/no table "public.nope"/) },
+        },
       ]);
       expect(r.stderr).toMatch(/^tidemark: --table: no table/);
     }
@@ -377,8 +412,12 @@ describe('tidemark run --json on several tables through a pipe', () => {
     // A `timestamp` (no zone) cursor in a database whose writers' zone is New York.
     const dbName = new URL(pg.url).pathname.slice(1);
     await pg.exec(`ALTER DATABASE "${dbName}" SET timezone TO 'America/New_York'`);
-    await pg.exec('CREATE TABLE public.events (id bigint PRIMARY KEY, v int NOT NULL, at timestamp NOT NULL)');
-    await pg.exec(`INSERT INTO public.events SELECT g, g, TIMESTAMP '2024-01-01 00:00:00' + g * INTERVAL '1 second' FROM generate_series(1, 700) g`);
+    await pg.exec(
+      'CREATE TABLE public.events (id bigint PRIMARY KEY, v int NOT NULL, at timestamp NOT NULL)',
+    );
+    await pg.exec(
+      `INSERT INTO public.events SELECT g, g, TIMESTAMP '2024-01-01 00:00:00' + g * INTERVAL '1 second' FROM generate_series(1, 700) g`,
+    );
     await my.createTable();
     await my.insertRange(1, 1201, my.plus(my.ts('2024-01-01 00:00:00'), 'g', 'second'));
     const { dir } = localSpec(pg);
@@ -391,24 +430,58 @@ describe('tidemark run --json on several tables through a pipe', () => {
       state: { dir: join(dir, 'state') },
       lake: { uri: `file://${join(dir, 'lake')}` },
       tables: [
-        { source: 'pg', table: 'public.orders', mode: 'incremental', writeMode: 'append', cursor: 'updated_at', pageSize: 500, lagSeconds: 0 },
-        { source: 'pg', table: 'public.events', mode: 'incremental', writeMode: 'append', cursor: 'at', pageSize: 500, lagSeconds: 0 },
-        { source: 'my', table: my.table, mode: 'incremental', writeMode: 'append', cursor: 'updated_at', pageSize: 500, lagSeconds: 0 },
-        { source: 'pg', table: 'public.no_such_table', mode: 'incremental', writeMode: 'append', cursor: 'updated_at', lagSeconds: 0 },
+        {
+          source: 'pg',
+          table: 'public.orders',
+          mode: 'incremental',
+          writeMode: 'append',
+          cursor: 'updated_at',
+          pageSize: 500,
+          lagSeconds: 0,
+        },
+        {
+          source: 'pg',
+          table: 'public.events',
+          mode: 'incremental',
+          writeMode: 'append',
+          cursor: 'at',
+          pageSize: 500,
+          lagSeconds: 0,
+        },
+        {
+          source: 'my',
+          table: my.table,
+          mode: 'incremental',
+          writeMode: 'append',
+          cursor: 'updated_at',
+          pageSize: 500,
+          lagSeconds: 0,
+        },
+        {
+          source: 'pg',
+          table: 'public.no_such_table',
+          mode: 'incremental',
+          writeMode: 'append',
+          cursor: 'updated_at',
+          lagSeconds: 0,
+        },
       ],
     });
     const specFile = join(dir, 'multi.json');
     writeFileSync(specFile, JSON.stringify(spec));
     // A real shell pipe, as `tidemark run --json | jq` has it; pipefail keeps tidemark's exit code.
     const piped = await new Promise<Exit>((resolve) => {
-      const child = spawn(
-        'bash',
-        ['-c', 'set -o pipefail; "$NODE" "$BIN" run -c "$SPEC" --json | cat'],
-        {
-          cwd: dir,
-          env: { ...process.env, NODE: process.execPath, BIN, SPEC: specFile, TIDEMARK_LOG_LEVEL: 'debug', TIDEMARK_METRICS: 'emf' },
+      const child = spawn('bash', ['-c', 'set -o pipefail; "$NODE" "$BIN" run -c "$SPEC" --json | cat'], {
+        cwd: dir,
+        env: {
+          ...process.env,
+          NODE: process.execPath,
+          BIN,
+          SPEC: specFile,
+          TIDEMARK_LOG_LEVEL: 'debug',
+          TIDEMARK_METRICS: 'emf',
         },
-      );
+      });
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (d: Buffer) => {
@@ -430,7 +503,12 @@ describe('tidemark run --json on several tables through a pipe', () => {
     expect(lines.map((l) => l.rows)).toEqual([3000, 700, 1200, undefined]);
     expect(lines[3]).toMatchObject({ error: { code: 'SOURCE_TABLE_MISSING' } });
     // Logs, progress and metrics all went to stderr, as JSON lines.
-    const logs = jsonLines(piped.stderr.split('\n').filter((l) => l.startsWith('{')).join('\n'));
+    const logs = jsonLines(
+      piped.stderr
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .join('\n'),
+    );
     expect(logs.filter((l) => l.msg === 'page committed').length).toBe(6 + 2 + 3);
     expect(logs.some((l) => 'RowsSynced' in l)).toBe(true);
 
@@ -445,7 +523,10 @@ describe('tidemark run --json on several tables through a pipe', () => {
     const statuses = jsonLines(st.stdout);
     expect(statuses).toHaveLength(4);
     // 2024-01-01 00:11:40 in New York is 05:11:40 UTC.
-    expect(statuses[1]).toMatchObject({ table: 'public.events', freshness: { newestCursorAt: '2024-01-01T05:11:40.000Z' } });
+    expect(statuses[1]).toMatchObject({
+      table: 'public.events',
+      freshness: { newestCursorAt: '2024-01-01T05:11:40.000Z' },
+    });
     // DATETIME is placed in the server's @@global.time_zone, as its writers' NOW() is.
     const conn = await mysql.createConnection({ uri: my.url });
     try {

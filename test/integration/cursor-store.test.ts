@@ -266,7 +266,10 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
     await rejection(() => store.takeOver(key, 'C', TTL, 'A'), LeaseHeldError);
     // Otherwise it is acquire: a free lease, an expired one, or our own.
     await store.release(key, 'B');
-    expect((await store.takeOver(key, 'C', TTL, 'A')).lease).toEqual({ owner: 'C', expiresAt: clock.now + TTL });
+    expect((await store.takeOver(key, 'C', TTL, 'A')).lease).toEqual({
+      owner: 'C',
+      expiresAt: clock.now + TTL,
+    });
     clock.advance(TTL);
     expect((await store.takeOver(key, 'D', TTL, 'A')).lease?.owner).toBe('D');
     expect((await store.takeOver(key, 'D', TTL, 'A')).lease?.owner).toBe('D');
@@ -501,7 +504,12 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ op: fc.constant('renew' as const), owner: ownerArb, ttl: ttlArb }) },
   {
     weight: 1,
-    arbitrary: fc.record({ op: fc.constant('takeOver' as const), owner: ownerArb, ttl: ttlArb, from: ownerArb }),
+    arbitrary: fc.record({
+      op: fc.constant('takeOver' as const),
+      owner: ownerArb,
+      ttl: ttlArb,
+      from: ownerArb,
+    }),
   },
   {
     weight: 3,

@@ -27,17 +27,21 @@ describe('describeCursor', () => {
   });
 
   it('gives a timestamp cursor as a zoned or a wall-clock time, and nothing for other cursors', () => {
-    const token = encodeKey([{ kind: 'timestamp', utc: true }, { kind: 'int64' }], [1_704_067_200_000_001n, 42n]);
+    const zoned = [{ kind: 'timestamp', utc: true } as const, { kind: 'int64' } as const];
+    const token = encodeKey(zoned, [1_704_067_200_000_001n, 42n]);
     expect(cursorTime(schema, 'updated_at', token)).toEqual({ utc: 1_704_067_200_000_001n });
     const wall: Schema = {
       ...schema,
       columns: schema.columns.map((c) =>
-        c.name === 'updated_at' ? { ...c, type: { kind: 'timestamp', utc: false }, sourceType: 'timestamp' } : c,
+        c.name === 'updated_at'
+          ? { ...c, type: { kind: 'timestamp', utc: false }, sourceType: 'timestamp' }
+          : c,
       ),
     };
     const wallToken = encodeKey([{ kind: 'timestamp', utc: false }, { kind: 'int64' }], [5n, 1n]);
     expect(cursorTime(wall, 'updated_at', wallToken)).toEqual({ wall: 5n });
-    expect(cursorTime(schema, 'seq', encodeKey([{ kind: 'int32' }, { kind: 'int64' }], [7, 1n]))).toBeUndefined();
+    const intToken = encodeKey([{ kind: 'int32' }, { kind: 'int64' }], [7, 1n]);
+    expect(cursorTime(schema, 'seq', intToken)).toBeUndefined();
     expect(cursorTime(schema, 'updated_at', '')).toBeUndefined();
   });
 });

@@ -23,6 +23,8 @@ describe('human times on the command line', () => {
     expect(leaseText(undefined, NOW, 'unknown')).toBe('free');
     expect(leaseText(lease, NOW, 'unknown')).toBe('held by box:4242 until 11:42:05 UTC (in 14 min)');
     expect(leaseText(lease, NOW, 'dead')).toMatch(/^held by box:4242 until .*; that process is gone/);
-    expect(leaseText(lease, lease.expiresAt + 60_000, 'unknown')).toBe('free (the lease of box:4242 expired 1 min ago)');
+    expect(leaseText(lease, lease.expiresAt + 60_000, 'unknown')).toBe(
+      'free (the lease of box:4242 expired 1 min ago)',
+    );
   });
 });

@@ -44,7 +44,10 @@ describe('incremental state value', () => {
       lastError,
       newestCursorMs: 5,
     });
-    const odd = parseIncrementalState({ ...base, lastRun: { result: 'maybe' }, lastError: 'x', objects: [1] }, 'c');
+    const odd = parseIncrementalState(
+      { ...base, lastRun: { result: 'maybe' }, lastError: 'x', objects: [1] },
+      'c',
+    );
     expect(odd).toEqual({ ...base, rowsTotal: 0 });
     expect(() => parseIncrementalState({ cursor: 1, cursorColumn: 'c', seq: 0 }, 'c')).toThrow(/not valid/);
   });
@@ -54,6 +57,9 @@ describe('incremental state value', () => {
       code: 'PAGE_TIMEOUT',
       message: 'slow',
     });
-    expect(recordError(new Error('x'.repeat(5000)))).toEqual({ code: 'UNEXPECTED', message: 'x'.repeat(1000) });
+    expect(recordError(new Error('x'.repeat(5000)))).toEqual({
+      code: 'UNEXPECTED',
+      message: 'x'.repeat(1000),
+    });
   });
 });

@@ -43,7 +43,12 @@ describe('lease owner ids', () => {
 
   it('Lambda ids, ids written before the start time, and unknown ids', () => {
     expect(parseLeaseOwner(lambdaOwner('8f0c-11'))).toMatchObject({ kind: 'lambda', requestId: '8f0c-11' });
-    expect(parseLeaseOwner('box:42:0a1b2c3d')).toMatchObject({ kind: 'local', host: 'box', pid: 42, startTime: undefined });
+    expect(parseLeaseOwner('box:42:0a1b2c3d')).toMatchObject({
+      kind: 'local',
+      host: 'box',
+      pid: 42,
+      startTime: undefined,
+    });
     expect(parseLeaseOwner('crash-42')).toEqual({ kind: 'other', owner: 'crash-42' });
   });
 

@@ -22,10 +22,24 @@ import { leaseText } from '../human-time.js';
 /** What `--json` prints for one table (and for an error before any table ran). */
 type TableResult =
   | (Omit<IncrementalSummary, 'leaseHolder'> & {
-      readonly leaseHolder?: { readonly owner: string; readonly holder: string; readonly expiresAt: string | null };
+      readonly leaseHolder?: {
+        readonly owner: string;
+        readonly holder: string;
+        readonly expiresAt: string | null;
+      };
     })
-  | { readonly pipeline?: string; readonly table?: string; readonly status: 'error'; readonly error: { code: string; message: string } }
-  | { readonly pipeline: string; readonly table: string; readonly status: 'not-started'; readonly reason: 'interrupted' };
+  | {
+      readonly pipeline?: string;
+      readonly table?: string;
+      readonly status: 'error';
+      readonly error: { code: string; message: string };
+    }
+  | {
+      readonly pipeline: string;
+      readonly table: string;
+      readonly status: 'not-started';
+      readonly reason: 'interrupted';
+    };
 
 export async function cmdRun(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -68,7 +82,12 @@ async function runTables(
     for (const t of tables) {
       const target = tableTarget(t);
       if (interrupt.signal.aborted) {
-        report(opts.json, { pipeline: spec.pipeline, table: target, status: 'not-started', reason: 'interrupted' });
+        report(opts.json, {
+          pipeline: spec.pipeline,
+          table: target,
+          status: 'not-started',
+          reason: 'interrupted',
+        });
         continue;
       }
       try {
@@ -151,9 +170,13 @@ function report(json: boolean, r: TableResult): void {
     console.log(`${r.table}: not started (interrupted)`);
   } else if (r.status === 'lease-held') {
     const h = r.leaseHolder;
-    const lease = h ? { owner: h.owner, expiresAt: h.expiresAt ? Date.parse(h.expiresAt) : Date.now() } : undefined;
+    const lease = h
+      ? { owner: h.owner, expiresAt: h.expiresAt ? Date.parse(h.expiresAt) : Date.now() }
+      : undefined;
     const liveness = h ? holderLiveness(parseLeaseOwner(h.owner)) : 'unknown';
-    console.log(`${r.table}: skipped, another run holds the lease (${leaseText(lease, Date.now(), liveness)})`);
+    console.log(
+      `${r.table}: skipped, another run holds the lease (${leaseText(lease, Date.now(), liveness)})`,
+    );
   } else {
     const rate = r.durationMs > 0 ? Math.round((r.rows / r.durationMs) * 1000) : 0;
     const end =

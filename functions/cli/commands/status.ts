@@ -65,7 +65,10 @@ async function showTables(values: { config?: string; table?: string }, json: boo
       } catch (e) {
         failed += 1;
         const error = recordError(e);
-        if (json) process.stdout.write(`${JSON.stringify({ pipeline: spec.pipeline, table: target, status: 'error', error })}\n`);
+        if (json)
+          process.stdout.write(
+            `${JSON.stringify({ pipeline: spec.pipeline, table: target, status: 'error', error })}\n`,
+          );
         else process.stderr.write(`tidemark: ${target}: ${error.message}\n`);
       }
     }
@@ -101,7 +104,10 @@ function humanStatus(s: TableStatus, now: number): string {
         ? `cursor last moved ${moved}`
         : `newest synced ${s.cursorColumn} ${clockText(Date.parse(fresh.newestCursorAt), now)} (${spanText(fresh.ageSeconds * 1000)} old); cursor last moved ${moved}`,
     );
-    row('lake', `${s.rowVersionsWritten} row version(s) written; ${s.lake.objects} object(s) of this writer, ${mb(s.lake.bytes)}`);
+    row(
+      'lake',
+      `${s.rowVersionsWritten} row version(s) written; ${s.lake.objects} object(s) of this writer, ${mb(s.lake.bytes)}`,
+    );
   }
   const l = s.lease;
   const lease = l.held ? { owner: l.owner!, expiresAt: Date.parse(l.expiresAt!) } : undefined;

@@ -13,7 +13,12 @@ import { findTable, tableTarget } from '../../../shared/config/spec.js';
 import { TidemarkError } from '../../../shared/contracts/errors.js';
 import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
-import { holderLiveness, holderName, localOwner, parseLeaseOwner } from '../../../shared/state/lease-owner.js';
+import {
+  holderLiveness,
+  holderName,
+  localOwner,
+  parseLeaseOwner,
+} from '../../../shared/state/lease-owner.js';
 import { specArg, UsageError } from '../args.js';
 import { relativeText, whenText } from '../human-time.js';
 
@@ -44,7 +49,9 @@ export async function cmdUnlock(argv: string[]): Promise<void> {
     const holder = parseLeaseOwner(lease.owner);
     const name = holderName(holder);
     if (lease.expiresAt <= now) {
-      console.log(`${target}: not locked (the lease of ${name} expired ${relativeText(lease.expiresAt, now)}; the next run takes it)`);
+      console.log(
+        `${target}: not locked (the lease of ${name} expired ${relativeText(lease.expiresAt, now)}; the next run takes it)`,
+      );
       return;
     }
     const liveness = holderLiveness(holder);
