@@ -5,8 +5,9 @@
  * commands/.
  *
  * A thin shell over shared/: parse arguments, call, print. Exit 0 on success; on error one line
- * `tidemark: <reason>` on stderr and exit 1 (2 for usage errors). Every error it prints, and the
- * spec `validate` prints, passes through `redact` (shared/observability/redact.ts).
+ * `tidemark: <reason>` on stderr and the exit code of args.ts `EXIT` (listed in the usage text).
+ * Every error it prints, and the spec `validate` prints, passes through `redact`
+ * (shared/observability/redact.ts).
  */
 // The AWS SDK's Node 20 deprecation banner (8 lines on stderr at the first client) is for SDK
 // maintainers' users, not ours: tidemark's Lambda runs Node 22, and the CLI supports Node 20.
@@ -15,12 +16,13 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { readFileSync } from 'node:fs';
 import { inspect } from 'node:util';
 import { redact } from '../../shared/observability/redact.js';
-import { oneLine, UsageError } from './args.js';
+import { exitCodeOf, oneLine, UsageError } from './args.js';
 import { cmdCheck } from './commands/check.js';
 import { cmdInvoke } from './commands/invoke.js';
 import { cmdReset } from './commands/reset.js';
 import { cmdRun } from './commands/run.js';
 import { cmdStatus } from './commands/status.js';
+import { cmdUnlock } from './commands/unlock.js';
 import { cmdValidate } from './commands/validate.js';
 
 const USAGE = `usage: tidemark <command> [options]
@@ -32,22 +34,39 @@ commands:
   check -c FILE [--table T] [--json]    before the first run: check that the sources connect, the
                                         tables, keys, cursors, indexes and grants are usable, and
                                         the state store and the lake take writes; exit 1 if any fails
-  run -c FILE [--table T] [--max-pages N]
-                                        sync tables locally until caught up
+  run -c FILE [--table T] [--max-pages N] [--json]
+                                        sync tables locally until caught up; with --json stdout
+                                        carries exactly one JSON object per table (errors too)
+                                        and logs go to stderr. Ctrl-C / SIGTERM stops after the
+                                        page in flight is committed and releases the lease
   invoke incremental -c FILE --table T [--timeout SECONDS] [--logs]
                                         run the bundled Lambda handler in a fresh process, as
                                         deployed (timeout default 900 s; --logs prints the
                                         function's log lines, always shown when it fails)
   invoke check -c FILE [--table T] [--json] [--timeout SECONDS]
                                         the same checks, inside the bundled Lambda handler
-  status -c FILE                        per table: cursor, last commit, rows
+  status -c FILE [--table T] [--json]   per table: the last run (result, rows, why it stopped)
+                                        and the last error, the lease holder, the cursor, row
+                                        versions written vs. objects in the lake, freshness;
+                                        --json: one JSON object per table on stdout
   reset -c FILE --table T [--keep-objects | --delete-objects]
                                         forget a table's cursor (next run resyncs from the start);
                                         when the state is lost or older than the lake, say what
                                         happens to this pipeline's objects in the lake: keep them
                                         (write after them) or delete them first
+  unlock -c FILE --table T [--force]    remove a table's lease whose holder is gone: a local
+                                        process that died is removed at once, one still running
+                                        is refused; a Lambda or another host's holder needs
+                                        --force (a writer still running could still write)
   demo                                  embedded Postgres -> Parquet demo (npm start)
   --version                             print the version
+
+exit codes:
+  0    success
+  1    an error (one line on stderr: tidemark: <reason>)
+  2    usage error
+  75   another run holds a table's lease (run: that table was skipped; unlock: refused)
+  130  run stopped by Ctrl-C (SIGINT), 143 by SIGTERM, after committing what was durable
 `;
 
 async function main(argv: string[]): Promise<void> {
@@ -65,6 +84,8 @@ async function main(argv: string[]): Promise<void> {
       return cmdStatus(rest);
     case 'reset':
       return cmdReset(rest);
+    case 'unlock':
+      return cmdUnlock(rest);
     case 'demo': {
       const { runDemo } = await import('./demo.js');
       return runDemo();
@@ -97,5 +118,5 @@ main(process.argv.slice(2)).catch((e: unknown) => {
   }
   process.stderr.write(`tidemark: ${oneLine(e)}\n`);
   if (process.env.TIDEMARK_DEBUG) process.stderr.write(`${redact(inspect(e))}\n`);
-  process.exitCode = 1;
+  process.exitCode = exitCodeOf(e);
 });

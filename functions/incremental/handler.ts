@@ -23,6 +23,7 @@ import { redactError } from '../../shared/observability/redact.js';
 import { type CheckReport, checkPipeline } from '../../shared/pipeline/check.js';
 import { openPipeline, type OpenPipeline } from '../../shared/pipeline/open.js';
 import { runTable } from '../../shared/pipeline/run-table.js';
+import { lambdaOwner } from '../../shared/state/lease-owner.js';
 
 export interface IncrementalEvent {
   /** Source table (`schema.table`) or lake target name. */
@@ -132,7 +133,7 @@ async function runEvent(
   try {
     const summary = await runTable(spec, table, pipeline, {
       logger,
-      owner: `lambda:${context.awsRequestId}`,
+      owner: lambdaOwner(context.awsRequestId),
       remainingMs: () => context.getRemainingTimeInMillis(),
       safetyMarginMs: margin,
       ...(process.env.TIDEMARK_LEASE_GRACE_MS ? { leaseGraceMs: Number(process.env.TIDEMARK_LEASE_GRACE_MS) } : {}),

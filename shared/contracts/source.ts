@@ -125,6 +125,20 @@ export interface RowEstimator {
   estimateRows(table: TableRef): Promise<number | undefined>;
 }
 
+/**
+ * Optional capability: places a wall-clock timestamp (`timestamp` without time zone, MySQL
+ * DATETIME) in time as the source's writers mean it (docs/cursor.md: Postgres in the database's
+ * default TimeZone, MySQL in `@@global.time_zone`). For freshness shown to operators only: the
+ * cursor and the safe upper bound never depend on it.
+ */
+export interface WallClockZone {
+  /**
+   * `wallMicros` is the wall-clock value as microseconds since 1970-01-01 00:00:00 (of that wall
+   * clock); returns the instant as UTC microseconds, or undefined when the source cannot tell.
+   */
+  wallClockToUtc(wallMicros: bigint): Promise<bigint | undefined>;
+}
+
 /** Optional capability: counts rows whose cursor is NULL (they are never reached by `>`). */
 export interface NullCursorCounter {
   countNullCursors(table: TableRef, cursorColumn: string): Promise<number>;

@@ -6,7 +6,8 @@
  * Every implementation (DynamoDB, file, memory) gives the SAME guarantees:
  * - `commit` succeeds only if the stored version equals `expectedVersion` AND the caller still
  *   holds an unexpired lease; it then stores the value with version + 1 in ONE atomic step.
- * - `acquire` takes the lease only when it is free, expired, or already ours.
+ * - `acquire` takes the lease only when it is free, expired, or already ours; `takeOver` also
+ *   when it is held by one exact owner the caller proved dead.
  * - A loser gets a typed error (CursorConflictError, LeaseHeldError, LeaseLostError) and the
  *   stored state is untouched.
  * Time comes from the injected clock, so tests can move it.
@@ -46,6 +47,13 @@ export interface CursorStore {
   load(key: string): Promise<StateRecord>;
   /** Takes (or re-takes) the lease for ttlMs. Throws LeaseHeldError if another owner holds it. */
   acquire(key: string, owner: string, ttlMs: number): Promise<StateRecord>;
+  /**
+   * Takes the lease like `acquire`, and also while it is held (live) by exactly `from`: for a
+   * caller that proved `from` dead (a local process that is gone), so it need not wait out the
+   * TTL. ONE conditional write, so it can never displace a holder other than `from`, e.g. one
+   * that took the lease between the caller's check and this call: then LeaseHeldError names it.
+   */
+  takeOver(key: string, owner: string, ttlMs: number, from: string): Promise<StateRecord>;
   /** Extends our lease. Throws LeaseLostError if it expired or another owner took it. */
   renew(key: string, owner: string, ttlMs: number): Promise<Lease>;
   /**

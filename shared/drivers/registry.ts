@@ -12,6 +12,7 @@ import type {
   Introspector,
   NullCursorCounter,
   RowEstimator,
+  WallClockZone,
 } from '../contracts/source.js';
 import type { Clock } from '../contracts/state.js';
 
@@ -35,7 +36,8 @@ export type ClosableIncrementalSource = Introspector &
   Partial<BatchIncrementalSource> &
   Partial<NullCursorCounter> &
   Partial<RowEstimator> &
-  Partial<Preflight> & { close(): Promise<void> };
+  Partial<Preflight> &
+  Partial<WallClockZone> & { close(): Promise<void> };
 
 export interface DriverRegistration {
   readonly kind: DriverKind;

@@ -18,6 +18,7 @@ import type { LakeTable, ObjectRef, Sink } from '../contracts/sink.js';
 import type { CursorStore } from '../contracts/state.js';
 import { incrementalSeqOf } from '../position/position.js';
 import { type IncrementalState, initialIncrementalState, parseIncrementalState } from './incremental-state.js';
+import { takeLease } from './lease.js';
 
 export interface ResetOptions {
   readonly key: string;
@@ -26,6 +27,8 @@ export interface ResetOptions {
   readonly store: CursorStore;
   readonly sink: Sink;
   readonly owner: string;
+  /** Whether a lease holder is provably dead (see IncrementalRunOptions.isHolderDead). */
+  readonly isHolderDead?: (owner: string) => boolean;
   /** What to do with this writer's existing objects; required when the state does not cover them. */
   readonly objects?: 'keep' | 'delete';
 }
@@ -44,7 +47,7 @@ export interface ResetResult {
 /** Resets an incremental table as the module comment says. */
 export async function resetIncremental(opts: ResetOptions): Promise<ResetResult> {
   const { key, lake, store, sink, owner } = opts;
-  const record = await store.acquire(key, owner, 60_000);
+  const { record } = await takeLease(store, key, owner, 60_000, opts.isHolderDead);
   try {
     const before: IncrementalState | undefined =
       record.value === undefined ? undefined : parseIncrementalState(record.value, opts.cursorColumn);
@@ -69,10 +72,11 @@ export async function resetIncremental(opts: ResetOptions): Promise<ResetResult>
         `${lake.table}: ${before === undefined ? 'the state store has no state for this table' : `the state says page ${stateSeq} is next`}, but the lake holds ${ours.length} object(s) of ${lake.writer} up to page ${newest}; say what to do with them: --keep-objects (they stay; the next run writes after them) or --delete-objects (they are deleted first)`,
       );
     }
-    // The shown cursor goes with the cursor; a delete also forgets what the deleted objects held.
+    // The shown cursor and its instant go with the cursor (status must not show the old one as
+    // synced); a delete also forgets what the deleted objects held.
     const base =
       before === undefined || opts.objects === 'delete' ? initialIncrementalState(opts.cursorColumn) : before;
-    const { cursorText: _shown, ...rest } = base;
+    const { cursorText: _shown, newestCursorMs: _instant, ...rest } = base;
     const value: IncrementalState = { ...rest, cursor: '', cursorColumn: opts.cursorColumn, seq: nextSeq };
     await store.commit(key, {
       owner,

@@ -16,7 +16,7 @@
  * Works only through the contracts: it never names a database client or a driver.
  */
 
-import { LeaseHeldError, TidemarkError } from '../contracts/errors.js';
+import { CursorConflictError, LeaseHeldError, LeaseLostError, TidemarkError } from '../contracts/errors.js';
 import type { LakeTable, ObjectRef, Sink } from '../contracts/sink.js';
 import type {
   BatchIncrementalSource,
@@ -26,6 +26,7 @@ import type {
   NullCursorCounter,
   RowEstimator,
   TableRef,
+  WallClockZone,
   Warning,
 } from '../contracts/source.js';
 import type { Clock, CursorStore, StateRecord } from '../contracts/state.js';
@@ -34,9 +35,16 @@ import { findColumn, type Schema } from '../dataplane/schema.js';
 import type { Logger } from '../observability/log.js';
 import { Progress } from '../observability/progress.js';
 import { incrementalPosPrefix } from '../position/position.js';
-import { describeCursor } from './cursor-display.js';
-import type { IncrementalState } from './incremental-state.js';
-import { initialIncrementalState, parseIncrementalState } from './incremental-state.js';
+import { cursorTime, describeCursor } from './cursor-display.js';
+import { takeLease } from './lease.js';
+import {
+  type IncrementalState,
+  initialIncrementalState,
+  type LastRun,
+  parseIncrementalState,
+  recordError,
+  type StopReason,
+} from './incremental-state.js';
 
 /** What the engine needs of a source for incremental runs. */
 export type IncrementalCapableSource = Introspector &
@@ -44,7 +52,8 @@ export type IncrementalCapableSource = Introspector &
   Partial<NullCursorCounter> &
   Partial<RowEstimator> &
   Partial<IncrementalSource> &
-  Partial<BatchIncrementalSource>;
+  Partial<BatchIncrementalSource> &
+  Partial<WallClockZone>;
 
 /** Encodes a row-path page into a batch; given by the caller so the engine stays type-agnostic. */
 export type RowEncoder = (
@@ -78,8 +87,13 @@ export interface IncrementalRunOptions {
   readonly sink: Sink;
   readonly logger: Logger;
   readonly clock: Clock;
-  /** Who runs: Lambda request id or host:pid:random. */
+  /** Who runs: shared/state/lease-owner.ts `localOwner()` or `lambdaOwner(requestId)`. */
   readonly owner: string;
+  /**
+   * Whether a lease holder is provably dead (a local process that is gone): then its lease is
+   * taken over at once instead of after its TTL. Local runs only; a Lambda passes nothing.
+   */
+  readonly isHolderDead?: (owner: string) => boolean;
   /** Lease TTL; must exceed the longest run (Lambda max 15 min). */
   readonly leaseTtlMs: number;
   /**
@@ -105,7 +119,11 @@ export interface IncrementalRunOptions {
   readonly encodeRows?: RowEncoder;
   /** Show a TTY progress line. */
   readonly progressTty?: boolean;
-  /** Aborts the page read in flight (and stops starting pages). */
+  /**
+   * Aborting it (Ctrl-C, SIGTERM) stops the run: no further page starts, the read in flight is
+   * aborted (the source drops its connection) and abandoned, a page already being written still
+   * commits; the run records `interrupted` and releases its lease.
+   */
   readonly signal?: AbortSignal;
 }
 
@@ -123,10 +141,16 @@ export interface IncrementalSummary {
   readonly seqAfter: number;
   /** A backlog remains (deadline or maxPages reached before catching up). */
   readonly more: boolean;
+  /** Why the run stopped reading (`ok` runs). */
+  readonly stopped?: StopReason;
   /** Objects removed by recovery (left by a crashed attempt). */
   readonly recovered: number;
   readonly durationMs: number;
   readonly warnings: readonly Warning[];
+  /** `lease-held`: who holds the lease, and until when (epoch ms). */
+  readonly leaseHolder?: { readonly owner: string; readonly expiresAt: number | undefined };
+  /** The dead holder whose lease this run took over. */
+  readonly tookOverFrom?: string;
 }
 
 /** The key of an incremental table's state item. */
@@ -193,8 +217,9 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
   const log = logger.child({ pipeline: opts.pipeline, table: table.target });
 
   let record: StateRecord;
+  let tookOverFrom: string | undefined;
   try {
-    record = await store.acquire(key, opts.owner, leaseTtl(opts));
+    ({ record, tookOverFrom } = await takeLease(store, key, opts.owner, leaseTtl(opts), opts.isHolderDead));
   } catch (e) {
     if (e instanceof LeaseHeldError) {
       log.warn('lease held by another run; exiting without changes', {
@@ -202,15 +227,22 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
         expiresAt: e.expiresAt,
       });
       const state = parseIncrementalState((await store.load(key)).value, table.cursor);
-      return emptySummary(opts, 'lease-held', state, opts.clock() - started);
+      return {
+        ...emptySummary(opts, 'lease-held', state, opts.clock() - started),
+        leaseHolder: { owner: e.holder ?? 'unknown', expiresAt: e.expiresAt },
+      };
     }
     throw e;
   }
+  if (tookOverFrom !== undefined)
+    log.warn('took over the lease of a run whose process is gone', { holder: tookOverFrom });
 
+  const durable: Durable = { version: record.version, state: undefined, rows: 0, pages: 0, bytes: 0 };
   try {
     const before = record.value
       ? parseIncrementalState(record.value, table.cursor)
       : initialIncrementalState(table.cursor);
+    if (record.value !== undefined) durable.state = before;
     if (before.cursorColumn !== table.cursor)
       throw new CursorColumnChangedError(table.target, before.cursorColumn, table.cursor);
 
@@ -234,6 +266,8 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
     }
 
     record = await checkStateAgainstLake(opts, key, lake, record, before);
+    durable.version = record.version;
+    durable.state = before;
 
     // Step 4 of the durability order: whatever of ours lies at or past the committed position
     // was written by an attempt that never committed; remove it before writing anything new.
@@ -241,7 +275,26 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
     if (removed.length > 0)
       log.warn('removed uncommitted objects of a crashed attempt', { objects: removed.map((r) => r.uri) });
 
-    return await pageLoop(opts, log, key, record, before, ref, schema, warnings, removed.length, started);
+    const summary = await pageLoop(
+      opts,
+      log,
+      key,
+      durable,
+      before,
+      ref,
+      schema,
+      warnings,
+      removed.length,
+      started,
+    );
+    const stopped = summary.stopped ?? 'caught-up';
+    await recordOutcome(opts, log, key, durable, { started, stopped, schema });
+    return tookOverFrom === undefined ? summary : { ...summary, tookOverFrom };
+  } catch (e) {
+    // A run that lost its lease, or whose state another writer moved, records nothing.
+    if (!(e instanceof LeaseLostError || e instanceof CursorConflictError))
+      await recordOutcome(opts, log, key, durable, { started, stopped: 'error', error: e });
+    throw e;
   } finally {
     await store
       .release(key, opts.owner)
@@ -253,7 +306,7 @@ async function pageLoop(
   opts: IncrementalRunOptions,
   log: Logger,
   key: string,
-  record: StateRecord,
+  durable: Durable,
   before: IncrementalState,
   ref: TableRef,
   schema: Schema,
@@ -277,12 +330,13 @@ async function pageLoop(
   });
   const warnings: Warning[] = [...introWarnings];
   let state = before;
-  let version = record.version;
+  let version = durable.version;
   let rows = 0;
   let pages = 0;
   let bytes = 0;
   let objects = 0;
   let more = true;
+  let stopped: StopReason = 'caught-up';
   let slowestPageMs = 0;
 
   // One read is in flight at a time (page N+1 while page N is written); `reading` aborts it.
@@ -296,15 +350,35 @@ async function pageLoop(
     const margin = Math.max(opts.safetyMarginMs ?? 10_000, 2 * slowestPageMs);
     return opts.remainingMs() > margin;
   };
+  /** Why no further page may start after `done` pages, or undefined when one may. */
+  const stopReason = (done: number): StopReason | undefined => {
+    if (opts.signal?.aborted) return 'interrupted';
+    if (opts.maxPages !== undefined && done >= opts.maxPages) return 'max-pages';
+    if (!timeLeft()) return 'deadline';
+    return undefined;
+  };
 
   // Read page N+1 while page N is written and committed: reading changes nothing, so the
   // overlap is safe, and it hides the source round trip behind the Parquet encode and upload.
-  // Not even the first page starts when the deadline is already inside the safety margin.
-  let pending: Promise<PageResult> | undefined = timeLeft() ? readPage(state.cursor, state.seq) : undefined;
+  // Not even the first page starts when the deadline is already inside the safety margin (or
+  // the run was interrupted before it got here).
+  const first = stopReason(0);
+  let pending: Promise<PageResult> | undefined = first ? undefined : readPage(state.cursor, state.seq);
+  if (first) stopped = first;
   pending?.catch(() => {}); // surfaced when awaited (or abandoned after a page timeout)
   let pageStart = opts.clock();
   while (pending) {
-    const page: PageResult = await withTimeout(pending, opts.pageTimeoutMs ?? 600_000, table.source, reading);
+    let page: PageResult;
+    try {
+      const waiting = abandonOnAbort(pending, opts.signal);
+      page = await withTimeout(waiting, opts.pageTimeoutMs ?? 600_000, table.source, reading);
+    } catch (e) {
+      // Interrupted (Ctrl-C, SIGTERM) while a page was being read: the read is aborted (the
+      // source drops its connection on the same signal); everything committed so far stays.
+      if (!opts.signal?.aborted) throw e;
+      stopped = 'interrupted';
+      break;
+    }
     pending = undefined;
     for (const w of page.warnings ?? []) {
       log.warn(w.message, { code: w.code });
@@ -316,12 +390,8 @@ async function pageLoop(
       more = false;
       break;
     }
-    const canContinue =
-      page.more &&
-      timeLeft() &&
-      (opts.maxPages === undefined || pages + 1 < opts.maxPages) &&
-      !opts.signal?.aborted;
-    if (canContinue) {
+    const stopAfterThis = page.more ? stopReason(pages + 1) : undefined;
+    if (page.more && stopAfterThis === undefined) {
       pending = readPage(page.next, state.seq + 1);
       pending.catch(() => {}); // surfaced when awaited; never an unhandled rejection meanwhile
     }
@@ -336,6 +406,8 @@ async function pageLoop(
     const pageRows = page.page.record.numRows;
     const pageBytes = refs.reduce((s, r) => s + r.bytes, 0);
     const cursorText = describeCursor(schema, table.cursor, page.next);
+    const time = cursorTime(schema, table.cursor, page.next);
+    const newestCursorMs = time && 'utc' in time ? epochMsOf(time.utc) : undefined;
     const next: IncrementalState = {
       ...state,
       cursor: page.next,
@@ -343,7 +415,10 @@ async function pageLoop(
       seq: state.seq + 1,
       rowsTotal: state.rowsTotal + pageRows,
       lastCommitAt: new Date(opts.clock()).toISOString(),
-      lastObjects: refs.map((r) => r.uri),
+      // A wall-clock cursor keeps the previous instant until the run's final commit asks the
+      // source (one query per run, not one per page on the connection that reads pages).
+      ...(newestCursorMs !== undefined ? { newestCursorMs } : {}),
+      objects: refs.map((r) => r.uri),
     };
     // The commit is the single conditional write that fences other writers: it fails if the
     // version moved or our lease expired, and then the object just written is an uncommitted
@@ -359,6 +434,7 @@ async function pageLoop(
     rows += pageRows;
     pages += 1;
     bytes += pageBytes;
+    Object.assign(durable, { version, state, rows, pages, bytes });
     objects += refs.length;
     progress.add(pageRows, pageBytes);
     // A page's cost is the whole cycle (read wait + write + commit): the margin must cover it.
@@ -371,6 +447,7 @@ async function pageLoop(
       break;
     }
     more = true;
+    if (stopAfterThis) stopped = stopAfterThis;
   }
   progress.done();
 
@@ -387,12 +464,130 @@ async function pageLoop(
     seqBefore: before.seq,
     seqAfter: state.seq,
     more,
+    stopped: more ? stopped : 'caught-up',
     recovered,
     durationMs: opts.clock() - started,
     warnings,
   };
   log.metric('RowsSynced', rows, 'Count', { pipeline: opts.pipeline, table: table.target });
   return summary;
+}
+
+/**
+ * What a run has made durable so far: the version and state of its last successful commit (or
+ * the state it loaded; undefined while the table has no state, or its stored value did not
+ * parse) and what its page commits added. The run's final commit builds on exactly this.
+ */
+interface Durable {
+  version: number;
+  state: IncrementalState | undefined;
+  rows: number;
+  pages: number;
+  bytes: number;
+}
+
+/** How long the final commit waits for the source to place a wall-clock cursor in time. */
+const WALL_CLOCK_LOOKUP_MS = 5_000;
+
+/**
+ * The run's final commit: its outcome (`lastRun`, and `lastError` when it failed) on top of what
+ * it made durable, under its lease; the cursor and `seq` stay as the last page commit left them.
+ * Nothing is recorded while the table has no state (a first run failing before its initial
+ * commit: writing a state then could later pass a lost state off as a fresh table), and a failed
+ * write is only logged: the outcome informs `tidemark status`, the cursor is what matters.
+ */
+async function recordOutcome(
+  opts: IncrementalRunOptions,
+  log: Logger,
+  key: string,
+  durable: Durable,
+  outcome: { started: number; stopped: StopReason; schema?: Schema; error?: unknown },
+): Promise<void> {
+  const state = durable.state;
+  if (state === undefined) return;
+  const newestCursorMs =
+    outcome.schema && outcome.error === undefined
+      ? await wallClockInstant(opts, outcome.schema, state, durable)
+      : undefined;
+  const finished = opts.clock();
+  const error = outcome.error === undefined ? undefined : recordError(outcome.error);
+  const lastRun: LastRun = {
+    startedAt: new Date(outcome.started).toISOString(),
+    finishedAt: new Date(finished).toISOString(),
+    owner: opts.owner,
+    result: error ? 'error' : 'ok',
+    stopped: outcome.stopped,
+    rows: durable.rows,
+    pages: durable.pages,
+    bytes: durable.bytes,
+    durationMs: finished - outcome.started,
+    ...(error ? { error } : {}),
+  };
+  const value: IncrementalState = {
+    ...state,
+    ...(newestCursorMs !== undefined ? { newestCursorMs } : {}),
+    lastRun,
+    ...(error ? { lastError: { ...error, at: lastRun.finishedAt } } : {}),
+  };
+  try {
+    const committed = await opts.store.commit(key, {
+      owner: opts.owner,
+      expectedVersion: durable.version,
+      value: value as unknown as Record<string, unknown>,
+    });
+    durable.version = committed.version;
+    durable.state = value;
+  } catch (e) {
+    log.warn("the run's outcome was not recorded in the state (the cursor is unaffected)", { error: e });
+  }
+}
+
+/**
+ * The instant of a wall-clock cursor (timestamp without time zone, DATETIME) as the source
+ * places it, when the cursor moved this run or was never placed; undefined otherwise, or when
+ * the source cannot tell in time (freshness then keeps its previous, older value).
+ */
+async function wallClockInstant(
+  opts: IncrementalRunOptions,
+  schema: Schema,
+  state: IncrementalState,
+  durable: Durable,
+): Promise<number | undefined> {
+  const time = cursorTime(schema, opts.table.cursor, state.cursor);
+  if (!time || !('wall' in time) || !opts.source.wallClockToUtc) return undefined;
+  if (durable.pages === 0 && state.newestCursorMs !== undefined) return undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), WALL_CLOCK_LOOKUP_MS);
+  });
+  try {
+    const utc = await Promise.race([opts.source.wallClockToUtc(time.wall), late]);
+    return utc === undefined ? undefined : epochMsOf(utc);
+  } catch {
+    return undefined;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Microseconds since the epoch as epoch ms, or undefined outside what a JS Date can hold (infinity). */
+function epochMsOf(micros: bigint): number | undefined {
+  const ms = Number(micros / 1000n);
+  return Math.abs(ms) <= 8.64e15 ? ms : undefined;
+}
+
+/**
+ * Rejects as soon as `signal` aborts, whatever `p` does: an interrupted run stops waiting for a
+ * read even when the source does not cancel it itself.
+ */
+function abandonOnAbort<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 /**

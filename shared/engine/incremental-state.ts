@@ -4,8 +4,38 @@
  *
  * `seq` counts committed pages; it names the next object (`incrementalPosPrefix(seq)`) and
  * prefixes every row's `__pos`, which is why positions sort in sync order for every cursor type.
+ * `cursor` and `seq` are what a run resumes from; everything else is what `tidemark status`
+ * shows, and a stored value whose display fields are missing or malformed still runs.
  */
 import { TidemarkError } from '../contracts/errors.js';
+
+/** Why a run stopped reading. */
+export type StopReason = 'caught-up' | 'deadline' | 'max-pages' | 'interrupted' | 'error';
+
+const STOP_REASONS: readonly string[] = ['caught-up', 'deadline', 'max-pages', 'interrupted', 'error'];
+
+/** An error as the state records it: its documented code and the first line of its message. */
+export interface RecordedError {
+  readonly code: string;
+  readonly message: string;
+}
+
+/** The outcome of the last run that still held its lease at the end (its final commit). */
+export interface LastRun {
+  /** ISO times. */
+  readonly startedAt: string;
+  readonly finishedAt: string;
+  /** Lease owner of the run (shared/state/lease-owner.ts). */
+  readonly owner: string;
+  readonly result: 'ok' | 'error';
+  readonly stopped: StopReason;
+  /** Rows, pages and bytes this run committed. */
+  readonly rows: number;
+  readonly pages: number;
+  readonly bytes: number;
+  readonly durationMs: number;
+  readonly error?: RecordedError;
+}
 
 export interface IncrementalState {
   /** Resume token: (cursor value, primary key) of the last committed row; '' = from the start. */
@@ -16,12 +46,21 @@ export interface IncrementalState {
   readonly cursorColumn: string;
   /** Committed pages so far; the next object's start position is derived from it. */
   readonly seq: number;
-  /** Rows committed over the table's life. */
+  /** Row versions committed over the table's life. */
   readonly rowsTotal: number;
-  /** ISO time of the last commit. */
+  /** ISO time of the last commit that moved the cursor. */
   readonly lastCommitAt?: string;
-  /** Objects of the last commit. */
-  readonly lastObjects?: readonly string[];
+  /**
+   * The cursor value of `cursor` as a UTC instant (epoch ms), for timestamp cursors: how fresh
+   * the synced data is. Wall-clock cursors are placed in the source's time zone (WallClockZone).
+   */
+  readonly newestCursorMs?: number;
+  /** Objects written by the last page commit (stored as `lastObjects` before 2026-12-01). */
+  readonly objects?: readonly string[];
+  /** The last run's outcome, written by its final commit. */
+  readonly lastRun?: LastRun;
+  /** The last failed run's error, kept after later runs succeed; `at` is an ISO time. */
+  readonly lastError?: RecordedError & { readonly at: string };
 }
 
 export function initialIncrementalState(cursorColumn: string): IncrementalState {
@@ -31,7 +70,7 @@ export function initialIncrementalState(cursorColumn: string): IncrementalState 
 /** Validates a stored value; a corrupt item is an error, never silently a fresh start. */
 export function parseIncrementalState(value: unknown, cursorColumn: string): IncrementalState {
   if (value === undefined) return initialIncrementalState(cursorColumn);
-  const v = value as Partial<IncrementalState>;
+  const v = value as Partial<IncrementalState> & { lastObjects?: unknown };
   if (
     typeof v !== 'object' ||
     v === null ||
@@ -46,13 +85,70 @@ export function parseIncrementalState(value: unknown, cursorColumn: string): Inc
       `stored incremental state is not valid (${JSON.stringify(value).slice(0, 200)}); inspect it with tidemark status and reset the table if needed`,
     );
   }
+  const objects = stringList(v.objects) ?? stringList(v.lastObjects);
+  const lastRun = parseLastRun(v.lastRun);
+  const lastError = parseRecordedError(v.lastError);
   return {
     cursor: v.cursor,
     cursorColumn: v.cursorColumn,
     seq: v.seq,
     rowsTotal: typeof v.rowsTotal === 'number' ? v.rowsTotal : 0,
     ...(typeof v.cursorText === 'string' ? { cursorText: v.cursorText } : {}),
-    ...(v.lastCommitAt ? { lastCommitAt: v.lastCommitAt } : {}),
-    ...(v.lastObjects ? { lastObjects: v.lastObjects } : {}),
+    ...(typeof v.lastCommitAt === 'string' ? { lastCommitAt: v.lastCommitAt } : {}),
+    ...(typeof v.newestCursorMs === 'number' ? { newestCursorMs: v.newestCursorMs } : {}),
+    ...(objects ? { objects } : {}),
+    ...(lastRun ? { lastRun } : {}),
+    ...(lastError && typeof (v.lastError as { at?: unknown }).at === 'string'
+      ? { lastError: { ...lastError, at: (v.lastError as { at: string }).at } }
+      : {}),
+  };
+}
+
+/** The first line of an error's message and its code, bounded so a state stays small. */
+export function recordError(e: unknown): RecordedError {
+  const code = (e as { code?: unknown })?.code;
+  const message = e instanceof Error ? e.message : String(e);
+  return {
+    code: typeof code === 'string' ? code : 'UNEXPECTED',
+    message: (message.split('\n')[0] ?? '').slice(0, 1000),
+  };
+}
+
+function stringList(v: unknown): readonly string[] | undefined {
+  return Array.isArray(v) && v.every((x) => typeof x === 'string') ? v : undefined;
+}
+
+function parseRecordedError(v: unknown): RecordedError | undefined {
+  const e = v as Partial<RecordedError> | undefined;
+  return typeof e === 'object' && e !== null && typeof e.code === 'string' && typeof e.message === 'string'
+    ? { code: e.code, message: e.message }
+    : undefined;
+}
+
+function parseLastRun(v: unknown): LastRun | undefined {
+  const r = v as Partial<LastRun> | undefined;
+  if (
+    typeof r !== 'object' ||
+    r === null ||
+    typeof r.startedAt !== 'string' ||
+    typeof r.finishedAt !== 'string' ||
+    (r.result !== 'ok' && r.result !== 'error') ||
+    !STOP_REASONS.includes(r.stopped as string)
+  ) {
+    return undefined;
+  }
+  const n = (x: unknown) => (typeof x === 'number' ? x : 0);
+  const error = parseRecordedError(r.error);
+  return {
+    startedAt: r.startedAt,
+    finishedAt: r.finishedAt,
+    owner: typeof r.owner === 'string' ? r.owner : '',
+    result: r.result,
+    stopped: r.stopped as StopReason,
+    rows: n(r.rows),
+    pages: n(r.pages),
+    bytes: n(r.bytes),
+    durationMs: n(r.durationMs),
+    ...(error ? { error } : {}),
   };
 }

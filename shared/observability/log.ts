@@ -1,7 +1,11 @@
 /**
- * The one logger. In Lambda/Fargate (or whenever stdout is not a TTY) every line is a JSON object
+ * The one logger. In Lambda/Fargate (or whenever stderr is not a TTY) every line is a JSON object
  * with `level`, `msg`, `time` and fields; on a TTY lines are short and human. Metrics are log lines
  * in CloudWatch Embedded Metric Format so they cost no extra API call.
+ *
+ * Every line goes to stderr, JSON included: stdout belongs to a command's results (`tidemark run
+ * --json | jq` reads one summary object per table and nothing else). Lambda and ECS ship both
+ * streams to CloudWatch Logs, where EMF lines are picked up from either.
  *
  * Never logs a secret: the message and every string in the fields pass through `redact`
  * (redact.ts), which hides secrets by shape and every secret the config registered. Metric lines
@@ -31,7 +35,7 @@ export interface Logger {
 export interface LoggerOptions {
   json?: boolean;
   level?: Level;
-  /** Where lines go; defaults to process.stderr for human output and process.stdout for JSON. */
+  /** Where lines go; defaults to process.stderr (human and JSON alike). */
   write?: (line: string) => void;
   fields?: Record<string, unknown>;
   /** Emit EMF metric lines; default: in Lambda/ECS or with TIDEMARK_METRICS=emf. */
@@ -48,9 +52,9 @@ function jsonSafe(_key: string, v: unknown): unknown {
 }
 
 export function createLogger(opts: LoggerOptions = {}): Logger {
-  const json = opts.json ?? !process.stdout.isTTY;
+  const json = opts.json ?? !process.stderr.isTTY;
   const min = LEVELS[opts.level ?? (process.env.TIDEMARK_LOG_LEVEL as Level | undefined) ?? 'info'] ?? 20;
-  const write = opts.write ?? ((line: string) => (json ? process.stdout : process.stderr).write(`${line}\n`));
+  const write = opts.write ?? ((line: string) => process.stderr.write(`${line}\n`));
   const base = opts.fields ?? {};
   // EMF metrics only where CloudWatch collects them (Lambda, ECS) or when asked for.
   const metrics =

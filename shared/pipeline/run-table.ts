@@ -7,13 +7,12 @@
  * and never prints (callers do).
  */
 
-import { randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
 import { type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js';
 import type { Clock } from '../contracts/state.js';
 import { type IncrementalSummary, runIncremental } from '../engine/incremental-run.js';
 import type { Logger } from '../observability/log.js';
 import { writerId } from '../sink/layout.js';
+import { isProvablyDead, localOwner } from '../state/lease-owner.js';
 import type { OpenPipeline } from './open.js';
 
 /** Lease TTL: longer than a Lambda's 15-minute maximum, so a live run is never taken over. */
@@ -22,8 +21,14 @@ export const DEFAULT_LEASE_TTL_MS = 20 * 60 * 1000;
 export interface RunTableOptions {
   readonly logger: Logger;
   readonly clock?: Clock;
-  /** Lease owner; defaults to host:pid:uuid. */
+  /** Lease owner; defaults to this process's id (shared/state/lease-owner.ts `localOwner`). */
   readonly owner?: string;
+  /**
+   * Take over at once a lease whose holder is a local process proven gone (same host, pid gone
+   * or reused), instead of waiting for its TTL. For runs on a developer's or an operator's
+   * machine (the CLI); a Lambda never sets it.
+   */
+  readonly takeOverDeadLocalHolders?: boolean;
   readonly remainingMs?: () => number;
   readonly safetyMarginMs?: number;
   readonly maxPages?: number;
@@ -33,11 +38,8 @@ export interface RunTableOptions {
   readonly leaseTtlMs?: number;
   /** With a deadline: the lease outlives it by this much (see IncrementalRunOptions). */
   readonly leaseGraceMs?: number;
-}
-
-/** A unique owner id for this process. */
-export function defaultOwner(): string {
-  return `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  /** Aborted on Ctrl-C / SIGTERM: the run stops after the page in flight commits. */
+  readonly signal?: AbortSignal;
 }
 
 export async function runTable(
@@ -64,7 +66,8 @@ export async function runTable(
     sink: pipeline.sink,
     logger: opts.logger,
     clock: opts.clock ?? Date.now,
-    owner: opts.owner ?? defaultOwner(),
+    owner: opts.owner ?? localOwner(),
+    ...(opts.takeOverDeadLocalHolders ? { isHolderDead: isProvablyDead } : {}),
     leaseTtlMs: opts.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS,
     encodeRows: pipeline.encodeRows,
     ...(opts.remainingMs ? { remainingMs: opts.remainingMs } : {}),
@@ -73,5 +76,6 @@ export async function runTable(
     ...(opts.pageTimeoutMs !== undefined ? { pageTimeoutMs: opts.pageTimeoutMs } : {}),
     ...(opts.leaseGraceMs !== undefined ? { leaseGraceMs: opts.leaseGraceMs } : {}),
     ...(opts.progressTty !== undefined ? { progressTty: opts.progressTty } : {}),
+    ...(opts.signal ? { signal: opts.signal } : {}),
   });
 }

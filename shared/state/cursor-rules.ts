@@ -11,6 +11,8 @@
  * - A lease is live at `now` while `now < expiresAt`; at `expiresAt` anyone may take it over.
  * - acquire: allowed when there is no live lease or the live lease is ours; sets
  *   `expiresAt = now + ttlMs`. Otherwise LeaseHeldError.
+ * - takeOver(from): as acquire, and also allowed while the live lease is held by exactly `from`
+ *   (a holder the caller proved dead); any other live holder still gets LeaseHeldError.
  * - renew: allowed only while our lease is live (an expired lease is lost even if nobody took
  *   it: the holder must re-acquire and reload). Otherwise LeaseLostError.
  * - commit: lease first (LeaseLostError without a live lease of ours, because such a writer must
@@ -106,6 +108,21 @@ export function decideAcquire(
   now: number,
 ): StoredState {
   if (heldByOther(state.lease, owner, now)) {
+    throw new LeaseHeldError(key, state.lease.owner, state.lease.expiresAt);
+  }
+  return { ...state, lease: { owner, expiresAt: now + ttlMs } };
+}
+
+/** Applies `takeOver`: `acquire`, except that a live lease of exactly `from` is replaced too. */
+export function decideTakeOver(
+  key: string,
+  state: StoredState,
+  owner: string,
+  ttlMs: number,
+  from: string,
+  now: number,
+): StoredState {
+  if (heldByOther(state.lease, owner, now) && state.lease.owner !== from) {
     throw new LeaseHeldError(key, state.lease.owner, state.lease.expiresAt);
   }
   return { ...state, lease: { owner, expiresAt: now + ttlMs } };

@@ -48,6 +48,7 @@ import {
   decideAcquire,
   decideCommit,
   decideRenew,
+  decideTakeOver,
   type StoredState,
   serializeValue,
 } from './cursor-rules.js';
@@ -184,6 +185,34 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
       // holder released it in between and the write is tried again.
       decideAcquire(key, await this.#read(key), owner, ttlMs, now);
       if (attempt >= MAX_CONDITION_ATTEMPTS) throw contended(key, 'acquire');
+    }
+  }
+
+  async takeOver(key: string, owner: string, ttlMs: number, from: string): Promise<StateRecord> {
+    checkOwner(key, owner);
+    checkOwner(key, from);
+    checkTtl(key, ttlMs);
+    for (let attempt = 1; ; attempt++) {
+      const now = this.#clock();
+      const updated = await this.#update(key, {
+        UpdateExpression:
+          'SET leaseOwner = :owner, leaseExpiresAt = :expiresAt, updatedAt = :now, version = if_not_exists(version, :zero)',
+        // acquire's condition plus `leaseOwner = :from`. The caller checked that `from` is dead
+        // BEFORE this write; a run that took the lease in between (now holding it under its own
+        // name) fails the condition, so a takeover can only ever displace the holder it checked.
+        ConditionExpression:
+          'attribute_not_exists(pk) OR attribute_not_exists(leaseOwner) OR leaseExpiresAt <= :now OR leaseOwner = :owner OR leaseOwner = :from',
+        ExpressionAttributeValues: {
+          ':owner': { S: owner },
+          ':from': { S: from },
+          ':expiresAt': num(now + ttlMs),
+          ':now': num(now),
+          ':zero': num(0),
+        },
+      });
+      if (updated !== undefined) return toRecord(key, updated);
+      decideTakeOver(key, await this.#read(key), owner, ttlMs, from, now);
+      if (attempt >= MAX_CONDITION_ATTEMPTS) throw contended(key, 'takeOver');
     }
   }
 

@@ -51,6 +51,7 @@ import {
   decideCommit,
   decideRelease,
   decideRenew,
+  decideTakeOver,
   EMPTY_STATE,
   type StoredState,
   serializeValue,
@@ -189,6 +190,17 @@ export class FileCursorStore implements CursorStore, CursorStoreProbe {
     checkTtl(key, ttlMs);
     return this.#withLock(key, async (lock) => {
       const next = decideAcquire(key, await this.#read(key), owner, ttlMs, this.#clock());
+      await this.#write(key, next, lock);
+      return toRecord(key, next);
+    });
+  }
+
+  async takeOver(key: string, owner: string, ttlMs: number, from: string): Promise<StateRecord> {
+    checkOwner(key, owner);
+    checkOwner(key, from);
+    checkTtl(key, ttlMs);
+    return this.#withLock(key, async (lock) => {
+      const next = decideTakeOver(key, await this.#read(key), owner, ttlMs, from, this.#clock());
       await this.#write(key, next, lock);
       return toRecord(key, next);
     });

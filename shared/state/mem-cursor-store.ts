@@ -15,6 +15,7 @@ import {
   decideCommit,
   decideRelease,
   decideRenew,
+  decideTakeOver,
   EMPTY_STATE,
   type StoredState,
   serializeValue,
@@ -38,6 +39,15 @@ export class MemCursorStore implements CursorStore {
     checkOwner(key, owner);
     checkTtl(key, ttlMs);
     const next = decideAcquire(key, this.#get(key), owner, ttlMs, this.#clock());
+    this.#states.set(key, next);
+    return toRecord(key, next);
+  }
+
+  async takeOver(key: string, owner: string, ttlMs: number, from: string): Promise<StateRecord> {
+    checkOwner(key, owner);
+    checkOwner(key, from);
+    checkTtl(key, ttlMs);
+    const next = decideTakeOver(key, this.#get(key), owner, ttlMs, from, this.#clock());
     this.#states.set(key, next);
     return toRecord(key, next);
   }

@@ -237,6 +237,61 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
     await rejection(() => store.acquire(key, 'A', TTL), LeaseHeldError);
   });
 
+  it('takeOver replaces a live lease of exactly the named holder, and no other', async () => {
+    const { clock, store, key } = await started('takeover');
+    await store.acquire(key, 'A', TTL);
+    await store.commit(key, { owner: 'A', expectedVersion: 0, value: { seq: 1 } });
+    const before = await store.load(key);
+    // Naming a holder that is not the current one: refused, naming the real holder; no change.
+    const err = await rejection(() => store.takeOver(key, 'B', TTL, 'C'), LeaseHeldError);
+    expect(err).toMatchObject({ key, holder: 'A', expiresAt: before.lease!.expiresAt, code: 'LEASE_HELD' });
+    expect(await store.load(key)).toEqual(before);
+    clock.advance(1);
+    const taken = await store.takeOver(key, 'B', TTL, 'A');
+    expect(taken).toEqual({
+      key,
+      version: 1,
+      value: { seq: 1 },
+      lease: { owner: 'B', expiresAt: clock.now + TTL },
+    });
+    // The displaced holder is fenced: no commit, no renew, and its release frees nothing.
+    await rejection(
+      () => store.commit(key, { owner: 'A', expectedVersion: 1, value: { zombie: true } }),
+      LeaseLostError,
+    );
+    await rejection(() => store.renew(key, 'A', TTL), LeaseLostError);
+    await store.release(key, 'A');
+    expect((await store.load(key)).lease?.owner).toBe('B');
+    // A second takeover from A (whose lease is gone) cannot displace B.
+    await rejection(() => store.takeOver(key, 'C', TTL, 'A'), LeaseHeldError);
+    // Otherwise it is acquire: a free lease, an expired one, or our own.
+    await store.release(key, 'B');
+    expect((await store.takeOver(key, 'C', TTL, 'A')).lease).toEqual({
+      owner: 'C',
+      expiresAt: clock.now + TTL,
+    });
+    clock.advance(TTL);
+    expect((await store.takeOver(key, 'D', TTL, 'A')).lease?.owner).toBe('D');
+    expect((await store.takeOver(key, 'D', TTL, 'A')).lease?.owner).toBe('D');
+    expect((await store.load(key)).version).toBe(1);
+  });
+
+  it('a real concurrent race: of 6 owners taking over from one dead holder exactly one gets it', async () => {
+    const { store, key } = await started('race_takeover');
+    await store.acquire(key, 'dead', TTL);
+    const owners = ['o0', 'o1', 'o2', 'o3', 'o4', 'o5'];
+    const results = await Promise.allSettled(owners.map((o) => store.takeOver(key, o, TTL, 'dead')));
+    const winners = results.flatMap((r, i) => (r.status === 'fulfilled' ? [owners[i]!] : []));
+    expect(winners).toHaveLength(1);
+    for (const r of results) {
+      if (r.status === 'rejected') {
+        expect(r.reason).toBeInstanceOf(LeaseHeldError);
+        expect(r.reason).toMatchObject({ key, holder: winners[0] });
+      }
+    }
+    expect((await store.load(key)).lease?.owner).toBe(winners[0]);
+  });
+
   it('the holder may commit and renew until expiresAt - 1, not at expiresAt', async () => {
     const { clock, store, key } = await started('boundary');
     const { lease } = await store.acquire(key, 'A', TTL);
@@ -375,6 +430,7 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
 type Op =
   | { readonly op: 'acquire'; readonly owner: string; readonly ttl: number }
   | { readonly op: 'renew'; readonly owner: string; readonly ttl: number }
+  | { readonly op: 'takeOver'; readonly owner: string; readonly ttl: number; readonly from: string }
   | {
       readonly op: 'commit';
       readonly owner: string;
@@ -399,6 +455,14 @@ class ReferenceModel {
   }
   acquire(owner: string, ttl: number, now: number): StateRecord {
     if (this.lease && this.lease.owner !== owner && now < this.lease.expiresAt) {
+      throw new LeaseHeldError(this.key, this.lease.owner, this.lease.expiresAt);
+    }
+    this.lease = { owner, expiresAt: now + ttl };
+    return this.record();
+  }
+  takeOver(owner: string, ttl: number, from: string, now: number): StateRecord {
+    const holder = this.lease?.owner;
+    if (this.lease && holder !== owner && holder !== from && now < this.lease.expiresAt) {
       throw new LeaseHeldError(this.key, this.lease.owner, this.lease.expiresAt);
     }
     this.lease = { owner, expiresAt: now + ttl };
@@ -438,6 +502,15 @@ const ttlArb = fc.oneof(fc.integer({ min: 1, max: 12 }), fc.constant(1_000));
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constant('acquire' as const), owner: ownerArb, ttl: ttlArb }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('renew' as const), owner: ownerArb, ttl: ttlArb }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('takeOver' as const),
+      owner: ownerArb,
+      ttl: ttlArb,
+      from: ownerArb,
+    }),
+  },
   {
     weight: 3,
     arbitrary: fc.record({
@@ -505,6 +578,10 @@ describe.each(KINDS)('CursorStore model test: $name', (kind) => {
               expected = await settle(() => model.acquire(op.owner, op.ttl, clock.now));
               actual = await settle(() => store.acquire(key, op.owner, op.ttl));
               break;
+            case 'takeOver':
+              expected = await settle(() => model.takeOver(op.owner, op.ttl, op.from, clock.now));
+              actual = await settle(() => store.takeOver(key, op.owner, op.ttl, op.from));
+              break;
             case 'renew':
               expected = await settle(() => model.renew(op.owner, op.ttl, clock.now));
               actual = await settle(() => store.renew(key, op.owner, op.ttl));
@@ -543,6 +620,8 @@ describe.each(KINDS)('CursorStore model test: $name', (kind) => {
     for (const outcome of [
       'acquire:ok',
       'acquire:LeaseHeldError',
+      'takeOver:ok',
+      'takeOver:LeaseHeldError',
       'renew:ok',
       'renew:LeaseLostError',
       'commit:ok',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Schema } from '../../shared/dataplane/schema.js';
-import { describeCursor } from '../../shared/engine/cursor-display.js';
+import { cursorTime, describeCursor } from '../../shared/engine/cursor-display.js';
 import { encodeKey } from '../../shared/position/key-codec.js';
 
 const schema: Schema = {
@@ -24,5 +24,24 @@ describe('describeCursor', () => {
     expect(describeCursor(schema, 'updated_at', 'k1.zz')).toBeUndefined();
     expect(describeCursor(schema, 'updated_at', '')).toBeUndefined();
     expect(describeCursor(schema, 'missing', 'k1.00')).toBeUndefined();
+  });
+
+  it('gives a timestamp cursor as a zoned or a wall-clock time, and nothing for other cursors', () => {
+    const zoned = [{ kind: 'timestamp', utc: true } as const, { kind: 'int64' } as const];
+    const token = encodeKey(zoned, [1_704_067_200_000_001n, 42n]);
+    expect(cursorTime(schema, 'updated_at', token)).toEqual({ utc: 1_704_067_200_000_001n });
+    const wall: Schema = {
+      ...schema,
+      columns: schema.columns.map((c) =>
+        c.name === 'updated_at'
+          ? { ...c, type: { kind: 'timestamp', utc: false }, sourceType: 'timestamp' }
+          : c,
+      ),
+    };
+    const wallToken = encodeKey([{ kind: 'timestamp', utc: false }, { kind: 'int64' }], [5n, 1n]);
+    expect(cursorTime(wall, 'updated_at', wallToken)).toEqual({ wall: 5n });
+    const intToken = encodeKey([{ kind: 'int32' }, { kind: 'int64' }], [7, 1n]);
+    expect(cursorTime(schema, 'seq', intToken)).toBeUndefined();
+    expect(cursorTime(schema, 'updated_at', '')).toBeUndefined();
   });
 });

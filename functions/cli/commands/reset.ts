@@ -7,8 +7,8 @@ import { findTable, tableTarget } from '../../../shared/config/spec.js';
 import { resetIncremental } from '../../../shared/engine/incremental-reset.js';
 import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
-import { defaultOwner } from '../../../shared/pipeline/run-table.js';
 import { writerId } from '../../../shared/sink/layout.js';
+import { isProvablyDead, localOwner } from '../../../shared/state/lease-owner.js';
 import { specArg, UsageError } from '../args.js';
 
 export async function cmdReset(argv: string[]): Promise<void> {
@@ -36,7 +36,8 @@ export async function cmdReset(argv: string[]): Promise<void> {
       cursorColumn: t.cursor,
       store: pipeline.store,
       sink: pipeline.sink,
-      owner: defaultOwner(),
+      owner: localOwner(),
+      isHolderDead: isProvablyDead,
       ...(values['keep-objects'] ? { objects: 'keep' as const } : {}),
       ...(values['delete-objects'] ? { objects: 'delete' as const } : {}),
     });

@@ -179,6 +179,24 @@ export async function timeBound(
   };
 }
 
+/**
+ * A DATETIME value as UTC microseconds, converted from `@@global.time_zone` like the bound of
+ * DATETIME cursors; undefined when the server cannot convert (a named zone without the time
+ * zone tables).
+ */
+export async function wallClockToUtcMicros(
+  db: MysqlSession,
+  wallText: string,
+  writerZone?: string,
+): Promise<bigint | undefined> {
+  // In the writers' zone when the table names one (cursorTimeZone), as the bound is computed.
+  const [row] = await db.query<{ us: string | null }>(
+    "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', CONVERT_TZ(CAST(? AS DATETIME(6)), COALESCE(?, @@global.time_zone), '+00:00')) AS CHAR) AS us",
+    [wallText, writerZone ?? null],
+  );
+  return row?.us == null ? undefined : BigInt(row.us);
+}
+
 export interface HighWaterBound {
   /** The highest committed cursor value (raw text bytes), or null when no row has a cursor value. */
   readonly mark: Buffer | null;

@@ -32,14 +32,16 @@ import type {
   NullCursorCounter,
   TableRef,
   TableSpec,
+  WallClockZone,
   Warning,
 } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
 import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
+import { microsToTimestampText } from '../../position/time-text.js';
 import { withWarnings } from '../page.js';
 import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
-import { checkTransactionPrivilege } from './bound.js';
+import { checkTransactionPrivilege, wallClockToUtcMicros } from './bound.js';
 import { MysqlSession, translateConnectError } from './connect.js';
 import {
   type BatchPageRequest,
@@ -76,11 +78,17 @@ export const MIN_SETTLE_MS = 1_000;
 /**
  * A MySQL/MariaDB source for cursor-based incremental sync. One connection (opened on first use,
  * replaced if it dies or a page read is aborted); pages are read one at a time. Implements
- * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter` and
- * `Preflight`.
+ * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter`, `Preflight`
+ * and `WallClockZone`.
  */
 export class MysqlSource
-  implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter, Preflight
+  implements
+    Introspector,
+    IncrementalSource,
+    BatchIncrementalSource,
+    NullCursorCounter,
+    Preflight,
+    WallClockZone
 {
   private readonly db: MysqlSession;
   private readonly options: MysqlSourceOptions;
@@ -188,6 +196,14 @@ export class MysqlSource
       { lagOnly: this.options.lagOnly ?? false, lagMs: this.lagMs, stallAfterMs: this.stallAfterMs },
       (fn) => this.guard(t.source, fn),
     );
+  }
+
+  /** A wall-clock timestamp as UTC microseconds, in the writers' zone (cursorTimeZone) or the server's @@global.time_zone (WallClockZone). */
+  async wallClockToUtc(wallMicros: bigint): Promise<bigint | undefined> {
+    const text = microsToTimestampText(wallMicros, false);
+    // Infinities and BC years have no instant worth showing.
+    if (!/^\d{4}-/.test(text) || text.endsWith(' BC')) return undefined;
+    return wallClockToUtcMicros(this.db, text, this.options.cursorTimeZone);
   }
 
   /** Closes the connection (waits for a running statement). */

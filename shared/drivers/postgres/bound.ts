@@ -149,6 +149,26 @@ export async function timeBound(
   return { literal: row!.bound, warnings: holderWarnings(row!.holders, 'holds the incremental bound back') };
 }
 
+/**
+ * A wall-clock `timestamp` as UTC microseconds, read in the same zone the bound compares such
+ * cursors in (the session's, i.e. the database default: connect.ts leaves TimeZone alone).
+ */
+export async function wallClockToUtcMicros(
+  sql: Sql,
+  wallText: string,
+  writerZone?: string,
+): Promise<bigint | undefined> {
+  // In the writers' zone when the table names one (cursorTimeZone), as the bound is computed.
+  const zone =
+    writerZone === undefined ? undefined : /^[+-]\d{2}:\d{2}$/.test(writerZone) ? '$2::interval' : '$2::text';
+  const instant = zone === undefined ? '$1::text::timestamp::timestamptz' : `($1::text::timestamp AT TIME ZONE ${zone})`;
+  const [row] = await sql.unsafe<{ us: string | null }[]>(
+    `SELECT (extract(epoch FROM ${instant}) * 1000000)::bigint::text AS us`,
+    zone === undefined ? [wallText] : [wallText, writerZone!],
+  );
+  return row?.us == null ? undefined : BigInt(row.us);
+}
+
 export interface HighWaterBound {
   /** The highest committed cursor value as text, or null when no row has a cursor value. */
   readonly literal: string | null;

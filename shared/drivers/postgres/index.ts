@@ -31,14 +31,16 @@ import type {
   NullCursorCounter,
   TableRef,
   TableSpec,
+  WallClockZone,
   Warning,
 } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
 import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
+import { microsToTimestampText } from '../../position/time-text.js';
 import { withWarnings } from '../page.js';
 import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
-import { checkActivityPrivilege } from './bound.js';
+import { checkActivityPrivilege, wallClockToUtcMicros } from './bound.js';
 import { PgConnection, type Sql, translateConnectError } from './connect.js';
 import { type BatchPageRequest, type BoundSettings, readBatchPage, readRowPage } from './incremental.js';
 import {
@@ -61,11 +63,17 @@ export type PostgresSourceOptions = SqlSourceOptions;
 /**
  * A Postgres source for cursor-based incremental sync. One connection (opened on first use,
  * replaced if it dies or a page read is aborted); pages are read one at a time. Implements
- * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter` and
- * `Preflight`.
+ * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter`, `Preflight`
+ * and `WallClockZone`.
  */
 export class PostgresSource
-  implements Introspector, IncrementalSource, BatchIncrementalSource, NullCursorCounter, Preflight
+  implements
+    Introspector,
+    IncrementalSource,
+    BatchIncrementalSource,
+    NullCursorCounter,
+    Preflight,
+    WallClockZone
 {
   private readonly db: PgConnection;
   private readonly options: PostgresSourceOptions;
@@ -170,6 +178,16 @@ export class PostgresSource
       t,
       { lagOnly: this.options.lagOnly ?? false, lagMs: this.settings.lagMs },
       (fn) => this.guard(t.source, fn),
+    );
+  }
+
+  /** A wall-clock timestamp as UTC microseconds, in the database's default TimeZone (WallClockZone). */
+  async wallClockToUtc(wallMicros: bigint): Promise<bigint | undefined> {
+    const text = microsToTimestampText(wallMicros, false);
+    // Infinities and BC years have no instant worth showing.
+    if (!/^\d{4}-/.test(text) || text.endsWith(' BC')) return undefined;
+    return this.guard(this.db.endpoint.source, (sql) =>
+      wallClockToUtcMicros(sql, text, this.options.cursorTimeZone),
     );
   }
 

@@ -465,9 +465,16 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         } finally {
           await pipeline.close();
         }
+        // Only the initial state (committed before any object) and the run's outcome were
+        // written: the cursor never moved, and the error is recorded for `tidemark status`.
         const store = new FileCursorStore(spec.spec.state.dir!);
         const rec = await store.load(incrementalStateKey(spec.spec.pipeline, spec.spec.tables[0]!.table));
-        expect(rec.version).toBe(0);
+        expect(rec.value).toMatchObject({
+          cursor: '',
+          seq: 0,
+          lastRun: { result: 'error', stopped: 'error', pages: 0, error: { code: 'PAGE_TIMEOUT' } },
+          lastError: { code: 'PAGE_TIMEOUT' },
+        });
         expect(existsSync(join(spec.lakeDir, spec.spec.tables[0]!.table))).toBe(false);
       });
 
