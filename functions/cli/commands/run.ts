@@ -166,9 +166,8 @@ function report(json: boolean, r: TableResult): void {
     print(r);
   } else if (r.status === 'error') {
     // Errors often start with the table already: say it once (`t: t: ...` helps nobody).
-    const message = r.error.message.startsWith(`${r.table}: `)
-      ? r.error.message.slice(r.table.length + 2)
-      : r.error.message;
+    const prefix = `${r.table}: `;
+    const message = r.error.message.startsWith(prefix) ? r.error.message.slice(prefix.length) : r.error.message;
     process.stderr.write(`tidemark: ${r.table}: ${message}\n`);
   } else if (r.status === 'not-started') {
     console.log(`${r.table}: not started (interrupted)`);
