@@ -14,9 +14,8 @@ import {
   passed,
   step,
   type TablePreflight,
-  warned,
 } from '../../contracts/check.js';
-import type { TidemarkError } from '../../contracts/errors.js';
+import { keysetLines } from '../preflight-lines.js';
 import { checkActivityPrivilege, type TimeBoundType } from './bound.js';
 import type { Endpoint, Sql } from './connect.js';
 import { introspectTable, type KeysetPlan, keysetPlan, type TablePlan } from './introspect.js';
@@ -68,41 +67,17 @@ export async function preflightTable(
   } catch (e) {
     refusal = e;
   }
-  const keyMissing = (refusal as TidemarkError | undefined)?.code === 'SOURCE_KEY_MISSING';
-
-  if (keyMissing) items.push(failed('key', refusal));
-  else if (plan.primaryKey.length > 0)
-    items.push(passed('key', `primary key (${plan.primaryKey.join(', ')})`));
-  else if (keyset)
-    items.push(
-      passed(
-        'key',
-        `no primary key; cursor "${t.cursorColumn}" is UNIQUE NOT NULL, so it alone keys the pages`,
-      ),
-    );
-
-  if (keyset) {
-    items.push(
-      passed(
-        'cursor',
-        `"${keyset.cursor.name}" ${keyset.cursor.sourceType}; pages keyed on (${keyset.keys.map((k) => k.name).join(', ')})`,
-      ),
-    );
-  } else if (keyMissing && cursor) {
-    // The keyset refused the key after it had accepted the cursor column's type.
-    items.push(passed('cursor', `"${cursor.name}" ${cursor.sourceType}`));
-  } else {
-    items.push(failed('cursor', refusal));
-  }
-
-  if (keyset) {
-    const unindexed = keyset.warnings.find((w) => w.code === 'CURSOR_NOT_INDEXED');
-    items.push(
-      unindexed ? warned('index', unindexed) : passed('index', `an index leads with "${t.cursorColumn}"`),
-    );
-    if (keyset.bound.kind === 'time')
-      items.push(await timeZoneLine(plan, keyset.cursor.name, keyset.bound.type, guard));
-  }
+  items.push(
+    ...keysetLines({
+      primaryKey: plan.primaryKey,
+      cursorColumn: t.cursorColumn,
+      column: cursor,
+      keyset,
+      refusal,
+    }),
+  );
+  if (keyset?.bound.kind === 'time')
+    items.push(await timeZoneLine(plan, keyset.cursor.name, keyset.bound.type, guard));
 
   items.push(
     await step('privilege', async () => {
