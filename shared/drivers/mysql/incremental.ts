@@ -12,16 +12,16 @@
  * the resume token. Must never read past the bound, never compare a key through a lossy form
  * (types.ts `keyLiteral`), and never build per-row objects on the batch path.
  */
-import { DataError } from '../../contracts/errors.js';
+import { DataError, RowTooLargeError } from '../../contracts/errors.js';
 import type { IncrementalPage, IncrementalResult, Warning } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
 import { type Batch, newBatch, type WriteMode } from '../../dataplane/batch.js';
-import { BatchEncoder } from '../../dataplane/encoder.js';
+import { BatchEncoder, rowBytes } from '../../dataplane/encoder.js';
 import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
-import { checkPageSize, emptyResult } from '../page.js';
+import { checkPageSize, describeKey, emptyResult, PageBudget } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { MysqlSession, RawRow } from './connect.js';
 import { type ColumnInfo, type KeysetPlan, realDate, TABLE_ALIAS, type TablePlan } from './introspect.js';
@@ -247,7 +247,20 @@ export async function readRowPage(
   let page: PreparedPage = first;
   for (;;) {
     const raw = await db.raw(page.sql, req.signal);
-    const more = raw.length > req.pageSize;
+    // The same byte budget as the batch path, counted from the row maps (rowBytes equals what
+    // the encoder adds for the row), so both paths close the page after the same row.
+    const budget = new PageBudget(req);
+    const rows: Record<string, unknown>[] = [];
+    for (let r = 0; r < Math.min(raw.length, req.pageSize) && !budget.full; r++) {
+      const values = raw[r]!;
+      const row: Record<string, unknown> = {};
+      for (let i = 0; i < data.length; i++)
+        row[data[i]!.name] = parseValue(data[i]!.read, values[i]!, ctxOf(plan, data[i]!));
+      const size = budget.add(budget.bytes + rowBytes(plan.schema, row));
+      if (size > budget.maxRowBytes) throw rowTooLarge(plan, keyset, page.selected, values, size, budget.maxRowBytes);
+      rows.push(row);
+    }
+    const more = budget.full || raw.length > req.pageSize;
     const again: PreparedPage | undefined = more
       ? undefined
       : await recheckBound(db, plan, keyset, settings, settled, page, req.signal);
@@ -256,15 +269,7 @@ export async function readRowPage(
       continue;
     }
     keepMark(settled, page, more);
-    const n = Math.min(raw.length, req.pageSize);
-    const rows: Record<string, unknown>[] = new Array(n);
-    for (let r = 0; r < n; r++) {
-      const values = raw[r]!;
-      const row: Record<string, unknown> = {};
-      for (let i = 0; i < data.length; i++)
-        row[data[i]!.name] = parseValue(data[i]!.read, values[i]!, ctxOf(plan, data[i]!));
-      rows[r] = row;
-    }
+    const n = rows.length;
     const warnings = page.bound.warnings;
     if (n === 0) return emptyResult(req, rows, warnings);
     return {
@@ -309,7 +314,7 @@ export async function readBatchPage(
   if (first.kind === 'empty') return emptyResult(req, undefined, first.warnings);
   let page: PreparedPage = first;
   for (;;) {
-    const read = await streamPage(db, plan, page, req);
+    const read = await streamPage(db, plan, keyset, page, req);
     const again: PreparedPage | undefined = read.more
       ? undefined
       : await recheckBound(db, plan, keyset, settings, settled, page, req.signal);
@@ -340,6 +345,7 @@ export async function readBatchPage(
 async function streamPage(
   db: MysqlSession,
   plan: TablePlan,
+  keyset: KeysetPlan,
   page: PreparedPage,
   req: BatchPageRequest,
 ): Promise<{ enc: BatchEncoder; rows: number; more: boolean; last: RawRow | undefined }> {
@@ -352,23 +358,58 @@ async function streamPage(
   const writers = data.map((_, i) => enc.col(i));
   const appenders: Appender[] = data.map((c) => appenderOf(c.read, ctxOf(plan, c)));
   const { posPrefix, ordinalBase, pageSize } = req;
+  const budget = new PageBudget(req);
+  // Once the page is full (or a row is refused) the rest of the result is not wanted: the
+  // statement is abandoned through the read's abort, which closes the connection (the next
+  // statement opens a new one) instead of draining rows that may be large.
+  const stop = new AbortController();
+  const full = new PageFull();
+  const signal = req.signal ? AbortSignal.any([req.signal, stop.signal]) : stop.signal;
   let seen = 0;
   let last: RawRow | undefined;
-  // Rows past pageSize (the one extra row that tells `more`) are counted, not appended; the
-  // statement is always read to its end, so the connection is left drained.
-  await db.each(
-    page.sql,
-    (row) => {
-      if (seen++ >= pageSize) return;
-      for (let i = 0; i < width; i++) {
-        const v = row[i]!;
-        if (v === null) writers[i]!.appendNull();
-        else appenders[i]!(writers[i]!, v);
-      }
-      enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + seen - 1, null, false);
-      last = row;
-    },
-    req.signal,
+  // Rows past pageSize (the one extra row that tells `more`) are counted, not appended; unless
+  // the page closes by bytes, the statement is read to its end, so the connection is left drained.
+  try {
+    await db.each(
+      page.sql,
+      (row) => {
+        if (seen++ >= pageSize) return;
+        for (let i = 0; i < width; i++) {
+          const v = row[i]!;
+          if (v === null) writers[i]!.appendNull();
+          else appenders[i]!(writers[i]!, v);
+        }
+        enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + seen - 1, null, false);
+        last = row;
+        const size = budget.add(enc.dataBytes);
+        if (size > budget.maxRowBytes)
+          stop.abort(rowTooLarge(plan, keyset, page.selected, row, size, budget.maxRowBytes));
+        else if (budget.full) stop.abort(full);
+      },
+      signal,
+    );
+  } catch (e) {
+    if (e !== full) throw e;
+  }
+  return { enc, rows: Math.min(seen, pageSize), more: budget.full || seen > pageSize, last };
+}
+
+/** The abort reason of a page closed by its byte budget (not an error). */
+class PageFull extends Error {
+  override name = 'PageFull';
+}
+
+function rowTooLarge(
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  selected: readonly ColumnInfo[],
+  row: RawRow,
+  bytes: number,
+  limit: number,
+): RowTooLargeError {
+  const key = describeKey(
+    keyset.keys.map((k) => k.name),
+    keyset.keys.map((k) => row[selected.indexOf(k)]?.toString('utf8') ?? null),
   );
-  return { enc, rows: Math.min(seen, pageSize), more: seen > pageSize, last };
+  return new RowTooLargeError(plan.source, key, bytes, limit);
 }

@@ -291,10 +291,28 @@ export function numericBinaryToText(buf: Uint8Array, p: number): string {
 }
 
 /**
+ * A tuple on the wire is larger than the decoder was allowed to buffer. `bytes` is what its
+ * length words promised when it was refused (a lower bound while the tuple was incomplete).
+ */
+export class TupleTooLargeError extends Error {
+  override name = 'TupleTooLargeError';
+  constructor(
+    readonly bytes: number,
+    readonly complete: boolean,
+  ) {
+    super(`a COPY tuple of ${complete ? '' : 'at least '}${bytes} bytes is over the limit`);
+  }
+}
+
+/**
  * Streams PGCOPY binary chunks into column writers. Feed every chunk to `push`, then call
  * `end`. Tuples past `limit` are counted but not appended (the page reads `LIMIT n + 1` to learn
  * whether more rows exist). `onRow(i)` runs after row i's fields were appended (the caller
- * appends the metadata columns there).
+ * appends the metadata columns there); when it returns true the page is closed: nothing after
+ * that row is decoded, buffered or appended, and `end` accepts a stream cut short.
+ *
+ * A tuple whose length words add up to more than `maxTupleBytes` is refused with
+ * `TupleTooLargeError` as soon as they show it, before the rest of it is buffered.
  *
  * The last appended row's key fields stay addressable (`lastKey`) without copying: the decoder
  * keeps a reference to the chunk that held them.
@@ -302,7 +320,8 @@ export function numericBinaryToText(buf: Uint8Array, p: number): string {
 export class CopyBinaryDecoder {
   private readonly fields: readonly CopyField[];
   private readonly limit: number;
-  private readonly onRow: (i: number) => void;
+  private readonly onRow: (i: number) => unknown;
+  private readonly maxTupleBytes: number;
   /** Field indexes whose values form the resume key, in key order. */
   private readonly keyFields: readonly number[];
   /** Start and length of each key field in `lastKeyBuf` for the last appended row. */
@@ -313,6 +332,8 @@ export class CopyBinaryDecoder {
 
   private headerDone = false;
   private finished = false;
+  /** `onRow` closed the page: the rest of the stream is ignored. */
+  closed = false;
   /** Tuples seen, appended or not. */
   tuples = 0;
   /** Tuples appended (at most `limit`). */
@@ -327,12 +348,14 @@ export class CopyBinaryDecoder {
     fields: readonly CopyField[],
     keyFields: readonly number[],
     limit: number,
-    onRow: (i: number) => void,
+    onRow: (i: number) => unknown,
+    maxTupleBytes = Number.POSITIVE_INFINITY,
   ) {
     this.fields = fields;
     this.keyFields = keyFields;
     this.limit = limit;
     this.onRow = onRow;
+    this.maxTupleBytes = maxTupleBytes;
     this.keySpans = new Int32Array(keyFields.length * 2);
     this.fieldStarts = new Int32Array(fields.length);
     this.fieldLens = new Int32Array(fields.length);
@@ -340,6 +363,7 @@ export class CopyBinaryDecoder {
 
   /** Decodes every complete tuple of `chunk` (plus what earlier chunks left over). */
   push(chunk: Uint8Array): void {
+    if (this.closed) return;
     let buf = chunk;
     if (this.pendingLength > 0) {
       this.pending.push(chunk);
@@ -366,16 +390,25 @@ export class CopyBinaryDecoder {
       if (this.finished) throw new DataError('COPY binary stream has data after its trailer');
       const end = this.tupleEnd(buf, off);
       if (end < 0) {
+        // -end - off: the bytes the tuple needs at least, by the length words seen so far.
+        if (-end - off > this.maxTupleBytes) throw new TupleTooLargeError(-end - off, false);
         this.keep(buf, off, -end - off);
         return;
       }
+      if (end - off > this.maxTupleBytes) throw new TupleTooLargeError(end - off, true);
       this.decodeTuple(buf, off);
       off = end;
+      if (this.closed) {
+        this.pending = [];
+        this.pendingLength = 0;
+        return;
+      }
     }
   }
 
   /** Checks that the stream ended with the trailer. */
   end(): void {
+    if (this.closed) return;
     if (!this.finished || this.pendingLength > 0) {
       throw new DataError('COPY binary stream ended early (no trailer); the connection was cut mid-page');
     }
@@ -468,6 +501,6 @@ export class CopyBinaryDecoder {
     }
     this.lastKeyBuf = buf;
     this.appended++;
-    this.onRow(index);
+    if (this.onRow(index) === true) this.closed = true;
   }
 }

@@ -11,19 +11,19 @@
  * (keys travel as exact text cast to the column's own type), and never build per-row objects on
  * the batch path.
  */
-import { DataError } from '../../contracts/errors.js';
+import { DataError, RowTooLargeError } from '../../contracts/errors.js';
 import type { IncrementalPage, IncrementalResult, Warning } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
 import { type Batch, newBatch, type WriteMode } from '../../dataplane/batch.js';
-import { BatchEncoder } from '../../dataplane/encoder.js';
+import { BatchEncoder, rowBytes } from '../../dataplane/encoder.js';
 import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
-import { checkPageSize, emptyResult } from '../page.js';
+import { checkPageSize, describeKey, emptyResult, PageBudget } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { Sql } from './connect.js';
-import { CopyBinaryDecoder, type CopyField, decodeBinaryValue } from './copy-binary.js';
+import { CopyBinaryDecoder, type CopyField, decodeBinaryValue, TupleTooLargeError } from './copy-binary.js';
 import type { ColumnInfo, KeysetPlan, TablePlan } from './introspect.js';
 import { keyText, parseColumnText, quoteIdent, quoteLiteral, type ValueContext } from './types.js';
 
@@ -157,8 +157,11 @@ export async function readRowPage(
   // would turn timestamps into millisecond Dates and JSON into objects).
   const raw = (await sql.unsafe(q, params).raw()) as unknown as (Buffer | null)[][];
 
-  const n = Math.min(raw.length, req.pageSize);
-  const rows: Record<string, unknown>[] = new Array(n);
+  // The same byte budget as the batch path, counted from the row maps (rowBytes equals what
+  // the encoder adds for the row), so both paths close the page after the same row.
+  const budget = new PageBudget(req);
+  let n = Math.min(raw.length, req.pageSize);
+  const rows: Record<string, unknown>[] = [];
   let lastValues: unknown[] = [];
   for (let r = 0; r < n; r++) {
     const texts = raw[r]!;
@@ -167,15 +170,21 @@ export async function readRowPage(
     );
     const row: Record<string, unknown> = {};
     for (let i = 0; i < data.length; i++) row[data[i]!.name] = values[i];
-    rows[r] = row;
-    if (r === n - 1) lastValues = values;
+    const size = budget.add(budget.bytes + rowBytes(plan.schema, row));
+    if (size > budget.maxRowBytes) {
+      const keyTexts = keyset.keys.map((k) => texts[selected.indexOf(k)]?.toString('utf8') ?? null);
+      throw rowTooLarge(plan, keyset, keyTexts, size, budget.maxRowBytes, false);
+    }
+    rows.push(row);
+    lastValues = values;
+    if (budget.full) n = r + 1;
   }
   if (n === 0) return emptyResult(req, rows, bound.warnings);
   const keyValues = keyset.keys.map((k) => lastValues[selected.indexOf(k)]);
   return {
     next: encodeKey(keyset.types, keyValues),
     page: rows,
-    more: raw.length > req.pageSize,
+    more: budget.full || raw.length > req.pageSize,
     ...(bound.warnings.length > 0 ? { warnings: bound.warnings } : {}),
   };
 }
@@ -237,41 +246,85 @@ export async function readBatchPage(
   }));
   const keyFields = keyset.keys.map((k) => selected.indexOf(k));
   const { posPrefix, ordinalBase } = req;
-  const decoder = new CopyBinaryDecoder(fields, keyFields, req.pageSize, (i) =>
-    enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + i, null, false),
+  const budget = new PageBudget(req);
+  const lastKeyValues = (): unknown[] =>
+    keyset.keys.map((k, i) => {
+      const span = decoder.lastKey(i)!;
+      return decodeBinaryValue(k.read.wire, span.buf, span.start, span.length, ctxOf(plan, k));
+    });
+  const decoder = new CopyBinaryDecoder(
+    fields,
+    keyFields,
+    req.pageSize,
+    (i) => {
+      enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + i, null, false);
+      const size = budget.add(enc.dataBytes);
+      if (size > budget.maxRowBytes) {
+        const texts = lastKeyValues().map((v, k) => keyText(keyset.types[k]!, v));
+        throw rowTooLarge(plan, keyset, texts, size, budget.maxRowBytes, false);
+      }
+      return budget.full;
+    },
+    // The wire size of a tuple is known from its length words before it is buffered: a row over
+    // the cap is refused there, so it never costs its size in memory (its Arrow size, checked
+    // above once decoded, is within a few bytes per field of it for the types big rows are made of).
+    budget.maxRowBytes,
   );
 
   const query = sql.unsafe(`COPY (${select}) TO STDOUT (FORMAT binary)`);
-  const onAbort = () => query.cancel();
+  // Stopping a COPY early takes a cancel request (the protocol has no other way out of COPY OUT
+  // but closing the connection). The server then ends the statement with 57014, or finishes it
+  // first if it was already done; either way the connection stays usable. The cancel is awaited
+  // before returning, so it can never hit the next statement: postgres.js resolves it once the
+  // server has taken it, and a backend that is idle by then ignores it.
+  let cancelling: Promise<unknown> | undefined;
+  const cancel = () => {
+    cancelling ??= Promise.resolve(query.cancel()).catch(() => undefined);
+  };
+  const onAbort = () => cancel();
   req.signal?.addEventListener('abort', onAbort, { once: true });
+  let failure: unknown;
   try {
-    const stream = await query.readable();
-    // A decode failure must not leave the connection mid-COPY: drain the (bounded) rest of
-    // the page, then throw.
-    let failure: unknown;
-    // postgres.js 3.4 pauses the socket when its COPY stream buffer passes the high-water mark
-    // and resumes it only from the stream's read(); if CopyDone arrives in the same socket chunk
-    // the stream has ended by then, read() is never called again, and the NEXT query on this
-    // connection hangs forever (porsager/postgres#1016). Calling the stream's own read() once
-    // after the end resumes the socket (a no-op when it was never paused).
     try {
-      for await (const chunk of stream) {
-        if (failure !== undefined) continue;
-        try {
-          decoder.push(chunk as Buffer);
-        } catch (e) {
-          failure = e;
+      const stream = await query.readable();
+      // postgres.js 3.4 pauses the socket when its COPY stream buffer passes the high-water mark
+      // and resumes it only from the stream's read(); if CopyDone arrives in the same socket chunk
+      // the stream has ended by then, read() is never called again, and the NEXT query on this
+      // connection hangs forever (porsager/postgres#1016). Calling the stream's own read() once
+      // after the end resumes the socket (a no-op when it was never paused).
+      try {
+        for await (const chunk of stream) {
+          // After a decode failure or once the page is full, the rest is dropped unread while
+          // the cancel takes effect: the connection must not be left mid-COPY.
+          if (failure !== undefined || decoder.closed) continue;
+          try {
+            decoder.push(chunk as Buffer);
+          } catch (e) {
+            failure = e;
+          }
+          if (failure !== undefined || decoder.closed) cancel();
         }
+      } finally {
+        (stream as unknown as { _read(n: number): void })._read(0);
       }
+    } catch (e) {
+      // The statement ended by our own cancel (page full, a refused row, an abort) is expected.
+      if (!(cancelling && (e as { code?: unknown }).code === QUERY_CANCELED)) throw e;
     } finally {
-      (stream as unknown as { _read(n: number): void })._read(0);
+      await cancelling;
+    }
+    req.signal?.throwIfAborted();
+    if (failure instanceof TupleTooLargeError) {
+      const lastKept =
+        decoder.appended > 0 ? lastKeyValues().map((v, k) => keyText(keyset.types[k]!, v)) : afterValues;
+      const texts = await nextKeyTexts(sql, plan, keyset, lastKept, bound);
+      throw rowTooLarge(plan, keyset, texts, failure.bytes, budget.maxRowBytes, !failure.complete);
     }
     if (failure !== undefined) throw failure;
     decoder.end();
   } finally {
     req.signal?.removeEventListener('abort', onAbort);
   }
-  req.signal?.throwIfAborted();
 
   const n = decoder.appended;
   if (n === 0) return emptyResult(req, undefined, bound.warnings);
@@ -289,7 +342,50 @@ export async function readBatchPage(
   return {
     next: encodeKey(keyset.types, keyValues),
     page: batch,
-    more: decoder.tuples > req.pageSize,
+    more: budget.full || decoder.tuples > req.pageSize,
     ...(bound.warnings.length > 0 ? { warnings: bound.warnings } : {}),
   };
+}
+
+/** SQLSTATE of a statement ended by a cancel request. */
+const QUERY_CANCELED = '57014';
+
+function rowTooLarge(
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  keyTexts: readonly (string | null)[],
+  bytes: number,
+  limit: number,
+  atLeast: boolean,
+): RowTooLargeError {
+  const key = describeKey(
+    keyset.keys.map((k) => k.name),
+    keyTexts,
+  );
+  return new RowTooLargeError(plan.source, key, bytes, limit, atLeast);
+}
+
+/**
+ * The key (as text) of the first row after the key `after` (key texts; undefined: from the
+ * start) below the page's bound: the row a refused tuple belongs to, read with a one-row
+ * statement that selects only the key columns.
+ */
+async function nextKeyTexts(
+  sql: Sql,
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  after: readonly string[] | undefined,
+  bound: Extract<PageBound, { kind: 'below' | 'atMost' }>,
+): Promise<(string | null)[]> {
+  const literals = after?.map((t, i) => `${quoteLiteral(t)}::${keyset.keys[i]!.castType}`);
+  const q = pageSql(
+    plan,
+    keyset,
+    keyset.keys.map((k) => k.read.expr),
+    literals,
+    { op: bound.kind === 'below' ? '<' : '<=', expr: `${quoteLiteral(bound.text)}::${boundCast(keyset)}` },
+    1,
+  );
+  const raw = (await sql.unsafe(q).raw()) as unknown as (Buffer | null)[][];
+  return keyset.keys.map((_, i) => raw[0]?.[i]?.toString('utf8') ?? null);
 }
