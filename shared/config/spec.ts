@@ -123,11 +123,12 @@ function byteSize(fallback: number, min: number, max: number) {
  */
 export const DEFAULT_PAGE_BYTES = 64 * 2 ** 20;
 /**
- * Default cap on one row. A row larger than the page budget is synced alone in its page; its
- * memory multiple is larger than a page's (parquet-wasm works on one row at a time), so 128 MiB
- * is what the default Lambda holds with room to spare (decision 0007).
+ * Default cap on one row. A row larger than the page budget is synced alone in its page when it
+ * is within this cap; one row costs a larger multiple of its size than a page of small rows
+ * (parquet-wasm encodes a row at a time, ~7x), so the default Lambda (1769 MB) holds rows up to
+ * this size with room to spare (decision 0007). Raise it together with the function's memory.
  */
-export const DEFAULT_MAX_ROW_BYTES = 128 * 2 ** 20;
+export const DEFAULT_MAX_ROW_BYTES = 64 * 2 ** 20;
 const MIN_PAGE_BYTES = 2 ** 20;
 const MAX_PAGE_BYTES = 2 ** 30;
 

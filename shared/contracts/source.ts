@@ -101,8 +101,8 @@ export interface IncrementalPage {
    */
   readonly pageBytes?: number;
   /**
-   * A row larger than this is refused with `RowTooLargeError` (naming its key and size) before it
-   * is buffered where the protocol allows (Postgres), else as soon as it arrived. Undefined: no cap.
+   * A row larger than this is refused with `RowTooLargeError` (naming its key and size) as soon as
+   * the database client has received it, before it is decoded or encoded. Undefined: no cap.
    */
   readonly maxRowBytes?: number;
   /**

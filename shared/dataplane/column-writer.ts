@@ -618,7 +618,10 @@ export class ColumnWriter {
         `column "${this.name}" holds more than 2 GiB of ${this.kind} in one batch; lower the batch size`,
       );
     }
-    const next = Buffer.alloc(Math.min(Math.max(want, this.data.length * 2), MAX_OFFSET));
+    // Doubling, or room for one more value as large as this one, whichever is more: a column of
+    // big values (tens of MiB each) then fills its page without a copy per value. Capacity that
+    // is never written costs address space, not memory (fresh zeroed pages).
+    const next = Buffer.alloc(Math.min(Math.max(want + need, this.data.length * 2), MAX_OFFSET));
     this.data.copy(next, 0, 0, this.pos);
     this.data = next;
   }

@@ -42,6 +42,18 @@ export class PageBudget {
   }
 }
 
+/**
+ * How many rows one statement of a page asks for: all that `pageSize` still allows when there is
+ * no byte budget or no size seen yet; else as many as the budget still holds at `rowBytes` each,
+ * and at least twice the previous statement's, so a page needs few statements even when the
+ * first rows were much bigger than the rest.
+ */
+export function rowsToAsk(budget: PageBudget, rest: number, rowBytes: number | undefined, previous: number): number {
+  if (!Number.isFinite(budget.pageBytes) || rowBytes === undefined || rowBytes <= 0) return rest;
+  const fit = Math.ceil((budget.pageBytes - budget.bytes) / rowBytes);
+  return Math.max(1, Math.min(rest, Math.max(fit, 2 * previous)));
+}
+
 function limitOf(req: IncrementalPage, name: string, v: number | undefined): number {
   if (v === undefined) return Number.POSITIVE_INFINITY;
   if (!Number.isSafeInteger(v) || v < 1)

@@ -67,7 +67,7 @@ describe('pipeline spec', () => {
   it('reads the page byte budget and row cap as bytes or sizes with binary units, within bounds', () => {
     const t = parseSpec(base()).tables[0]!;
     expect(t.pageBytes).toBe(64 * 2 ** 20);
-    expect(t.maxRowBytes).toBe(128 * 2 ** 20);
+    expect(t.maxRowBytes).toBe(64 * 2 ** 20);
     const sized = base();
     Object.assign(sized.tables[0]!, { pageBytes: '16MiB', maxRowBytes: 300_000_000 });
     const u = parseSpec(sized).tables[0]!;

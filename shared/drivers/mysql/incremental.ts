@@ -16,12 +16,12 @@ import { DataError, RowTooLargeError } from '../../contracts/errors.js';
 import type { IncrementalPage, IncrementalResult, Warning } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
 import { type Batch, newBatch, type WriteMode } from '../../dataplane/batch.js';
-import { BatchEncoder, rowBytes } from '../../dataplane/encoder.js';
+import { BatchEncoder, type ColumnWriter, rowBytes } from '../../dataplane/encoder.js';
 import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
-import { checkPageSize, describeKey, emptyResult, PageBudget } from '../page.js';
+import { checkPageSize, describeKey, emptyResult, PageBudget, rowsToAsk } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { MysqlSession, RawRow } from './connect.js';
 import { type ColumnInfo, type KeysetPlan, realDate, TABLE_ALIAS, type TablePlan } from './introspect.js';
@@ -341,7 +341,15 @@ export async function readBatchPage(
   }
 }
 
-/** Streams one page statement into a new encoder: rows appended, the last row kept for its key. */
+/** Bytes per row of the last page read with a byte budget, per keyset: the first guess of the next page. */
+const rowBytesSeen = new WeakMap<KeysetPlan, number>();
+
+/**
+ * Streams one page (below `page`'s bound) into a new encoder: rows appended, the last row kept
+ * for its key. With a byte budget the page may take several statements, each asking for about
+ * as many rows as the budget still holds at the bytes per row seen so far (`rowsToAsk`), the next
+ * continuing after the last row kept; the page is the same whatever the statements were.
+ */
 async function streamPage(
   db: MysqlSession,
   plan: TablePlan,
@@ -349,38 +357,117 @@ async function streamPage(
   page: PreparedPage,
   req: BatchPageRequest,
 ): Promise<{ enc: BatchEncoder; rows: number; more: boolean; last: RawRow | undefined }> {
-  const { data } = page;
   const enc = new BatchEncoder(req.schema, {
     phase: 'incremental',
     capacity: Math.min(req.pageSize, MAX_INITIAL_CAPACITY),
   });
-  const width = data.length;
-  const writers = data.map((_, i) => enc.col(i));
-  const appenders: Appender[] = data.map((c) => appenderOf(c.read, ctxOf(plan, c)));
-  const { posPrefix, ordinalBase, pageSize } = req;
   const budget = new PageBudget(req);
+  const st: Statement = {
+    db,
+    plan,
+    keyset,
+    page,
+    req,
+    enc,
+    budget,
+    appenders: page.data.map((c) => appenderOf(c.read, ctxOf(plan, c))),
+    keyIndexes: keyset.keys.map((k) => page.selected.indexOf(k)),
+  };
+  let after = page.after;
+  let appended = 0;
+  let asked = 0;
+  let last: RawRow | undefined;
+  let more: boolean;
+  for (;;) {
+    const rest = req.pageSize - appended;
+    const rows = rowsToAsk(budget, rest, appended > 0 ? budget.bytes / appended : rowBytesSeen.get(keyset), asked);
+    asked = rows;
+    // Only a statement that may end the page by rows asks for one more: it tells `more`.
+    const limit = rows === rest ? rows + 1 : rows;
+    const sql =
+      appended === 0 && limit === page.limit ? page.sql : buildPage(plan, keyset, after, page.data, limit, page.bound).sql;
+    const r = await streamRows(st, sql, rows, appended);
+    appended += r.appended;
+    if (r.last) {
+      last = r.last;
+      after = keyset.keys.map((k) =>
+        keyLiteral(k.read, parseValue(k.read, last![page.selected.indexOf(k)]!, ctxOf(plan, k))),
+      );
+    }
+    if (budget.full) {
+      more = true;
+      break;
+    }
+    if (appended === req.pageSize) {
+      more = r.seen > r.appended;
+      break;
+    }
+    if (r.seen < limit) {
+      more = false;
+      break;
+    }
+  }
+  if (appended > 0 && Number.isFinite(budget.pageBytes)) rowBytesSeen.set(keyset, budget.bytes / appended);
+  return { enc, rows: appended, more, last };
+}
+
+/** What every statement of one page shares. */
+interface Statement {
+  readonly db: MysqlSession;
+  readonly plan: TablePlan;
+  readonly keyset: KeysetPlan;
+  readonly page: PreparedPage;
+  readonly req: BatchPageRequest;
+  readonly enc: BatchEncoder;
+  readonly budget: PageBudget;
+  readonly appenders: readonly Appender[];
+  readonly keyIndexes: readonly number[];
+}
+
+/**
+ * Runs one statement of a page, appending at most `rows` of its rows (ordinals continuing after
+ * `appended`); returns what it appended, the rows it saw and the last row appended.
+ */
+async function streamRows(
+  st: Statement,
+  sql: string,
+  rows: number,
+  appended: number,
+): Promise<{ appended: number; seen: number; last: RawRow | undefined }> {
+  const { plan, keyset, page, req, enc, budget, appenders, keyIndexes } = st;
+  const width = page.data.length;
+  const { posPrefix, ordinalBase } = req;
   // Once the page is full (or a row is refused) the rest of the result is not wanted: the
   // statement is abandoned through the read's abort, which closes the connection (the next
-  // statement opens a new one) instead of draining rows that may be large.
+  // statement opens a new one) instead of draining rows that may be large. `rowsToAsk` keeps
+  // that rare.
   const stop = new AbortController();
   const full = new PageFull();
   const signal = req.signal ? AbortSignal.any([req.signal, stop.signal]) : stop.signal;
+  // What the row callback writes to, dropped when the statement ends: an abandoned statement's
+  // connection may keep the callback reachable for a while, and must not keep the page with it.
+  let target: { readonly writers: ColumnWriter[] } | undefined = {
+    writers: page.data.map((_, i) => enc.col(i)),
+  };
   let seen = 0;
+  let taken = 0;
   let last: RawRow | undefined;
-  // Rows past pageSize (the one extra row that tells `more`) are counted, not appended; unless
+  // Rows past `rows` (the one extra row that tells `more`) are counted, not appended; unless
   // the page closes by bytes, the statement is read to its end, so the connection is left drained.
   try {
-    await db.each(
-      page.sql,
+    await st.db.each(
+      sql,
       (row) => {
-        if (seen++ >= pageSize) return;
+        if (seen++ >= rows || target === undefined) return;
+        const writers = target.writers;
         for (let i = 0; i < width; i++) {
           const v = row[i]!;
           if (v === null) writers[i]!.appendNull();
           else appenders[i]!(writers[i]!, v);
         }
-        enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + seen - 1, null, false);
-        last = row;
+        enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + appended + taken, null, false);
+        taken++;
+        last = keyOnly(row, keyIndexes);
         const size = budget.add(enc.dataBytes);
         if (size > budget.maxRowBytes)
           stop.abort(rowTooLarge(plan, keyset, page.selected, row, size, budget.maxRowBytes));
@@ -390,8 +477,28 @@ async function streamPage(
     );
   } catch (e) {
     if (e !== full) throw e;
+  } finally {
+    target = undefined;
   }
-  return { enc, rows: Math.min(seen, pageSize), more: budget.full || seen > pageSize, last };
+  return { appended: taken, seen, last };
+}
+
+/** A row's values are slices of its packet; a packet larger than this is not kept for the key. */
+const KEEP_PACKET_MAX = 1 << 20;
+
+/**
+ * The row to keep for the resume key: the row itself, or for a big row (its values slices of
+ * a packet of many MiB) copies of its key fields only, so the packet can go.
+ */
+function keyOnly(row: RawRow, keyIndexes: readonly number[]): RawRow {
+  const probe = row[keyIndexes[0]!];
+  if (probe === null || probe === undefined || probe.buffer.byteLength <= KEEP_PACKET_MAX) return row;
+  const copy: RawRow = new Array(row.length).fill(null);
+  for (const i of keyIndexes) {
+    const v = row[i];
+    copy[i] = v === null || v === undefined ? null : Buffer.from(v);
+  }
+  return copy;
 }
 
 /** The abort reason of a page closed by its byte budget (not an error). */

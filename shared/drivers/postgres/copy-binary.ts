@@ -37,6 +37,8 @@ const EXTENSION_LENGTH_OFFSET = 15;
 const HEADER_FIXED_LENGTH = 19;
 /** Flags bit 16: every tuple carries an OID (only WITH OIDS, gone since PG 12). */
 const FLAG_HAS_OIDS = 1 << 16;
+/** A chunk whose memory is larger than this is not kept alive for the last row's key. */
+const KEEP_CHUNK_MAX = 1 << 20;
 const TRAILER = -1;
 const NULL_LENGTH = -1;
 
@@ -312,7 +314,8 @@ export class TupleTooLargeError extends Error {
  * that row is decoded, buffered or appended, and `end` accepts a stream cut short.
  *
  * A tuple whose length words add up to more than `maxTupleBytes` is refused with
- * `TupleTooLargeError` as soon as they show it, before the rest of it is buffered.
+ * `TupleTooLargeError` as soon as they show it, before it is decoded (and, when it straddles
+ * chunks, before the rest of it is buffered here).
  *
  * The last appended row's key fields stay addressable (`lastKey`) without copying: the decoder
  * keeps a reference to the chunk that held them.
@@ -327,6 +330,8 @@ export class CopyBinaryDecoder {
   /** Start and length of each key field in `lastKeyBuf` for the last appended row. */
   private readonly keySpans: Int32Array;
   private lastKeyBuf: Uint8Array | undefined;
+  /** Where the last row's key bytes are copied when its chunk is too big to keep (`copyKeys`). */
+  private keyCopy = new Uint8Array(64);
   private readonly fieldStarts: Int32Array;
   private readonly fieldLens: Int32Array;
 
@@ -420,6 +425,22 @@ export class CopyBinaryDecoder {
     return { buf: this.lastKeyBuf, start: this.keySpans[2 * k]!, length: this.keySpans[2 * k + 1]! };
   }
 
+  /** The key fields of the row just decoded from `buf`, copied into `keyCopy`; spans rebased. */
+  private copyKeys(buf: Uint8Array): Uint8Array {
+    const spans = this.keySpans;
+    let need = 0;
+    for (let k = 0; k < spans.length; k += 2) need += Math.max(0, spans[k + 1]!);
+    if (this.keyCopy.length < need) this.keyCopy = new Uint8Array(Math.max(need, 2 * this.keyCopy.length));
+    let at = 0;
+    for (let k = 0; k < spans.length; k += 2) {
+      const len = spans[k + 1]!;
+      if (len > 0) this.keyCopy.set(buf.subarray(spans[k]!, spans[k]! + len), at);
+      spans[k] = at;
+      if (len > 0) at += len;
+    }
+    return this.keyCopy;
+  }
+
   private keep(buf: Uint8Array, from: number, need: number): void {
     const rest = buf.subarray(from);
     this.pending = [rest];
@@ -499,7 +520,10 @@ export class CopyBinaryDecoder {
       spans[2 * k] = starts[fi]!;
       spans[2 * k + 1] = lens[fi]!;
     }
-    this.lastKeyBuf = buf;
+    // Referencing the chunk keeps its memory alive until the next row: fine for a socket chunk,
+    // not for a big row's own buffer (a 40 MiB value would stay in memory twice). Copy the key
+    // bytes out of those.
+    this.lastKeyBuf = buf.buffer.byteLength > KEEP_CHUNK_MAX ? this.copyKeys(buf) : buf;
     this.appended++;
     if (this.onRow(index) === true) this.closed = true;
   }

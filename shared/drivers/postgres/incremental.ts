@@ -20,7 +20,7 @@ import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
-import { checkPageSize, describeKey, emptyResult, PageBudget } from '../page.js';
+import { checkPageSize, describeKey, emptyResult, PageBudget, rowsToAsk } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { Sql } from './connect.js';
 import { CopyBinaryDecoder, type CopyField, decodeBinaryValue, TupleTooLargeError } from './copy-binary.js';
@@ -199,6 +199,13 @@ export interface BatchPageRequest extends IncrementalPage {
  * Batch path: the same page as `readRowPage`, through binary COPY into one wire-schema batch
  * whose bytes equal `encodeRows` of the row path's rows (same `__ingest_ts` clock reading).
  * Columns follow `req.schema` (the engine's resolved schema), matched to the table by name.
+ *
+ * With a byte budget the page may take several statements: each asks for about as many rows as
+ * the budget still holds at the bytes per row seen so far (`rowsToAsk`), and the next one
+ * continues after the last row kept, until the budget, `pageSize` or the end of the rows. A
+ * statement the budget fills before its end (rows bigger than expected) is cancelled. The page
+ * is the same whatever the statements were: rows in keyset order up to the first that reaches
+ * the budget, below one bound read before the first statement.
  */
 export async function readBatchPage(
   sql: Sql,
@@ -209,7 +216,6 @@ export async function readBatchPage(
   clock: Clock,
 ): Promise<IncrementalResult<Batch | undefined>> {
   checkPageSize(req);
-  const afterValues = afterTexts(keyset, req.after);
   const bound = await readBound(sql, plan, keyset, settings);
   if (bound.kind === 'empty') return emptyResult(req, undefined, bound.warnings);
 
@@ -224,16 +230,6 @@ export async function readBatchPage(
   });
   const hidden = keyset.keys.filter((k) => !data.includes(k));
   const selected = [...data, ...hidden];
-  const after = afterValues?.map((t, i) => `${quoteLiteral(t)}::${keyset.keys[i]!.castType}`);
-  const select = pageSql(
-    plan,
-    keyset,
-    selected.map((c) => c.read.expr),
-    after,
-    { op: bound.kind === 'below' ? '<' : '<=', expr: `${quoteLiteral(bound.text)}::${boundCast(keyset)}` },
-    req.pageSize + 1,
-  );
-
   const enc = new BatchEncoder(req.schema, {
     phase: 'incremental',
     capacity: Math.min(req.pageSize, MAX_INITIAL_CAPACITY),
@@ -244,20 +240,108 @@ export async function readBatchPage(
     writer: i < data.length ? enc.col(i) : undefined,
     ctx: ctxOf(plan, c),
   }));
+  const budget = new PageBudget(req);
+  const statement: CopyStatement = { sql, plan, keyset, selected, fields, enc, budget, bound, req };
+
+  let after = afterTexts(keyset, req.after);
+  let lastKey: unknown[] | undefined;
+  let appended = 0;
+  let asked = 0;
+  let more: boolean;
+  for (;;) {
+    const rest = req.pageSize - appended;
+    const rows = rowsToAsk(budget, rest, appended > 0 ? budget.bytes / appended : rowBytesSeen.get(keyset), asked);
+    asked = rows;
+    // Only a statement that may end the page by rows asks for one more: it tells `more`.
+    const limit = rows === rest ? rows + 1 : rows;
+    const r = await copyRows(statement, after, limit, rows, appended);
+    appended += r.appended;
+    if (r.lastKey) {
+      lastKey = r.lastKey;
+      after = lastKey.map((v, k) => keyText(keyset.types[k]!, v));
+    }
+    if (budget.full) {
+      more = true;
+      break;
+    }
+    if (appended === req.pageSize) {
+      more = r.tuples > r.appended;
+      break;
+    }
+    if (r.tuples < limit) {
+      more = false;
+      break;
+    }
+  }
+  if (appended > 0 && Number.isFinite(budget.pageBytes)) rowBytesSeen.set(keyset, budget.bytes / appended);
+
+  if (appended === 0 || lastKey === undefined) return emptyResult(req, undefined, bound.warnings);
+  const { posPrefix, ordinalBase } = req;
+  const record = enc.finish(BigInt(clock()) * 1_000_000n);
+  const batch = newBatch({
+    table: req.table.target,
+    record,
+    watermark: posPrefix + ordinalHex(ordinalBase + appended - 1),
+    writeMode: req.writeMode,
+  });
+  return {
+    next: encodeKey(keyset.types, lastKey),
+    page: batch,
+    more,
+    ...(bound.warnings.length > 0 ? { warnings: bound.warnings } : {}),
+  };
+}
+
+/** Bytes per row of the last page read with a byte budget, per keyset: the first guess of the next page. */
+const rowBytesSeen = new WeakMap<KeysetPlan, number>();
+
+/** What every statement of one page shares. */
+interface CopyStatement {
+  readonly sql: Sql;
+  readonly plan: TablePlan;
+  readonly keyset: KeysetPlan;
+  readonly selected: readonly ColumnInfo[];
+  readonly fields: readonly CopyField[];
+  readonly enc: BatchEncoder;
+  readonly budget: PageBudget;
+  readonly bound: Extract<PageBound, { kind: 'below' | 'atMost' }>;
+  readonly req: BatchPageRequest;
+}
+
+/**
+ * One COPY statement of a page: up to `limit` rows after the key `after` (key texts; undefined:
+ * from the start), appending at most `rows` of them to the page's encoder (ordinals continuing
+ * after `appended`). Returns what it appended, the tuples it saw and the last row's key values.
+ */
+async function copyRows(
+  st: CopyStatement,
+  after: readonly string[] | undefined,
+  limit: number,
+  rows: number,
+  appended: number,
+): Promise<{ appended: number; tuples: number; lastKey: unknown[] | undefined }> {
+  const { sql, plan, keyset, selected, enc, budget, bound, req } = st;
+  const select = pageSql(
+    plan,
+    keyset,
+    selected.map((c) => c.read.expr),
+    after?.map((t, i) => `${quoteLiteral(t)}::${keyset.keys[i]!.castType}`),
+    { op: bound.kind === 'below' ? '<' : '<=', expr: `${quoteLiteral(bound.text)}::${boundCast(keyset)}` },
+    limit,
+  );
   const keyFields = keyset.keys.map((k) => selected.indexOf(k));
   const { posPrefix, ordinalBase } = req;
-  const budget = new PageBudget(req);
   const lastKeyValues = (): unknown[] =>
     keyset.keys.map((k, i) => {
       const span = decoder.lastKey(i)!;
       return decodeBinaryValue(k.read.wire, span.buf, span.start, span.length, ctxOf(plan, k));
     });
   const decoder = new CopyBinaryDecoder(
-    fields,
+    st.fields,
     keyFields,
-    req.pageSize,
+    rows,
     (i) => {
-      enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + i, null, false);
+      enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + appended + i, null, false);
       const size = budget.add(enc.dataBytes);
       if (size > budget.maxRowBytes) {
         const texts = lastKeyValues().map((v, k) => keyText(keyset.types[k]!, v));
@@ -265,9 +349,10 @@ export async function readBatchPage(
       }
       return budget.full;
     },
-    // The wire size of a tuple is known from its length words before it is buffered: a row over
-    // the cap is refused there, so it never costs its size in memory (its Arrow size, checked
-    // above once decoded, is within a few bytes per field of it for the types big rows are made of).
+    // A tuple over the cap (by its wire size, within a few bytes per field of its Arrow size for
+    // the types big rows are made of; the Arrow size is checked above once decoded) is refused
+    // before it is decoded into the page. postgres.js hands over whole CopyData messages, one per
+    // row, so the row has been received by then; refusing it still saves decoding and encoding it.
     budget.maxRowBytes,
   );
 
@@ -276,7 +361,8 @@ export async function readBatchPage(
   // but closing the connection). The server then ends the statement with 57014, or finishes it
   // first if it was already done; either way the connection stays usable. The cancel is awaited
   // before returning, so it can never hit the next statement: postgres.js resolves it once the
-  // server has taken it, and a backend that is idle by then ignores it.
+  // server has taken it, and a backend that is idle by then ignores it. The server only notices
+  // between rows, so a cancel costs the row in flight: `rowsToAsk` keeps cancels rare.
   let cancelling: Promise<unknown> | undefined;
   const cancel = () => {
     cancelling ??= Promise.resolve(query.cancel()).catch(() => undefined);
@@ -315,8 +401,7 @@ export async function readBatchPage(
     }
     req.signal?.throwIfAborted();
     if (failure instanceof TupleTooLargeError) {
-      const lastKept =
-        decoder.appended > 0 ? lastKeyValues().map((v, k) => keyText(keyset.types[k]!, v)) : afterValues;
+      const lastKept = decoder.appended > 0 ? lastKeyValues().map((v, k) => keyText(keyset.types[k]!, v)) : after;
       const texts = await nextKeyTexts(sql, plan, keyset, lastKept, bound);
       throw rowTooLarge(plan, keyset, texts, failure.bytes, budget.maxRowBytes, !failure.complete);
     }
@@ -325,25 +410,10 @@ export async function readBatchPage(
   } finally {
     req.signal?.removeEventListener('abort', onAbort);
   }
-
-  const n = decoder.appended;
-  if (n === 0) return emptyResult(req, undefined, bound.warnings);
-  const keyValues = keyset.keys.map((k, i) => {
-    const span = decoder.lastKey(i)!;
-    return decodeBinaryValue(k.read.wire, span.buf, span.start, span.length, ctxOf(plan, k));
-  });
-  const record = enc.finish(BigInt(clock()) * 1_000_000n);
-  const batch = newBatch({
-    table: req.table.target,
-    record,
-    watermark: posPrefix + ordinalHex(ordinalBase + n - 1),
-    writeMode: req.writeMode,
-  });
   return {
-    next: encodeKey(keyset.types, keyValues),
-    page: batch,
-    more: budget.full || decoder.tuples > req.pageSize,
-    ...(bound.warnings.length > 0 ? { warnings: bound.warnings } : {}),
+    appended: decoder.appended,
+    tuples: decoder.tuples,
+    lastKey: decoder.appended > 0 ? lastKeyValues() : undefined,
   };
 }
 
