@@ -164,7 +164,7 @@ export async function main(argv: readonly string[]): Promise<void> {
                 throw new Error(`${name}: the lake holds ${lake.rows} rows / ${lake.distinctIds} ids, expected ${t.rows}`);
               checked = true;
             }
-            await rm(lakeDir!, { recursive: true, force: true });
+            if (lakeDir) await rm(lakeDir, { recursive: true, force: true });
             reports.set(name, { pages: report.pages, objects: report.objects });
             return sample;
           },
