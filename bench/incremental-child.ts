@@ -25,8 +25,10 @@ const spec = parseSpec({
       table: config.table,
       mode: 'incremental',
       cursor: config.cursor,
-      writeMode: 'append',
+      writeMode: config.writeMode ?? 'append',
       pageSize: config.pageSize,
+      ...(config.pageBytes !== undefined ? { pageBytes: config.pageBytes } : {}),
+      ...(config.maxRowBytes !== undefined ? { maxRowBytes: config.maxRowBytes } : {}),
     },
   ],
 });

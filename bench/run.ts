@@ -3,6 +3,7 @@
  *
  *   incremental         Postgres -> lake vs psql COPY (wire) and psql | DuckDB (by hand)
  *   incremental-mysql   the same against MariaDB (mariadb --batch, mariadb | DuckDB)
+ *   big-values          peak RSS of tidemark run on tables of big values vs the page byte budget
  *   encoder             bench/encoder.ts [rows]
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
@@ -21,6 +22,7 @@ const SCRIPTS: Readonly<Record<string, string>> = {
 const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly string[]): Promise<void> }>>> = {
   incremental: () => import('./incremental.js'),
   'incremental-mysql': () => import('./incremental-mysql.js'),
+  'big-values': () => import('./big-values.js'),
 };
 
 const [name, ...rest] = process.argv.slice(2);

@@ -387,6 +387,10 @@ export interface ChildConfig {
   };
   readonly stateDir: string;
   readonly pageSize: number;
+  /** The spec's `pageBytes` / `maxRowBytes` (bytes or "64MiB"); absent: the spec defaults. */
+  readonly pageBytes?: number | string;
+  readonly maxRowBytes?: number | string;
+  readonly writeMode?: 'append' | 'upsert';
 }
 
 /** A tidemark child that stopped committing pages; killed, its sample does not count. */

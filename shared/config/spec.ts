@@ -89,6 +89,64 @@ const lakeSchema = z
   })
   .strict();
 
+const BYTE_UNITS: Readonly<Record<string, number>> = { B: 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30 };
+
+/** `67108864` as `64 MiB`, for messages. */
+function formatBytes(n: number): string {
+  for (const unit of ['GiB', 'MiB', 'KiB'] as const) {
+    const size = BYTE_UNITS[unit]!;
+    if (n >= size && n % size === 0) return `${n / size} ${unit}`;
+  }
+  return `${n} B`;
+}
+
+/**
+ * A size in bytes: a whole number, or a string such as `64MiB` / `"512 KiB"` (binary units B,
+ * KiB, MiB, GiB), between `min` and `max`; `fallback` when absent.
+ */
+function byteSize(fallback: number, min: number, max: number) {
+  const size = z.unknown().transform((v, ctx): number => {
+    let n: number | undefined;
+    if (typeof v === 'number') n = v;
+    else if (typeof v === 'string') {
+      const m = /^(\d+)\s*(B|KiB|MiB|GiB)$/.exec(v.trim());
+      if (m) n = Number(m[1]) * BYTE_UNITS[m[2]!]!;
+    }
+    if (n === undefined || !Number.isSafeInteger(n)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be a whole number of bytes or a size such as "64MiB" (units B, KiB, MiB, GiB), got ${JSON.stringify(v)}`,
+      });
+      return z.NEVER;
+    }
+    if (n < min || n > max) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be between ${formatBytes(min)} and ${formatBytes(max)}, got ${formatBytes(n)}`,
+      });
+      return z.NEVER;
+    }
+    return n;
+  });
+  return size.default(fallback);
+}
+
+/**
+ * Default page byte budget. Peak memory of a run is a measured multiple of it plus a fixed base
+ * (docs/decisions/0007-page-byte-budget.md): 64 MiB keeps the default Lambda (1769 MB) far from
+ * its limit while a page still carries enough rows to compress well.
+ */
+export const DEFAULT_PAGE_BYTES = 64 * 2 ** 20;
+/**
+ * Default cap on one row. A row larger than the page budget is synced alone in its page when it
+ * is within this cap; one row costs a larger multiple of its size than a page of small rows
+ * (parquet-wasm encodes a row at a time, ~7x), so the default Lambda (1769 MB) holds rows up to
+ * this size with room to spare (decision 0007). Raise it together with the function's memory.
+ */
+export const DEFAULT_MAX_ROW_BYTES = 64 * 2 ** 20;
+const MIN_PAGE_BYTES = 2 ** 20;
+const MAX_PAGE_BYTES = 2 ** 30;
+
 const tableSchema = z
   .object({
     /** Name of an entry under `sources`. */
@@ -105,6 +163,13 @@ const tableSchema = z
     schedule: scheduleExpr.default('rate(5 minutes)'),
     writeMode: z.enum(['append', 'upsert']),
     pageSize: z.number().int().min(1).max(1_000_000).default(50_000),
+    /**
+     * A page also closes after the first row that brings its data to this many bytes (as Arrow
+     * data: value bytes plus fixed widths), so memory is bounded by bytes, not only by rows.
+     */
+    pageBytes: byteSize(DEFAULT_PAGE_BYTES, MIN_PAGE_BYTES, MAX_PAGE_BYTES),
+    /** A single row larger than this fails the run (`ROW_TOO_LARGE`, naming its key) instead of being read. */
+    maxRowBytes: byteSize(DEFAULT_MAX_ROW_BYTES, MIN_PAGE_BYTES, MAX_PAGE_BYTES),
     /** Rows whose cursor is newer than now - lag wait for a later run. */
     lagSeconds: z.number().min(0).max(86_400).default(5),
     /** Skip the running-transaction bound (and its privilege check); only the lag protects late commits. */

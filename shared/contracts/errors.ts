@@ -119,6 +119,34 @@ export class DataError extends TidemarkError {
 }
 
 /**
+ * One source row is larger than the table's `maxRowBytes`: reading it could exhaust the memory
+ * the run is sized for. Nothing of the page was written; the cursor stays before the row.
+ */
+export class RowTooLargeError extends TidemarkError {
+  override name = 'RowTooLargeError';
+  constructor(
+    readonly table: string,
+    /** The row's key as `column=value` pairs (cursor column first), for the operator. */
+    readonly key: string,
+    /** The row's size as measured; a lower bound when `atLeast` (refused before all of it arrived). */
+    readonly bytes: number,
+    readonly limit: number,
+    readonly atLeast = false,
+    options?: ErrorOptions,
+  ) {
+    super(
+      'ROW_TOO_LARGE',
+      `${table}: the row (${key}) is ${atLeast ? 'at least ' : ''}${mib(bytes)} MiB, over maxRowBytes (${mib(limit)} MiB); nothing of its page was written. Raise maxRowBytes and the memory of the function that syncs the table (docs/decisions/0007-page-byte-budget.md), or exclude the large column`,
+      options,
+    );
+  }
+}
+
+function mib(n: number): string {
+  return (n / 2 ** 20).toFixed(2);
+}
+
+/**
  * The cursor store refused or could not perform an operation for a reason other than a lost race:
  * a value too large for one item, a corrupt state file, a lock it could not take in time, a
  * missing table. `key` names the state key. Nothing was written.

@@ -95,6 +95,17 @@ export interface IncrementalPage {
   /** At most this many rows. */
   readonly pageSize: number;
   /**
+   * The page also closes after the first row that brings its data to this many bytes (the Arrow
+   * data bytes of its data columns, `BatchEncoder.dataBytes`), so one page is at most this much
+   * plus one row. Undefined: pages close by rows only.
+   */
+  readonly pageBytes?: number;
+  /**
+   * A row larger than this is refused with `RowTooLargeError` (naming its key and size) as soon as
+   * the database client has received it, before it is decoded or encoded. Undefined: no cap.
+   */
+  readonly maxRowBytes?: number;
+  /**
    * `__pos` of row i of this page is `posPrefix + ordinalHex(ordinalBase + i)`
    * (`shared/position`), so positions sort in sync order across pages and runs.
    */

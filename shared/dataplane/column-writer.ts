@@ -66,6 +66,11 @@ const SMALL_INT_RANGES: Partial<Record<number, [number, number]>> = {
   [K_UINT8]: [0, 2],
 };
 
+/** Bytes of one fixed-width slot by kind code (the page byte budget's count, see `byteLength`). */
+const SLOT_BYTES: readonly number[] = [1, 1, 2, 4, 4, 1, 8, 8, 8, 16];
+/** Bytes of one text/binary/list offset. */
+const OFFSET_BYTES = 4;
+
 const TWO32 = 4294967296;
 const MIN_INT64 = -(2n ** 63n);
 const MAX_INT64 = 2n ** 63n - 1n;
@@ -613,7 +618,10 @@ export class ColumnWriter {
         `column "${this.name}" holds more than 2 GiB of ${this.kind} in one batch; lower the batch size`,
       );
     }
-    const next = Buffer.alloc(Math.min(Math.max(want, this.data.length * 2), MAX_OFFSET));
+    // Doubling, or room for one more value as large as this one, whichever is more: a column of
+    // big values (tens of MiB each) then fills its page without a copy per value. Capacity that
+    // is never written costs address space, not memory (fresh zeroed pages).
+    const next = Buffer.alloc(Math.min(Math.max(want + need, this.data.length * 2), MAX_OFFSET));
     this.data.copy(next, 0, 0, this.pos);
     this.data = next;
   }
@@ -660,6 +668,24 @@ export class ColumnWriter {
   /** True while a list is open: the current row is incomplete. */
   get isOpen(): boolean {
     return this.open;
+  }
+
+  /**
+   * The column's data bytes so far, as the page byte budget counts them: a fixed-width slot per
+   * value (nulls included; bool counts 1), and for text/binary/list values a 4-byte offset plus
+   * the value's bytes (list: its elements'). Validity bitmaps and buffer slack are not counted.
+   * `valueBytes` (encoder.ts) gives the same count for a value of the row-map universe.
+   */
+  get byteLength(): number {
+    switch (this.code) {
+      case K_TEXT:
+      case K_BINARY:
+        return this.pos + OFFSET_BYTES * this.length;
+      case K_LIST:
+        return OFFSET_BYTES * this.length + this.child!.byteLength;
+      default:
+        return SLOT_BYTES[this.code]! * this.length;
+    }
   }
 
   /** @internal Arrow data of everything appended (buffers are handed over, not copied). */

@@ -18,7 +18,7 @@ import { DataError } from '../contracts/errors.js';
 import { BatchError } from './batch.js';
 import { arrowData, ColumnWriter } from './column-writer.js';
 import { type OpCode, PHASES, type Phase } from './metadata.js';
-import type { Schema } from './schema.js';
+import type { LogicalType, Schema } from './schema.js';
 import { wireSchema } from './wire.js';
 
 export { ColumnWriter } from './column-writer.js';
@@ -101,6 +101,17 @@ export class BatchEncoder {
   /** Rows whose metadata has been appended since the last `finish`. */
   get rowCount(): number {
     return this.rows;
+  }
+
+  /**
+   * Bytes of the data columns appended since the last `finish` (`ColumnWriter.byteLength`):
+   * what the page byte budget counts. The row path's twin is `rowBytes`; equal rows give equal counts.
+   */
+  get dataBytes(): number {
+    let n = 0;
+    const writers = this.writers;
+    for (let i = 0; i < writers.length; i++) n += writers[i]!.byteLength;
+    return n;
   }
 
   /** The writer of data column `i` (schema order). Resolve it again after `finish`/`reset`. */
@@ -289,6 +300,48 @@ function constantUtf8(type: DataType, value: string, n: number): Data {
       data.copyWithin(filled, 0, Math.min(filled, data.length - filled));
   }
   return arrowData({ type, length: n, nullCount: 0, valueOffsets: offsets, data });
+}
+
+/** Bytes of one fixed-width value of the page byte budget's count (`ColumnWriter.byteLength`). */
+const FIXED_BYTES: Readonly<Record<string, number>> = {
+  bool: 1,
+  int8: 1,
+  int16: 2,
+  int32: 4,
+  date: 4,
+  int64: 8,
+  timestamp: 8,
+  float64: 8,
+  decimal: 16,
+};
+const OFFSET_BYTES = 4;
+
+/**
+ * The bytes one value of the row-map universe (schema.ts) adds to a column of type `t`, as
+ * `ColumnWriter.byteLength` counts them: the fixed width (a null too), or a 4-byte offset plus
+ * the UTF-8/binary bytes (lists: plus their elements).
+ */
+export function valueBytes(t: LogicalType, v: unknown): number {
+  switch (t.kind) {
+    case 'text':
+      return OFFSET_BYTES + (typeof v === 'string' ? Buffer.byteLength(v, 'utf8') : 0);
+    case 'binary':
+      return OFFSET_BYTES + (v instanceof Uint8Array ? v.length : 0);
+    case 'list': {
+      let n = OFFSET_BYTES;
+      if (Array.isArray(v)) for (const e of v) n += valueBytes(t.element, e);
+      return n;
+    }
+    default:
+      return FIXED_BYTES[t.kind]!;
+  }
+}
+
+/** The bytes a row map adds to a batch of `schema` (the row path's `BatchEncoder.dataBytes`). */
+export function rowBytes(schema: Schema, row: Readonly<Record<string, unknown>>): number {
+  let n = 0;
+  for (const c of schema.columns) n += valueBytes(c.type, row[c.name] ?? null);
+  return n;
 }
 
 /** The metadata of a page of row maps: every row gets the same op, phase, commit time and snapshot flag. */

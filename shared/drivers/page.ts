@@ -13,6 +13,65 @@ export function checkPageSize(req: IncrementalPage): void {
   }
 }
 
+/**
+ * The byte side of one page read: counts the page's data bytes row by row (the caller passes
+ * `BatchEncoder.dataBytes`, or the running sum of `rowBytes` on the row path, after each row) and
+ * says when the page is full. The row that reaches `pageBytes` is kept; the page closes after it,
+ * so the next page starts after the last row kept. A page closed by bytes always reports `more`
+ * (the reader stops before it could know), and the next read finds out.
+ */
+export class PageBudget {
+  readonly pageBytes: number;
+  readonly maxRowBytes: number;
+  /** Data bytes of the rows added so far. */
+  bytes = 0;
+  /** A row brought the page to `pageBytes`: read no further. */
+  full = false;
+
+  constructor(req: IncrementalPage) {
+    this.pageBytes = limitOf(req, 'pageBytes', req.pageBytes);
+    this.maxRowBytes = limitOf(req, 'maxRowBytes', req.maxRowBytes);
+  }
+
+  /** Records one more row, the page now holding `bytes`; returns the row's own bytes. */
+  add(bytes: number): number {
+    const row = bytes - this.bytes;
+    this.bytes = bytes;
+    if (bytes >= this.pageBytes) this.full = true;
+    return row;
+  }
+}
+
+/**
+ * How many rows one statement of a page asks for: all that `pageSize` still allows when there is
+ * no byte budget or no size seen yet; else as many as the budget still holds at `rowBytes` each,
+ * and at least twice the previous statement's, so a page needs few statements even when the
+ * first rows were much bigger than the rest.
+ */
+export function rowsToAsk(budget: PageBudget, rest: number, rowBytes: number | undefined, previous: number): number {
+  if (!Number.isFinite(budget.pageBytes) || rowBytes === undefined || rowBytes <= 0) return rest;
+  const fit = Math.ceil((budget.pageBytes - budget.bytes) / rowBytes);
+  return Math.max(1, Math.min(rest, Math.max(fit, 2 * previous)));
+}
+
+function limitOf(req: IncrementalPage, name: string, v: number | undefined): number {
+  if (v === undefined) return Number.POSITIVE_INFINITY;
+  if (!Number.isSafeInteger(v) || v < 1)
+    throw new DataError(`${req.table.source}: ${name} must be a positive integer, got ${v}`);
+  return v;
+}
+
+/** A row's key for messages: `name=text` pairs, each text cut to 64 characters. */
+export function describeKey(names: readonly string[], texts: readonly (string | null)[]): string {
+  return names
+    .map((name, i) => {
+      const t = texts[i];
+      if (t === null || t === undefined) return `${name}=NULL`;
+      return `${name}=${t.length > 64 ? `${t.slice(0, 64)}...` : t}`;
+    })
+    .join(', ');
+}
+
 /** A page with nothing in it: resume where we were. */
 export function emptyResult<T>(
   req: IncrementalPage,

@@ -70,6 +70,10 @@ export interface IncrementalTable {
   readonly cursor: string;
   readonly writeMode: WriteMode;
   readonly pageSize: number;
+  /** Pages also close by bytes (IncrementalPage.pageBytes); undefined: by rows only. */
+  readonly pageBytes?: number;
+  /** A larger row fails the run (IncrementalPage.maxRowBytes); undefined: no cap. */
+  readonly maxRowBytes?: number;
   readonly nullCursor: 'refuse' | 'skip';
   readonly exclude: readonly string[];
 }
@@ -696,6 +700,8 @@ async function readPageFromSource(
     cursorColumn: table.cursor,
     after,
     pageSize: table.pageSize,
+    ...(table.pageBytes !== undefined ? { pageBytes: table.pageBytes } : {}),
+    ...(table.maxRowBytes !== undefined ? { maxRowBytes: table.maxRowBytes } : {}),
     posPrefix,
     ordinalBase: 0,
     signal,

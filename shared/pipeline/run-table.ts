@@ -58,6 +58,8 @@ export async function runTable(
       cursor: table.cursor,
       writeMode: table.writeMode,
       pageSize: table.pageSize,
+      pageBytes: table.pageBytes,
+      maxRowBytes: table.maxRowBytes,
       nullCursor: table.nullCursor,
       exclude: table.exclude,
     },

@@ -1,24 +1,88 @@
 // The Parquet encoder's worker thread (plain CommonJS so it runs unchanged from a checkout, under
-// tsx or vitest, and as its own esbuild bundle beside the Lambda's index.js). It receives an
-// Arrow IPC stream and writer options and answers with the Parquet bytes, so the wasm encode of
-// page N runs on a second core while the main thread reads and decodes page N+1.
-// Owns nothing else: no I/O, no state; one message in, one message out.
+// tsx or vitest, and as its own esbuild bundle beside the Lambda's index.js). For each encode it
+// receives the writer settings, then pulls the object's Arrow IPC slices from the main thread one
+// at a time into parquet-wasm's streaming writer, and answers with the Parquet bytes, so the wasm
+// encode of page N runs on a second core while the main thread reads and decodes page N+1, and
+// the encoder holds one slice at a time (shared/sink/parquet-writer.ts says why).
+// Owns nothing else: no I/O, no state beyond the encodes in flight.
 const { parentPort } = require('node:worker_threads');
-const { Compression, Table, WriterPropertiesBuilder, writeParquet } = require('parquet-wasm');
+const {
+  Compression,
+  EnabledStatistics,
+  Table,
+  WriterPropertiesBuilder,
+  transformParquetStream,
+} = require('parquet-wasm');
 
 const CODECS = { zstd: Compression.ZSTD, snappy: Compression.SNAPPY };
 
-parentPort.on('message', (msg) => {
+/** Encode id -> the resolver waiting for its next slice. */
+const waiting = new Map();
+
+/** The same properties as parquet-writer.ts `writerProperties`. */
+function writerProperties(s) {
+  let builder = new WriterPropertiesBuilder()
+    .setCompression(CODECS[s.compression])
+    .setMaxRowGroupSize(s.maxRowGroupRows)
+    .setMaxRowGroupBytes(s.maxRowGroupBytes);
+  for (const column of s.plainColumns) builder = builder.setColumnDictionaryEnabled(column, false);
+  for (const column of s.noStatisticsColumns)
+    builder = builder.setColumnStatisticsEnabled(column, EnabledStatistics.None);
+  if (s.keyValueMetadata) builder = builder.setKeyValueMetadata(new Map(Object.entries(s.keyValueMetadata)));
+  return builder.build();
+}
+
+/** Asks the main thread for the next slice of encode `id`: { ipc } or { done: true }. */
+function pull(id) {
+  return new Promise((resolve) => {
+    waiting.set(id, resolve);
+    parentPort.postMessage({ id, pull: true });
+  });
+}
+
+async function encode(id, settings) {
   try {
-    let builder = new WriterPropertiesBuilder()
-      .setCompression(CODECS[msg.compression])
-      .setMaxRowGroupSize(msg.maxRowGroupRows);
-    for (const column of msg.plainColumns) builder = builder.setColumnDictionaryEnabled(column, false);
-    if (msg.keyValueMetadata)
-      builder = builder.setKeyValueMetadata(new Map(Object.entries(msg.keyValueMetadata)));
-    const bytes = writeParquet(Table.fromIPCStream(msg.ipc), builder.build());
-    parentPort.postMessage({ id: msg.id, bytes }, [bytes.buffer]);
+    const slices = new ReadableStream(
+      {
+        async pull(controller) {
+          const next = await pull(id);
+          if (next.done) {
+            controller.close();
+            return;
+          }
+          const table = Table.fromIPCStream(next.ipc);
+          for (const batch of table.recordBatches()) controller.enqueue(batch);
+          table.free();
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    const parts = [];
+    let length = 0;
+    for await (const part of await transformParquetStream(slices, writerProperties(settings))) {
+      parts.push(part);
+      length += part.length;
+    }
+    const bytes = new Uint8Array(length);
+    let at = 0;
+    for (const part of parts) {
+      bytes.set(part, at);
+      at += part.length;
+    }
+    parts.length = 0;
+    parentPort.postMessage({ id, bytes }, [bytes.buffer]);
   } catch (e) {
-    parentPort.postMessage({ id: msg.id, error: e instanceof Error ? e.message : String(e) });
+    waiting.delete(id);
+    parentPort.postMessage({ id, error: e instanceof Error ? e.message : String(e) });
   }
+}
+
+parentPort.on('message', (msg) => {
+  if (msg.settings) {
+    encode(msg.id, msg.settings);
+    return;
+  }
+  const resolve = waiting.get(msg.id);
+  waiting.delete(msg.id);
+  resolve?.(msg);
 });

@@ -1,10 +1,20 @@
 /**
  * Encodes lake records (`shared/dataplane/lake.ts`) into one Parquet file in memory, with
  * parquet-wasm 0.8 (arrow-rs compiled to WebAssembly). Why this writer, the codec default and the
- * measured numbers: docs/decisions/0006-parquet-writer.md.
+ * measured numbers: docs/decisions/0006-parquet-writer.md; why it is fed in slices:
+ * docs/decisions/0007-page-byte-budget.md.
  *
- * Owns: the Arrow JS -> Arrow IPC -> wasm -> Parquet path and the writer properties. Never casts
- * types (the lake cast did that) and never touches storage.
+ * Owns: the Arrow JS -> Arrow IPC -> wasm -> Parquet path, the writer properties and the
+ * slicing that bounds the encoder's memory. Never casts types (the lake cast did that) and never
+ * touches storage.
+ *
+ * Memory: the wasm module's linear memory grows to the largest working set it ever had and
+ * never shrinks, and arrow-rs works on whole batches (the IPC copy, the decoded arrays, the page
+ * buffers, the compressed pages: about 7x a batch). So the records reach the encoder in slices of
+ * about `ENCODE_SLICE_BYTES` (at least one row), one at a time, and row groups also close by
+ * bytes (`DEFAULT_MAX_ROW_GROUP_BYTES`): the encoder then holds one slice and one row group's
+ * compressed pages, whatever the size of the object. Slicing does not change the bytes written:
+ * arrow-rs splits pages and row groups by its own limits, not at batch boundaries.
  *
  * Loading: the static import resolves, through parquet-wasm's `node` export condition, to its
  * CommonJS build, which reads `parquet_wasm_bg.wasm` from its own `__dirname`. That works from
@@ -16,8 +26,15 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { type RecordBatch, Table, tableToIPC } from 'apache-arrow';
-import { Compression, Table as WasmTable, WriterPropertiesBuilder, writeParquet } from 'parquet-wasm';
+import { DataType, type RecordBatch, Table, tableToIPC } from 'apache-arrow';
+import {
+  Compression,
+  EnabledStatistics,
+  Table as WasmTable,
+  type WriterProperties,
+  WriterPropertiesBuilder,
+  writeParquet,
+} from 'parquet-wasm';
 
 /** The codecs tidemark writes; both are read by Athena, Spark, Trino and DuckDB. */
 export type ParquetCompression = 'zstd' | 'snappy';
@@ -31,6 +48,11 @@ export interface ParquetWriteOptions {
    * Defaults to `DEFAULT_MAX_ROW_GROUP_ROWS`.
    */
   readonly maxRowGroupRows?: number;
+  /**
+   * Upper bound on a row group's encoded bytes (arrow-rs `max_row_group_bytes`, checked after
+   * each slice). Defaults to `DEFAULT_MAX_ROW_GROUP_BYTES`.
+   */
+  readonly maxRowGroupBytes?: number;
   /**
    * Columns written without dictionary encoding: columns whose values are (nearly) all distinct,
    * where a dictionary is built, overflows and is thrown away (`__pos`: ~70 ms per 1M rows).
@@ -47,31 +69,138 @@ export interface ParquetWriteOptions {
  */
 export const DEFAULT_MAX_ROW_GROUP_ROWS = 1_048_576;
 
+/**
+ * Default bound on a row group's encoded bytes: an object of ordinary rows (a 50k-row page is
+ * ~15 MB of Arrow, less encoded) stays one row group; an object of big values is cut into groups
+ * of about this size, so the encoder never holds more than one group of compressed pages.
+ */
+export const DEFAULT_MAX_ROW_GROUP_BYTES = 64 * 2 ** 20;
+
+/** Arrow data per slice handed to the encoder (a slice is at least one row). */
+export const ENCODE_SLICE_BYTES = 4 * 2 ** 20;
+
+/**
+ * A text or binary column whose values average at least this many bytes in an object is written
+ * without dictionary and statistics: arrow-rs would copy values into a dictionary before finding
+ * it too big, and keep full copies of the min and max values for statistics it truncates to 64
+ * bytes anyway; each costs about two values' worth of memory and buys nothing for such values.
+ */
+export const LARGE_VALUE_BYTES = 64 * 2 ** 10;
+
 const CODECS: Record<ParquetCompression, Compression> = {
   zstd: Compression.ZSTD,
   snappy: Compression.SNAPPY,
 };
 
+/** The writer settings of one object, as plain data (posted to the worker as is). */
+interface EncodeSettings {
+  readonly compression: ParquetCompression;
+  readonly maxRowGroupRows: number;
+  readonly maxRowGroupBytes: number;
+  readonly plainColumns: readonly string[];
+  /** Columns written without statistics (large values). */
+  readonly noStatisticsColumns: readonly string[];
+  readonly keyValueMetadata: Readonly<Record<string, string>> | undefined;
+}
+
+/** The slices of one object and its writer settings. */
+function planEncode(
+  records: readonly RecordBatch[],
+  options: ParquetWriteOptions,
+): { slices: RecordBatch[]; settings: EncodeSettings } {
+  if (records.length === 0) throw new Error('encodeParquet needs at least one record batch');
+  checkCompression(options.compression);
+  const large = largeValueColumns(records);
+  return {
+    slices: records.flatMap((r) => sliceRecord(r, ENCODE_SLICE_BYTES)),
+    settings: {
+      compression: options.compression ?? 'zstd',
+      maxRowGroupRows: options.maxRowGroupRows ?? DEFAULT_MAX_ROW_GROUP_ROWS,
+      maxRowGroupBytes: options.maxRowGroupBytes ?? DEFAULT_MAX_ROW_GROUP_BYTES,
+      plainColumns: [...new Set([...(options.plainColumns ?? []), ...large])],
+      noStatisticsColumns: large,
+      keyValueMetadata: options.keyValueMetadata,
+    },
+  };
+}
+
+/** parquet-wasm writer properties of `s` (parquet-worker.cjs builds the same). */
+function writerProperties(s: EncodeSettings): WriterProperties {
+  let builder = new WriterPropertiesBuilder()
+    .setCompression(CODECS[s.compression])
+    .setMaxRowGroupSize(s.maxRowGroupRows)
+    .setMaxRowGroupBytes(s.maxRowGroupBytes);
+  for (const column of s.plainColumns) builder = builder.setColumnDictionaryEnabled(column, false);
+  for (const column of s.noStatisticsColumns)
+    builder = builder.setColumnStatisticsEnabled(column, EnabledStatistics.None);
+  if (s.keyValueMetadata) builder = builder.setKeyValueMetadata(new Map(Object.entries(s.keyValueMetadata)));
+  return builder.build();
+}
+
+/** Top-level text/binary columns whose values average at least LARGE_VALUE_BYTES. */
+function largeValueColumns(records: readonly RecordBatch[]): string[] {
+  const fields = records[0]!.schema.fields;
+  const rows = records.reduce((n, r) => n + r.numRows, 0);
+  if (rows === 0) return [];
+  const out: string[] = [];
+  fields.forEach((f, i) => {
+    if (!DataType.isUtf8(f.type) && !DataType.isBinary(f.type)) return;
+    let bytes = 0;
+    for (const r of records) {
+      const offsets = r.data.children[i]!.valueOffsets;
+      bytes += offsets[r.numRows]! - offsets[0]!;
+    }
+    if (bytes / rows >= LARGE_VALUE_BYTES) out.push(f.name);
+  });
+  return out;
+}
+
 /**
- * Writes the records (all of one lake schema) as one Parquet file and returns its bytes.
- * The records must be non-empty and share their schema.
+ * Zero-copy slices of `record` of about `maxBytes` each (counting text/binary value bytes plus
+ * 16 bytes a row for the fixed-width columns), each at least one row.
+ */
+function sliceRecord(record: RecordBatch, maxBytes: number): RecordBatch[] {
+  const n = record.numRows;
+  if (n === 0) return [];
+  const offsets = record.data.children
+    .filter((c) => DataType.isUtf8(c.type) || DataType.isBinary(c.type))
+    .map((c) => c.valueOffsets);
+  const out: RecordBatch[] = [];
+  let start = 0;
+  let bytes = 0;
+  for (let i = 0; i < n; i++) {
+    let row = 16;
+    for (const o of offsets) row += o[i + 1]! - o[i]!;
+    if (bytes > 0 && bytes + row > maxBytes) {
+      out.push(record.slice(start, i));
+      start = i;
+      bytes = 0;
+    }
+    bytes += row;
+  }
+  out.push(start === 0 ? record : record.slice(start, n));
+  return out;
+}
+
+/** One slice as its own Arrow IPC stream. */
+function sliceIpc(slice: RecordBatch): Uint8Array {
+  return tableToIPC(new Table(slice.schema, [slice]), 'stream');
+}
+
+/**
+ * Writes the records (all of one lake schema) as one Parquet file and returns its bytes, on the
+ * calling thread, all slices in one wasm table (so its memory is that of the whole object; the
+ * sink uses `encodeParquetAsync`). The records must be non-empty and share their schema. Same
+ * bytes as `encodeParquetAsync`.
  */
 export function encodeParquet(
   records: readonly RecordBatch[],
   options: ParquetWriteOptions = {},
 ): Uint8Array {
-  if (records.length === 0) throw new Error('encodeParquet needs at least one record batch');
-  checkCompression(options.compression);
-  const ipc = tableToIPC(new Table(records[0]!.schema, records as RecordBatch[]), 'stream');
-  let builder = new WriterPropertiesBuilder()
-    .setCompression(CODECS[options.compression ?? 'zstd'])
-    .setMaxRowGroupSize(options.maxRowGroupRows ?? DEFAULT_MAX_ROW_GROUP_ROWS);
-  for (const column of options.plainColumns ?? [])
-    builder = builder.setColumnDictionaryEnabled(column, false);
-  if (options.keyValueMetadata)
-    builder = builder.setKeyValueMetadata(new Map(Object.entries(options.keyValueMetadata)));
+  const { slices, settings } = planEncode(records, options);
+  const ipc = tableToIPC(new Table(records[0]!.schema, slices), 'stream');
   // writeParquet consumes (frees) both the wasm table and the properties.
-  return writeParquet(WasmTable.fromIPCStream(ipc), builder.build());
+  return writeParquet(WasmTable.fromIPCStream(ipc), writerProperties(settings));
 }
 
 function checkCompression(c: string | undefined): void {
@@ -91,10 +220,19 @@ function workerScript(): string {
   return fileURLToPath(new URL('./parquet-worker.cjs', import.meta.url));
 }
 
+/** One encode in flight on the worker: the slices it has not pulled yet, and its promise. */
 interface Pending {
+  slices: RecordBatch[];
+  next: number;
   resolve(bytes: Uint8Array): void;
   reject(e: Error): void;
 }
+
+/** What the worker sends: a request for the next slice, the result, or a failure. */
+type WorkerMessage =
+  | { readonly id: number; readonly pull: true }
+  | { readonly id: number; readonly bytes: Uint8Array }
+  | { readonly id: number; readonly error: string };
 
 let worker: Worker | undefined;
 let workerBroken = false;
@@ -105,12 +243,26 @@ function encoderWorker(): Worker | undefined {
   if (worker || workerBroken) return worker;
   try {
     const w = new Worker(workerScript(), { execArgv: [] });
-    w.on('message', (m: { id: number; bytes?: Uint8Array; error?: string }) => {
+    w.on('message', (m: WorkerMessage) => {
       const p = pending.get(m.id);
+      if (!p) return;
+      if ('pull' in m) {
+        // One slice at a time, as the encoder asks: only one slice's IPC copy exists at once.
+        const slice = p.slices[p.next];
+        if (slice === undefined) {
+          p.slices = []; // the worker has everything: let the records go
+          w.postMessage({ id: m.id, done: true });
+        } else {
+          p.next++;
+          const ipc = sliceIpc(slice);
+          w.postMessage({ id: m.id, ipc }, [ipc.buffer as ArrayBuffer]);
+        }
+        return;
+      }
       pending.delete(m.id);
       if (pending.size === 0) w.unref();
-      if (m.error !== undefined) p?.reject(new Error(`Parquet encode failed: ${m.error}`));
-      else p?.resolve(m.bytes!);
+      if ('error' in m) p.reject(new Error(`Parquet encode failed: ${m.error}`));
+      else p.resolve(m.bytes);
     });
     w.on('error', (e) => {
       workerBroken = true;
@@ -127,37 +279,33 @@ function encoderWorker(): Worker | undefined {
 }
 
 /**
- * `encodeParquet` on a worker thread: the Arrow IPC stream is built here and transferred (not
- * copied), the wasm encode runs on another core, and the bytes come back transferred. Falls back
- * to the main thread when no worker can be started. Same bytes as `encodeParquet`.
+ * `encodeParquet` on a worker thread, streamed: the worker pulls the records slice by slice (each
+ * slice's Arrow IPC built here and transferred, not copied), encodes them with parquet-wasm's
+ * streaming writer on another core, and the bytes come back transferred. Falls back to the main
+ * thread when no worker can be started. Same bytes as `encodeParquet`.
  */
 export function encodeParquetAsync(
   records: readonly RecordBatch[],
   options: ParquetWriteOptions = {},
 ): Promise<Uint8Array> {
   const w = encoderWorker();
-  if (!w) return Promise.resolve(encodeParquet(records, options));
-  if (records.length === 0) return Promise.reject(new Error('encodeParquet needs at least one record batch'));
+  if (!w) {
+    try {
+      return Promise.resolve(encodeParquet(records, options));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+  let plan: ReturnType<typeof planEncode>;
   try {
-    checkCompression(options.compression);
+    plan = planEncode(records, options);
   } catch (e) {
     return Promise.reject(e);
   }
-  const ipc = tableToIPC(new Table(records[0]!.schema, records as RecordBatch[]), 'stream');
   const id = nextId++;
   return new Promise<Uint8Array>((resolve, reject) => {
-    pending.set(id, { resolve, reject });
+    pending.set(id, { slices: plan.slices, next: 0, resolve, reject });
     w.ref();
-    w.postMessage(
-      {
-        id,
-        ipc,
-        compression: options.compression ?? 'zstd',
-        maxRowGroupRows: options.maxRowGroupRows ?? DEFAULT_MAX_ROW_GROUP_ROWS,
-        plainColumns: options.plainColumns ?? [],
-        keyValueMetadata: options.keyValueMetadata,
-      },
-      [ipc.buffer as ArrayBuffer],
-    );
+    w.postMessage({ id, settings: plan.settings });
   });
 }

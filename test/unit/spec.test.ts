@@ -91,6 +91,33 @@ describe('pipeline spec', () => {
     expect(errorOf(refs).problems.map((p) => p.path)).toEqual(['tables[1].source', 'tables[1].target', 'tables[2].target']);
   });
 
+  it('reads the page byte budget and row cap as bytes or sizes with binary units, within bounds', () => {
+    const t = parseSpec(base()).tables[0]!;
+    expect(t.pageBytes).toBe(64 * 2 ** 20);
+    expect(t.maxRowBytes).toBe(64 * 2 ** 20);
+    const sized = base();
+    Object.assign(sized.tables[0]!, { pageBytes: '16MiB', maxRowBytes: 300_000_000 });
+    const u = parseSpec(sized).tables[0]!;
+    expect(u.pageBytes).toBe(16 * 2 ** 20);
+    expect(u.maxRowBytes).toBe(300_000_000);
+    const spaced = base();
+    Object.assign(spaced.tables[0]!, { pageBytes: '1 GiB' });
+    expect(parseSpec(spaced).tables[0]!.pageBytes).toBe(2 ** 30);
+
+    const unit = base();
+    Object.assign(unit.tables[0]!, { pageBytes: '64MB' });
+    expect(errorOf(unit).message).toMatch(/^tables\[0\]\.pageBytes: must be a whole number of bytes or a size such as "64MiB"/);
+    const small = base();
+    Object.assign(small.tables[0]!, { pageBytes: 1000 });
+    expect(errorOf(small).message).toBe('tables[0].pageBytes: must be between 1 MiB and 1 GiB, got 1000 B');
+    const big = base();
+    Object.assign(big.tables[0]!, { maxRowBytes: '2GiB' });
+    expect(errorOf(big).message).toContain('tables[0].maxRowBytes: must be between 1 MiB and 1 GiB, got 2 GiB');
+    const fraction = base();
+    Object.assign(fraction.tables[0]!, { pageBytes: 2 ** 20 + 0.5 });
+    expect(errorOf(fraction).path).toBe('tables[0].pageBytes');
+  });
+
   it('refuses a missing environment variable by name, and two tables writing one lake table', () => {
     const env = base();
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the spec's own ${env:NAME} syntax

@@ -12,16 +12,16 @@
  * the resume token. Must never read past the bound, never compare a key through a lossy form
  * (types.ts `keyLiteral`), and never build per-row objects on the batch path.
  */
-import { DataError } from '../../contracts/errors.js';
+import { DataError, RowTooLargeError } from '../../contracts/errors.js';
 import type { IncrementalPage, IncrementalResult, Warning } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
 import { type Batch, newBatch, type WriteMode } from '../../dataplane/batch.js';
-import { BatchEncoder } from '../../dataplane/encoder.js';
+import { BatchEncoder, type ColumnWriter, rowBytes } from '../../dataplane/encoder.js';
 import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
-import { checkPageSize, emptyResult } from '../page.js';
+import { checkPageSize, describeKey, emptyResult, PageBudget, rowsToAsk } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { MysqlSession, RawRow } from './connect.js';
 import { type ColumnInfo, type KeysetPlan, realDate, TABLE_ALIAS, type TablePlan } from './introspect.js';
@@ -257,7 +257,20 @@ export async function readRowPage(
   let page: PreparedPage = first;
   for (;;) {
     const raw = await db.raw(page.sql, req.signal);
-    const more = raw.length > req.pageSize;
+    // The same byte budget as the batch path, counted from the row maps (rowBytes equals what
+    // the encoder adds for the row), so both paths close the page after the same row.
+    const budget = new PageBudget(req);
+    const rows: Record<string, unknown>[] = [];
+    for (let r = 0; r < Math.min(raw.length, req.pageSize) && !budget.full; r++) {
+      const values = raw[r]!;
+      const row: Record<string, unknown> = {};
+      for (let i = 0; i < data.length; i++)
+        row[data[i]!.name] = parseValue(data[i]!.read, values[i]!, ctxOf(plan, data[i]!));
+      const size = budget.add(budget.bytes + rowBytes(plan.schema, row));
+      if (size > budget.maxRowBytes) throw rowTooLarge(plan, keyset, page.selected, values, size, budget.maxRowBytes);
+      rows.push(row);
+    }
+    const more = budget.full || raw.length > req.pageSize;
     const again: PreparedPage | undefined = more
       ? undefined
       : await recheckBound(db, plan, keyset, settings, settled, page, req.signal);
@@ -266,15 +279,7 @@ export async function readRowPage(
       continue;
     }
     keepMark(settled, page, more);
-    const n = Math.min(raw.length, req.pageSize);
-    const rows: Record<string, unknown>[] = new Array(n);
-    for (let r = 0; r < n; r++) {
-      const values = raw[r]!;
-      const row: Record<string, unknown> = {};
-      for (let i = 0; i < data.length; i++)
-        row[data[i]!.name] = parseValue(data[i]!.read, values[i]!, ctxOf(plan, data[i]!));
-      rows[r] = row;
-    }
+    const n = rows.length;
     const warnings = page.bound.warnings;
     if (n === 0) return emptyResult(req, rows, warnings);
     return {
@@ -319,7 +324,7 @@ export async function readBatchPage(
   if (first.kind === 'empty') return emptyResult(req, undefined, first.warnings);
   let page: PreparedPage = first;
   for (;;) {
-    const read = await streamPage(db, plan, page, req);
+    const read = await streamPage(db, plan, keyset, page, req);
     const again: PreparedPage | undefined = read.more
       ? undefined
       : await recheckBound(db, plan, keyset, settings, settled, page, req.signal);
@@ -346,39 +351,182 @@ export async function readBatchPage(
   }
 }
 
-/** Streams one page statement into a new encoder: rows appended, the last row kept for its key. */
+/** Bytes per row of the last page read with a byte budget, per keyset: the first guess of the next page. */
+const rowBytesSeen = new WeakMap<KeysetPlan, number>();
+
+/**
+ * Streams one page (below `page`'s bound) into a new encoder: rows appended, the last row kept
+ * for its key. With a byte budget the page may take several statements, each asking for about
+ * as many rows as the budget still holds at the bytes per row seen so far (`rowsToAsk`), the next
+ * continuing after the last row kept; the page is the same whatever the statements were.
+ */
 async function streamPage(
   db: MysqlSession,
   plan: TablePlan,
+  keyset: KeysetPlan,
   page: PreparedPage,
   req: BatchPageRequest,
 ): Promise<{ enc: BatchEncoder; rows: number; more: boolean; last: RawRow | undefined }> {
-  const { data } = page;
   const enc = new BatchEncoder(req.schema, {
     phase: 'incremental',
     capacity: Math.min(req.pageSize, MAX_INITIAL_CAPACITY),
   });
-  const width = data.length;
-  const writers = data.map((_, i) => enc.col(i));
-  const appenders: Appender[] = data.map((c) => appenderOf(c.read, ctxOf(plan, c)));
-  const { posPrefix, ordinalBase, pageSize } = req;
-  let seen = 0;
+  const budget = new PageBudget(req);
+  const st: Statement = {
+    db,
+    plan,
+    keyset,
+    page,
+    req,
+    enc,
+    budget,
+    appenders: page.data.map((c) => appenderOf(c.read, ctxOf(plan, c))),
+    keyIndexes: keyset.keys.map((k) => page.selected.indexOf(k)),
+  };
+  let after = page.after;
+  let appended = 0;
+  let asked = 0;
   let last: RawRow | undefined;
-  // Rows past pageSize (the one extra row that tells `more`) are counted, not appended; the
-  // statement is always read to its end, so the connection is left drained.
-  await db.each(
-    page.sql,
-    (row) => {
-      if (seen++ >= pageSize) return;
-      for (let i = 0; i < width; i++) {
-        const v = row[i]!;
-        if (v === null) writers[i]!.appendNull();
-        else appenders[i]!(writers[i]!, v);
-      }
-      enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + seen - 1, null, false);
-      last = row;
-    },
-    req.signal,
+  let more: boolean;
+  for (;;) {
+    const rest = req.pageSize - appended;
+    const rows = rowsToAsk(budget, rest, appended > 0 ? budget.bytes / appended : rowBytesSeen.get(keyset), asked);
+    asked = rows;
+    // Only a statement that may end the page by rows asks for one more: it tells `more`.
+    const limit = rows === rest ? rows + 1 : rows;
+    const sql =
+      appended === 0 && limit === page.limit ? page.sql : buildPage(plan, keyset, after, page.data, limit, page.bound).sql;
+    const r = await streamRows(st, sql, rows, appended);
+    appended += r.appended;
+    if (r.last) {
+      last = r.last;
+      after = keyset.keys.map((k) =>
+        keyLiteral(k.read, parseValue(k.read, last![page.selected.indexOf(k)]!, ctxOf(plan, k))),
+      );
+    }
+    if (budget.full) {
+      more = true;
+      break;
+    }
+    if (appended === req.pageSize) {
+      more = r.seen > r.appended;
+      break;
+    }
+    if (r.seen < limit) {
+      more = false;
+      break;
+    }
+  }
+  if (appended > 0 && Number.isFinite(budget.pageBytes)) rowBytesSeen.set(keyset, budget.bytes / appended);
+  return { enc, rows: appended, more, last };
+}
+
+/** What every statement of one page shares. */
+interface Statement {
+  readonly db: MysqlSession;
+  readonly plan: TablePlan;
+  readonly keyset: KeysetPlan;
+  readonly page: PreparedPage;
+  readonly req: BatchPageRequest;
+  readonly enc: BatchEncoder;
+  readonly budget: PageBudget;
+  readonly appenders: readonly Appender[];
+  readonly keyIndexes: readonly number[];
+}
+
+/**
+ * Runs one statement of a page, appending at most `rows` of its rows (ordinals continuing after
+ * `appended`); returns what it appended, the rows it saw and the last row appended.
+ */
+async function streamRows(
+  st: Statement,
+  sql: string,
+  rows: number,
+  appended: number,
+): Promise<{ appended: number; seen: number; last: RawRow | undefined }> {
+  const { plan, keyset, page, req, enc, budget, appenders, keyIndexes } = st;
+  const width = page.data.length;
+  const { posPrefix, ordinalBase } = req;
+  // Once the page is full (or a row is refused) the rest of the result is not wanted: the
+  // statement is abandoned through the read's abort, which closes the connection (the next
+  // statement opens a new one) instead of draining rows that may be large. `rowsToAsk` keeps
+  // that rare.
+  const stop = new AbortController();
+  const full = new PageFull();
+  const signal = req.signal ? AbortSignal.any([req.signal, stop.signal]) : stop.signal;
+  // What the row callback writes to, dropped when the statement ends: an abandoned statement's
+  // connection may keep the callback reachable for a while, and must not keep the page with it.
+  let target: { readonly writers: ColumnWriter[] } | undefined = {
+    writers: page.data.map((_, i) => enc.col(i)),
+  };
+  let seen = 0;
+  let taken = 0;
+  let last: RawRow | undefined;
+  // Rows past `rows` (the one extra row that tells `more`) are counted, not appended; unless
+  // the page closes by bytes, the statement is read to its end, so the connection is left drained.
+  try {
+    await st.db.each(
+      sql,
+      (row) => {
+        if (seen++ >= rows || target === undefined) return;
+        const writers = target.writers;
+        for (let i = 0; i < width; i++) {
+          const v = row[i]!;
+          if (v === null) writers[i]!.appendNull();
+          else appenders[i]!(writers[i]!, v);
+        }
+        enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + appended + taken, null, false);
+        taken++;
+        last = keyOnly(row, keyIndexes);
+        const size = budget.add(enc.dataBytes);
+        if (size > budget.maxRowBytes)
+          stop.abort(rowTooLarge(plan, keyset, page.selected, row, size, budget.maxRowBytes));
+        else if (budget.full) stop.abort(full);
+      },
+      signal,
+    );
+  } catch (e) {
+    if (e !== full) throw e;
+  } finally {
+    target = undefined;
+  }
+  return { appended: taken, seen, last };
+}
+
+/** A row's values are slices of its packet; a packet larger than this is not kept for the key. */
+const KEEP_PACKET_MAX = 1 << 20;
+
+/**
+ * The row to keep for the resume key: the row itself, or for a big row (its values slices of
+ * a packet of many MiB) copies of its key fields only, so the packet can go.
+ */
+function keyOnly(row: RawRow, keyIndexes: readonly number[]): RawRow {
+  const probe = row[keyIndexes[0]!];
+  if (probe === null || probe === undefined || probe.buffer.byteLength <= KEEP_PACKET_MAX) return row;
+  const copy: RawRow = new Array(row.length).fill(null);
+  for (const i of keyIndexes) {
+    const v = row[i];
+    copy[i] = v === null || v === undefined ? null : Buffer.from(v);
+  }
+  return copy;
+}
+
+/** The abort reason of a page closed by its byte budget (not an error). */
+class PageFull extends Error {
+  override name = 'PageFull';
+}
+
+function rowTooLarge(
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  selected: readonly ColumnInfo[],
+  row: RawRow,
+  bytes: number,
+  limit: number,
+): RowTooLargeError {
+  const key = describeKey(
+    keyset.keys.map((k) => k.name),
+    keyset.keys.map((k) => row[selected.indexOf(k)]?.toString('utf8') ?? null),
   );
-  return { enc, rows: Math.min(seen, pageSize), more: seen > pageSize, last };
+  return new RowTooLargeError(plan.source, key, bytes, limit);
 }

@@ -37,6 +37,8 @@ const EXTENSION_LENGTH_OFFSET = 15;
 const HEADER_FIXED_LENGTH = 19;
 /** Flags bit 16: every tuple carries an OID (only WITH OIDS, gone since PG 12). */
 const FLAG_HAS_OIDS = 1 << 16;
+/** A chunk whose memory is larger than this is not kept alive for the last row's key. */
+const KEEP_CHUNK_MAX = 1 << 20;
 const TRAILER = -1;
 const NULL_LENGTH = -1;
 
@@ -291,10 +293,29 @@ export function numericBinaryToText(buf: Uint8Array, p: number): string {
 }
 
 /**
+ * A tuple on the wire is larger than the decoder was allowed to buffer. `bytes` is what its
+ * length words promised when it was refused (a lower bound while the tuple was incomplete).
+ */
+export class TupleTooLargeError extends Error {
+  override name = 'TupleTooLargeError';
+  constructor(
+    readonly bytes: number,
+    readonly complete: boolean,
+  ) {
+    super(`a COPY tuple of ${complete ? '' : 'at least '}${bytes} bytes is over the limit`);
+  }
+}
+
+/**
  * Streams PGCOPY binary chunks into column writers. Feed every chunk to `push`, then call
  * `end`. Tuples past `limit` are counted but not appended (the page reads `LIMIT n + 1` to learn
  * whether more rows exist). `onRow(i)` runs after row i's fields were appended (the caller
- * appends the metadata columns there).
+ * appends the metadata columns there); when it returns true the page is closed: nothing after
+ * that row is decoded, buffered or appended, and `end` accepts a stream cut short.
+ *
+ * A tuple whose length words add up to more than `maxTupleBytes` is refused with
+ * `TupleTooLargeError` as soon as they show it, before it is decoded (and, when it straddles
+ * chunks, before the rest of it is buffered here).
  *
  * The last appended row's key fields stay addressable (`lastKey`) without copying: the decoder
  * keeps a reference to the chunk that held them.
@@ -302,17 +323,22 @@ export function numericBinaryToText(buf: Uint8Array, p: number): string {
 export class CopyBinaryDecoder {
   private readonly fields: readonly CopyField[];
   private readonly limit: number;
-  private readonly onRow: (i: number) => void;
+  private readonly onRow: (i: number) => unknown;
+  private readonly maxTupleBytes: number;
   /** Field indexes whose values form the resume key, in key order. */
   private readonly keyFields: readonly number[];
   /** Start and length of each key field in `lastKeyBuf` for the last appended row. */
   private readonly keySpans: Int32Array;
   private lastKeyBuf: Uint8Array | undefined;
+  /** Where the last row's key bytes are copied when its chunk is too big to keep (`copyKeys`). */
+  private keyCopy = new Uint8Array(64);
   private readonly fieldStarts: Int32Array;
   private readonly fieldLens: Int32Array;
 
   private headerDone = false;
   private finished = false;
+  /** `onRow` closed the page: the rest of the stream is ignored. */
+  closed = false;
   /** Tuples seen, appended or not. */
   tuples = 0;
   /** Tuples appended (at most `limit`). */
@@ -327,12 +353,14 @@ export class CopyBinaryDecoder {
     fields: readonly CopyField[],
     keyFields: readonly number[],
     limit: number,
-    onRow: (i: number) => void,
+    onRow: (i: number) => unknown,
+    maxTupleBytes = Number.POSITIVE_INFINITY,
   ) {
     this.fields = fields;
     this.keyFields = keyFields;
     this.limit = limit;
     this.onRow = onRow;
+    this.maxTupleBytes = maxTupleBytes;
     this.keySpans = new Int32Array(keyFields.length * 2);
     this.fieldStarts = new Int32Array(fields.length);
     this.fieldLens = new Int32Array(fields.length);
@@ -340,6 +368,7 @@ export class CopyBinaryDecoder {
 
   /** Decodes every complete tuple of `chunk` (plus what earlier chunks left over). */
   push(chunk: Uint8Array): void {
+    if (this.closed) return;
     let buf = chunk;
     if (this.pendingLength > 0) {
       this.pending.push(chunk);
@@ -366,16 +395,25 @@ export class CopyBinaryDecoder {
       if (this.finished) throw new DataError('COPY binary stream has data after its trailer');
       const end = this.tupleEnd(buf, off);
       if (end < 0) {
+        // -end - off: the bytes the tuple needs at least, by the length words seen so far.
+        if (-end - off > this.maxTupleBytes) throw new TupleTooLargeError(-end - off, false);
         this.keep(buf, off, -end - off);
         return;
       }
+      if (end - off > this.maxTupleBytes) throw new TupleTooLargeError(end - off, true);
       this.decodeTuple(buf, off);
       off = end;
+      if (this.closed) {
+        this.pending = [];
+        this.pendingLength = 0;
+        return;
+      }
     }
   }
 
   /** Checks that the stream ended with the trailer. */
   end(): void {
+    if (this.closed) return;
     if (!this.finished || this.pendingLength > 0) {
       throw new DataError('COPY binary stream ended early (no trailer); the connection was cut mid-page');
     }
@@ -385,6 +423,22 @@ export class CopyBinaryDecoder {
   lastKey(k: number): { buf: Uint8Array; start: number; length: number } | undefined {
     if (this.lastKeyBuf === undefined) return undefined;
     return { buf: this.lastKeyBuf, start: this.keySpans[2 * k]!, length: this.keySpans[2 * k + 1]! };
+  }
+
+  /** The key fields of the row just decoded from `buf`, copied into `keyCopy`; spans rebased. */
+  private copyKeys(buf: Uint8Array): Uint8Array {
+    const spans = this.keySpans;
+    let need = 0;
+    for (let k = 0; k < spans.length; k += 2) need += Math.max(0, spans[k + 1]!);
+    if (this.keyCopy.length < need) this.keyCopy = new Uint8Array(Math.max(need, 2 * this.keyCopy.length));
+    let at = 0;
+    for (let k = 0; k < spans.length; k += 2) {
+      const len = spans[k + 1]!;
+      if (len > 0) this.keyCopy.set(buf.subarray(spans[k]!, spans[k]! + len), at);
+      spans[k] = at;
+      if (len > 0) at += len;
+    }
+    return this.keyCopy;
   }
 
   private keep(buf: Uint8Array, from: number, need: number): void {
@@ -466,8 +520,11 @@ export class CopyBinaryDecoder {
       spans[2 * k] = starts[fi]!;
       spans[2 * k + 1] = lens[fi]!;
     }
-    this.lastKeyBuf = buf;
+    // Referencing the chunk keeps its memory alive until the next row: fine for a socket chunk,
+    // not for a big row's own buffer (a 40 MiB value would stay in memory twice). Copy the key
+    // bytes out of those.
+    this.lastKeyBuf = buf.buffer.byteLength > KEEP_CHUNK_MAX ? this.copyKeys(buf) : buf;
     this.appended++;
-    this.onRow(index);
+    if (this.onRow(index) === true) this.closed = true;
   }
 }

@@ -11,19 +11,19 @@
  * (keys travel as exact text cast to the column's own type), and never build per-row objects on
  * the batch path.
  */
-import { DataError } from '../../contracts/errors.js';
+import { DataError, RowTooLargeError } from '../../contracts/errors.js';
 import type { IncrementalPage, IncrementalResult, Warning } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
 import { type Batch, newBatch, type WriteMode } from '../../dataplane/batch.js';
-import { BatchEncoder } from '../../dataplane/encoder.js';
+import { BatchEncoder, rowBytes } from '../../dataplane/encoder.js';
 import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
-import { checkPageSize, emptyResult } from '../page.js';
+import { checkPageSize, describeKey, emptyResult, PageBudget, rowsToAsk } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { Sql } from './connect.js';
-import { CopyBinaryDecoder, type CopyField, decodeBinaryValue } from './copy-binary.js';
+import { CopyBinaryDecoder, type CopyField, decodeBinaryValue, TupleTooLargeError } from './copy-binary.js';
 import type { ColumnInfo, KeysetPlan, TablePlan } from './introspect.js';
 import { keyText, parseColumnText, quoteIdent, quoteLiteral, type ValueContext } from './types.js';
 
@@ -159,8 +159,11 @@ export async function readRowPage(
   // would turn timestamps into millisecond Dates and JSON into objects).
   const raw = (await sql.unsafe(q, params).raw()) as unknown as (Buffer | null)[][];
 
-  const n = Math.min(raw.length, req.pageSize);
-  const rows: Record<string, unknown>[] = new Array(n);
+  // The same byte budget as the batch path, counted from the row maps (rowBytes equals what
+  // the encoder adds for the row), so both paths close the page after the same row.
+  const budget = new PageBudget(req);
+  let n = Math.min(raw.length, req.pageSize);
+  const rows: Record<string, unknown>[] = [];
   let lastValues: unknown[] = [];
   for (let r = 0; r < n; r++) {
     const texts = raw[r]!;
@@ -169,15 +172,21 @@ export async function readRowPage(
     );
     const row: Record<string, unknown> = {};
     for (let i = 0; i < data.length; i++) row[data[i]!.name] = values[i];
-    rows[r] = row;
-    if (r === n - 1) lastValues = values;
+    const size = budget.add(budget.bytes + rowBytes(plan.schema, row));
+    if (size > budget.maxRowBytes) {
+      const keyTexts = keyset.keys.map((k) => texts[selected.indexOf(k)]?.toString('utf8') ?? null);
+      throw rowTooLarge(plan, keyset, keyTexts, size, budget.maxRowBytes, false);
+    }
+    rows.push(row);
+    lastValues = values;
+    if (budget.full) n = r + 1;
   }
   if (n === 0) return emptyResult(req, rows, bound.warnings);
   const keyValues = keyset.keys.map((k) => lastValues[selected.indexOf(k)]);
   return {
     next: encodeKey(keyset.types, keyValues),
     page: rows,
-    more: raw.length > req.pageSize,
+    more: budget.full || raw.length > req.pageSize,
     ...(bound.warnings.length > 0 ? { warnings: bound.warnings } : {}),
   };
 }
@@ -192,6 +201,13 @@ export interface BatchPageRequest extends IncrementalPage {
  * Batch path: the same page as `readRowPage`, through binary COPY into one wire-schema batch
  * whose bytes equal `encodeRows` of the row path's rows (same `__ingest_ts` clock reading).
  * Columns follow `req.schema` (the engine's resolved schema), matched to the table by name.
+ *
+ * With a byte budget the page may take several statements: each asks for about as many rows as
+ * the budget still holds at the bytes per row seen so far (`rowsToAsk`), and the next one
+ * continues after the last row kept, until the budget, `pageSize` or the end of the rows. A
+ * statement the budget fills before its end (rows bigger than expected) is cancelled. The page
+ * is the same whatever the statements were: rows in keyset order up to the first that reaches
+ * the budget, below one bound read before the first statement.
  */
 export async function readBatchPage(
   sql: Sql,
@@ -202,7 +218,6 @@ export async function readBatchPage(
   clock: Clock,
 ): Promise<IncrementalResult<Batch | undefined>> {
   checkPageSize(req);
-  const afterValues = afterTexts(keyset, req.after);
   const bound = await readBound(sql, plan, keyset, settings);
   if (bound.kind === 'empty') return emptyResult(req, undefined, bound.warnings);
 
@@ -217,16 +232,6 @@ export async function readBatchPage(
   });
   const hidden = keyset.keys.filter((k) => !data.includes(k));
   const selected = [...data, ...hidden];
-  const after = afterValues?.map((t, i) => `${quoteLiteral(t)}::${keyset.keys[i]!.castType}`);
-  const select = pageSql(
-    plan,
-    keyset,
-    selected.map((c) => c.read.expr),
-    after,
-    { op: bound.kind === 'below' ? '<' : '<=', expr: `${quoteLiteral(bound.text)}::${boundCast(keyset)}` },
-    req.pageSize + 1,
-  );
-
   const enc = new BatchEncoder(req.schema, {
     phase: 'incremental',
     capacity: Math.min(req.pageSize, MAX_INITIAL_CAPACITY),
@@ -237,61 +242,222 @@ export async function readBatchPage(
     writer: i < data.length ? enc.col(i) : undefined,
     ctx: ctxOf(plan, c),
   }));
+  const budget = new PageBudget(req);
+  const statement: CopyStatement = { sql, plan, keyset, selected, fields, enc, budget, bound, req };
+
+  let after = afterTexts(keyset, req.after);
+  let lastKey: unknown[] | undefined;
+  let appended = 0;
+  let asked = 0;
+  let more: boolean;
+  for (;;) {
+    const rest = req.pageSize - appended;
+    const rows = rowsToAsk(budget, rest, appended > 0 ? budget.bytes / appended : rowBytesSeen.get(keyset), asked);
+    asked = rows;
+    // Only a statement that may end the page by rows asks for one more: it tells `more`.
+    const limit = rows === rest ? rows + 1 : rows;
+    const r = await copyRows(statement, after, limit, rows, appended);
+    appended += r.appended;
+    if (r.lastKey) {
+      lastKey = r.lastKey;
+      after = lastKey.map((v, k) => keyText(keyset.types[k]!, v));
+    }
+    if (budget.full) {
+      more = true;
+      break;
+    }
+    if (appended === req.pageSize) {
+      more = r.tuples > r.appended;
+      break;
+    }
+    if (r.tuples < limit) {
+      more = false;
+      break;
+    }
+  }
+  if (appended > 0 && Number.isFinite(budget.pageBytes)) rowBytesSeen.set(keyset, budget.bytes / appended);
+
+  if (appended === 0 || lastKey === undefined) return emptyResult(req, undefined, bound.warnings);
+  const { posPrefix, ordinalBase } = req;
+  const record = enc.finish(BigInt(clock()) * 1_000_000n);
+  const batch = newBatch({
+    table: req.table.target,
+    record,
+    watermark: posPrefix + ordinalHex(ordinalBase + appended - 1),
+    writeMode: req.writeMode,
+  });
+  return {
+    next: encodeKey(keyset.types, lastKey),
+    page: batch,
+    more,
+    ...(bound.warnings.length > 0 ? { warnings: bound.warnings } : {}),
+  };
+}
+
+/** Bytes per row of the last page read with a byte budget, per keyset: the first guess of the next page. */
+const rowBytesSeen = new WeakMap<KeysetPlan, number>();
+
+/** What every statement of one page shares. */
+interface CopyStatement {
+  readonly sql: Sql;
+  readonly plan: TablePlan;
+  readonly keyset: KeysetPlan;
+  readonly selected: readonly ColumnInfo[];
+  readonly fields: readonly CopyField[];
+  readonly enc: BatchEncoder;
+  readonly budget: PageBudget;
+  readonly bound: Extract<PageBound, { kind: 'below' | 'atMost' }>;
+  readonly req: BatchPageRequest;
+}
+
+/**
+ * One COPY statement of a page: up to `limit` rows after the key `after` (key texts; undefined:
+ * from the start), appending at most `rows` of them to the page's encoder (ordinals continuing
+ * after `appended`). Returns what it appended, the tuples it saw and the last row's key values.
+ */
+async function copyRows(
+  st: CopyStatement,
+  after: readonly string[] | undefined,
+  limit: number,
+  rows: number,
+  appended: number,
+): Promise<{ appended: number; tuples: number; lastKey: unknown[] | undefined }> {
+  const { sql, plan, keyset, selected, enc, budget, bound, req } = st;
+  const select = pageSql(
+    plan,
+    keyset,
+    selected.map((c) => c.read.expr),
+    after?.map((t, i) => `${quoteLiteral(t)}::${keyset.keys[i]!.castType}`),
+    { op: bound.kind === 'below' ? '<' : '<=', expr: `${quoteLiteral(bound.text)}::${boundCast(keyset)}` },
+    limit,
+  );
   const keyFields = keyset.keys.map((k) => selected.indexOf(k));
   const { posPrefix, ordinalBase } = req;
-  const decoder = new CopyBinaryDecoder(fields, keyFields, req.pageSize, (i) =>
-    enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + i, null, false),
+  const lastKeyValues = (): unknown[] =>
+    keyset.keys.map((k, i) => {
+      const span = decoder.lastKey(i)!;
+      return decodeBinaryValue(k.read.wire, span.buf, span.start, span.length, ctxOf(plan, k));
+    });
+  const decoder = new CopyBinaryDecoder(
+    st.fields,
+    keyFields,
+    rows,
+    (i) => {
+      enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + appended + i, null, false);
+      const size = budget.add(enc.dataBytes);
+      if (size > budget.maxRowBytes) {
+        const texts = lastKeyValues().map((v, k) => keyText(keyset.types[k]!, v));
+        throw rowTooLarge(plan, keyset, texts, size, budget.maxRowBytes, false);
+      }
+      return budget.full;
+    },
+    // A tuple over the cap (by its wire size, within a few bytes per field of its Arrow size for
+    // the types big rows are made of; the Arrow size is checked above once decoded) is refused
+    // before it is decoded into the page. postgres.js hands over whole CopyData messages, one per
+    // row, so the row has been received by then; refusing it still saves decoding and encoding it.
+    budget.maxRowBytes,
   );
 
   const query = sql.unsafe(`COPY (${select}) TO STDOUT (FORMAT binary)`);
-  const onAbort = () => query.cancel();
+  // Stopping a COPY early takes a cancel request (the protocol has no other way out of COPY OUT
+  // but closing the connection). The server then ends the statement with 57014, or finishes it
+  // first if it was already done; either way the connection stays usable. The cancel is awaited
+  // before returning, so it can never hit the next statement: postgres.js resolves it once the
+  // server has taken it, and a backend that is idle by then ignores it. The server only notices
+  // between rows, so a cancel costs the row in flight: `rowsToAsk` keeps cancels rare.
+  let cancelling: Promise<unknown> | undefined;
+  const cancel = () => {
+    cancelling ??= Promise.resolve(query.cancel()).catch(() => undefined);
+  };
+  const onAbort = () => cancel();
   req.signal?.addEventListener('abort', onAbort, { once: true });
+  let failure: unknown;
   try {
-    const stream = await query.readable();
-    // A decode failure must not leave the connection mid-COPY: drain the (bounded) rest of
-    // the page, then throw.
-    let failure: unknown;
-    // postgres.js 3.4 pauses the socket when its COPY stream buffer passes the high-water mark
-    // and resumes it only from the stream's read(); if CopyDone arrives in the same socket chunk
-    // the stream has ended by then, read() is never called again, and the NEXT query on this
-    // connection hangs forever (porsager/postgres#1016). Calling the stream's own read() once
-    // after the end resumes the socket (a no-op when it was never paused).
     try {
-      for await (const chunk of stream) {
-        if (failure !== undefined) continue;
-        try {
-          decoder.push(chunk as Buffer);
-        } catch (e) {
-          failure = e;
+      const stream = await query.readable();
+      // postgres.js 3.4 pauses the socket when its COPY stream buffer passes the high-water mark
+      // and resumes it only from the stream's read(); if CopyDone arrives in the same socket chunk
+      // the stream has ended by then, read() is never called again, and the NEXT query on this
+      // connection hangs forever (porsager/postgres#1016). Calling the stream's own read() once
+      // after the end resumes the socket (a no-op when it was never paused).
+      try {
+        for await (const chunk of stream) {
+          // After a decode failure or once the page is full, the rest is dropped unread while
+          // the cancel takes effect: the connection must not be left mid-COPY.
+          if (failure !== undefined || decoder.closed) continue;
+          try {
+            decoder.push(chunk as Buffer);
+          } catch (e) {
+            failure = e;
+          }
+          if (failure !== undefined || decoder.closed) cancel();
         }
+      } finally {
+        (stream as unknown as { _read(n: number): void })._read(0);
       }
+    } catch (e) {
+      // The statement ended by our own cancel (page full, a refused row, an abort) is expected.
+      if (!(cancelling && (e as { code?: unknown }).code === QUERY_CANCELED)) throw e;
     } finally {
-      (stream as unknown as { _read(n: number): void })._read(0);
+      await cancelling;
+    }
+    req.signal?.throwIfAborted();
+    if (failure instanceof TupleTooLargeError) {
+      const lastKept = decoder.appended > 0 ? lastKeyValues().map((v, k) => keyText(keyset.types[k]!, v)) : after;
+      const texts = await nextKeyTexts(sql, plan, keyset, lastKept, bound);
+      throw rowTooLarge(plan, keyset, texts, failure.bytes, budget.maxRowBytes, !failure.complete);
     }
     if (failure !== undefined) throw failure;
     decoder.end();
   } finally {
     req.signal?.removeEventListener('abort', onAbort);
   }
-  req.signal?.throwIfAborted();
-
-  const n = decoder.appended;
-  if (n === 0) return emptyResult(req, undefined, bound.warnings);
-  const keyValues = keyset.keys.map((k, i) => {
-    const span = decoder.lastKey(i)!;
-    return decodeBinaryValue(k.read.wire, span.buf, span.start, span.length, ctxOf(plan, k));
-  });
-  const record = enc.finish(BigInt(clock()) * 1_000_000n);
-  const batch = newBatch({
-    table: req.table.target,
-    record,
-    watermark: posPrefix + ordinalHex(ordinalBase + n - 1),
-    writeMode: req.writeMode,
-  });
   return {
-    next: encodeKey(keyset.types, keyValues),
-    page: batch,
-    more: decoder.tuples > req.pageSize,
-    ...(bound.warnings.length > 0 ? { warnings: bound.warnings } : {}),
+    appended: decoder.appended,
+    tuples: decoder.tuples,
+    lastKey: decoder.appended > 0 ? lastKeyValues() : undefined,
   };
+}
+
+/** SQLSTATE of a statement ended by a cancel request. */
+const QUERY_CANCELED = '57014';
+
+function rowTooLarge(
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  keyTexts: readonly (string | null)[],
+  bytes: number,
+  limit: number,
+  atLeast: boolean,
+): RowTooLargeError {
+  const key = describeKey(
+    keyset.keys.map((k) => k.name),
+    keyTexts,
+  );
+  return new RowTooLargeError(plan.source, key, bytes, limit, atLeast);
+}
+
+/**
+ * The key (as text) of the first row after the key `after` (key texts; undefined: from the
+ * start) below the page's bound: the row a refused tuple belongs to, read with a one-row
+ * statement that selects only the key columns.
+ */
+async function nextKeyTexts(
+  sql: Sql,
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  after: readonly string[] | undefined,
+  bound: Extract<PageBound, { kind: 'below' | 'atMost' }>,
+): Promise<(string | null)[]> {
+  const literals = after?.map((t, i) => `${quoteLiteral(t)}::${keyset.keys[i]!.castType}`);
+  const q = pageSql(
+    plan,
+    keyset,
+    keyset.keys.map((k) => k.read.expr),
+    literals,
+    { op: bound.kind === 'below' ? '<' : '<=', expr: `${quoteLiteral(bound.text)}::${boundCast(keyset)}` },
+    1,
+  );
+  const raw = (await sql.unsafe(q).raw()) as unknown as (Buffer | null)[][];
+  return keyset.keys.map((_, i) => raw[0]?.[i]?.toString('utf8') ?? null);
 }
