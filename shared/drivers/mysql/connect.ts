@@ -210,7 +210,8 @@ export class MysqlSession {
         let failure: unknown;
         const q = open.core.query({ sql, rowsAsArray: true, typeCast: false });
         q.on('result', (row: unknown) => {
-          if (failure !== undefined) return;
+          // Rows that arrive after an abort (the connection is being dropped) are not delivered.
+          if (failure !== undefined || signal?.aborted) return;
           try {
             onRow(row as RawRow);
           } catch (e) {
