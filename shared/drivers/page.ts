@@ -61,6 +61,24 @@ function limitOf(req: IncrementalPage, name: string, v: number | undefined): num
   return v;
 }
 
+/**
+ * After one statement of a page (both drivers read a page in statements sized by `rowsToAsk`):
+ * whether the page is done and, if so, whether more rows follow. `appended` counts the page's rows
+ * so far, `got` the rows this statement returned (its extra look-ahead row included), `asked` its
+ * LIMIT. Undefined: read the next statement.
+ */
+export function pageOutcome(
+  budget: PageBudget,
+  pageSize: number,
+  appended: number,
+  stmt: { readonly got: number; readonly taken: number; readonly limit: number },
+): { readonly more: boolean } | undefined {
+  if (budget.full) return { more: true };
+  if (appended === pageSize) return { more: stmt.got > stmt.taken };
+  if (stmt.got < stmt.limit) return { more: false };
+  return undefined;
+}
+
 /** A row's key for messages: `name=text` pairs, each text cut to 64 characters. */
 export function describeKey(names: readonly string[], texts: readonly (string | null)[]): string {
   return names

@@ -21,7 +21,7 @@ import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
-import { checkPageSize, describeKey, emptyResult, PageBudget, rowsToAsk } from '../page.js';
+import { checkPageSize, describeKey, emptyResult, PageBudget, pageOutcome, rowsToAsk } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { MysqlSession, RawRow } from './connect.js';
 import { type ColumnInfo, type KeysetPlan, realDate, TABLE_ALIAS, type TablePlan } from './introspect.js';
@@ -404,16 +404,9 @@ async function streamPage(
         keyLiteral(k.read, parseValue(k.read, last![page.selected.indexOf(k)]!, ctxOf(plan, k))),
       );
     }
-    if (budget.full) {
-      more = true;
-      break;
-    }
-    if (appended === req.pageSize) {
-      more = r.seen > r.appended;
-      break;
-    }
-    if (r.seen < limit) {
-      more = false;
+    const done = pageOutcome(budget, req.pageSize, appended, { got: r.seen, taken: r.appended, limit });
+    if (done) {
+      more = done.more;
       break;
     }
   }

@@ -20,7 +20,7 @@ import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
-import { checkPageSize, describeKey, emptyResult, PageBudget, rowsToAsk } from '../page.js';
+import { checkPageSize, describeKey, emptyResult, PageBudget, pageOutcome, rowsToAsk } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { Sql } from './connect.js';
 import { CopyBinaryDecoder, type CopyField, decodeBinaryValue, TupleTooLargeError } from './copy-binary.js';
@@ -262,16 +262,9 @@ export async function readBatchPage(
       lastKey = r.lastKey;
       after = lastKey.map((v, k) => keyText(keyset.types[k]!, v));
     }
-    if (budget.full) {
-      more = true;
-      break;
-    }
-    if (appended === req.pageSize) {
-      more = r.tuples > r.appended;
-      break;
-    }
-    if (r.tuples < limit) {
-      more = false;
+    const done = pageOutcome(budget, req.pageSize, appended, { got: r.tuples, taken: r.appended, limit });
+    if (done) {
+      more = done.more;
       break;
     }
   }
