@@ -21,6 +21,7 @@ import { cmdCheck } from './commands/check.js';
 import { cmdInvoke } from './commands/invoke.js';
 import { cmdReset } from './commands/reset.js';
 import { cmdRun } from './commands/run.js';
+import { cmdSchema } from './commands/schema.js';
 import { cmdStatus } from './commands/status.js';
 import { cmdUnlock } from './commands/unlock.js';
 import { cmdValidate } from './commands/validate.js';
@@ -54,6 +55,9 @@ commands:
                                         when the state is lost or older than the lake, say what
                                         happens to this pipeline's objects in the lake: keep them
                                         (write after them) or delete them first
+  schema accept -c FILE --table T       after a schema change stopped a table (SCHEMA_CHANGED):
+                                        record its current schema as the one it writes; the
+                                        next run continues from its cursor with new objects
   unlock -c FILE --table T [--force]    remove a table's lease whose holder is gone: a local
                                         process that died is removed at once, one still running
                                         is refused; a Lambda or another host's holder needs
@@ -86,6 +90,8 @@ async function main(argv: string[]): Promise<void> {
       return cmdReset(rest);
     case 'unlock':
       return cmdUnlock(rest);
+    case 'schema':
+      return cmdSchema(rest);
     case 'demo': {
       const { runDemo } = await import('./demo.js');
       return runDemo();

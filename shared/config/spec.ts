@@ -181,12 +181,20 @@ const tableSchema = z
      */
     cursorTimeZone: z
       .string()
-      .refine(isTimeZone, 'must be an IANA time zone name such as "America/New_York" or an offset such as "-05:00"')
+      .refine(
+        isTimeZone,
+        'must be an IANA time zone name such as "America/New_York" or an offset such as "-05:00"',
+      )
       .optional(),
     /** What to do with rows whose cursor is NULL: refuse to run, or skip them (they never sync). */
     nullCursor: z.enum(['refuse', 'skip']).default('refuse'),
     /** Columns left out of the lake. */
     exclude: z.array(z.string()).default([]),
+    /**
+     * A column whose lake type widens (int -> bigint, decimal precision up): stop the table
+     * (default) or continue writing the wider type in new objects (docs/schema-changes.md).
+     */
+    onWiden: z.enum(['stop', 'continue']).default('stop'),
   })
   .strict();
 
@@ -264,7 +272,10 @@ export function parseSpec(raw: unknown, opts: { baseDir?: string; env?: NodeJS.P
   registerSourceSecrets(interpolated);
   const result = specSchema.safeParse(interpolated);
   if (!result.success) {
-    const problems = result.error.issues.map((i) => ({ path: issuePath(i.path) || '(spec)', message: explainIssue(i) }));
+    const problems = result.error.issues.map((i) => ({
+      path: issuePath(i.path) || '(spec)',
+      message: explainIssue(i),
+    }));
     throwProblems(problems);
     throw new ConfigError('(spec)', 'is not valid');
   }

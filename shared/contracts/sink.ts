@@ -9,6 +9,7 @@
  */
 import type { Batch } from '../dataplane/batch.js';
 import type { Schema } from '../dataplane/schema.js';
+import type { StoredSchema } from '../dataplane/schema-rules.js';
 import type { Position } from './source.js';
 
 /**
@@ -38,13 +39,16 @@ export interface ObjectRef {
 export interface Sink {
   /**
    * Writes the batches of one table as object(s) named from `startPosition`. Durable when the
-   * promise resolves (S3 PutObject acknowledged / file fsynced and renamed).
+   * promise resolves (S3 PutObject acknowledged / file fsynced and renamed). `recorded` is the
+   * schema version the table writes (docs/schema-changes.md): its version, hash and the schema
+   * itself go into every object's footer.
    */
   write(
     target: LakeTable,
     schema: Schema,
     startPosition: Position,
     batches: readonly Batch[],
+    recorded?: StoredSchema,
   ): Promise<ObjectRef[]>;
   /**
    * Deletes the objects of `target.writer` in `target.table` whose start position is at or after

@@ -32,11 +32,19 @@ import type {
 import type { Clock, CursorStore, StateRecord } from '../contracts/state.js';
 import { type Batch, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
 import { findColumn, type Schema } from '../dataplane/schema.js';
+import {
+  changeAdvice,
+  describeChange,
+  judgeSchema,
+  SchemaChangedError,
+  type StoredSchema,
+  storedSchema,
+  type WidenPolicy,
+} from '../dataplane/schema-rules.js';
 import type { Logger } from '../observability/log.js';
 import { Progress } from '../observability/progress.js';
 import { incrementalPosPrefix } from '../position/position.js';
 import { cursorTime, describeCursor } from './cursor-display.js';
-import { takeLease } from './lease.js';
 import {
   type IncrementalState,
   initialIncrementalState,
@@ -45,6 +53,7 @@ import {
   recordError,
   type StopReason,
 } from './incremental-state.js';
+import { takeLease } from './lease.js';
 
 /** What the engine needs of a source for incremental runs. */
 export type IncrementalCapableSource = Introspector &
@@ -76,6 +85,8 @@ export interface IncrementalTable {
   readonly maxRowBytes?: number;
   readonly nullCursor: 'refuse' | 'skip';
   readonly exclude: readonly string[];
+  /** What a widened column does (docs/schema-changes.md); default stop. */
+  readonly onWiden?: WidenPolicy;
 }
 
 export interface IncrementalRunOptions {
@@ -202,7 +213,14 @@ export class StateMissingError extends TidemarkError {
 /** The lake holds a writer's objects from pages the state says were never committed. */
 export class StateBehindLakeError extends TidemarkError {
   override name = 'StateBehindLakeError';
-  constructor(key: string, target: string, writer: string, seq: number, ahead: readonly ObjectRef[], count: number) {
+  constructor(
+    key: string,
+    target: string,
+    writer: string,
+    seq: number,
+    ahead: readonly ObjectRef[],
+    count: number,
+  ) {
     super(
       'STATE_BEHIND_LAKE',
       `${target}: the state under ${key} says page ${seq} is next, but the lake holds ${ahead.length} object(s) of ${writer} from later pages (up to ${ahead.at(-1)?.uri}): the state is older than the lake (restored from a backup, or another state store); nothing was deleted or written. ${resyncChoices(target, count)}`,
@@ -269,9 +287,21 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
       if (nulls > 0) throw new NullCursorError(table.source, table.cursor, nulls);
     }
 
-    record = await checkStateAgainstLake(opts, key, lake, record, before);
+    // The schema the table writes from now on: the recorded one, or the current one when the
+    // rules let the change through (a stop throws before anything is deleted or written).
+    const { recorded, notes } = schemaToWrite(opts, log, before.schema, schema);
+    const start: IncrementalState = recorded === before.schema ? before : { ...before, schema: recorded };
+    record = await checkStateAgainstLake(opts, key, lake, record, start);
+    if (record.value !== undefined && start !== before) {
+      record = await opts.store.commit(key, {
+        owner: opts.owner,
+        expectedVersion: record.version,
+        value: start as unknown as Record<string, unknown>,
+        renewTtlMs: leaseTtl(opts),
+      });
+    }
     durable.version = record.version;
-    durable.state = before;
+    durable.state = start;
 
     // Step 4 of the durability order: whatever of ours lies at or past the committed position
     // was written by an attempt that never committed; remove it before writing anything new.
@@ -284,10 +314,10 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
       log,
       key,
       durable,
-      before,
+      start,
       ref,
       schema,
-      warnings,
+      [...warnings, ...notes],
       removed.length,
       started,
     );
@@ -406,6 +436,7 @@ async function pageLoop(
       schema,
       startPosition,
       [page.page],
+      state.schema,
     );
     const pageRows = page.page.record.numRows;
     const pageBytes = refs.reduce((s, r) => s + r.bytes, 0);
@@ -592,6 +623,37 @@ function abandonOnAbort<T>(p: Promise<T>, signal: AbortSignal | undefined): Prom
     signal.addEventListener('abort', onAbort, { once: true });
     p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });
+}
+
+/**
+ * Applies the schema rules (shared/dataplane/schema-rules.ts) at run start: the schema the run
+ * writes with. The first recorded schema is version 1; a change the rules let through is
+ * recorded as the next version, with a warning per change and a `SchemaChanged` metric; a
+ * change they stop on throws SchemaChangedError.
+ */
+function schemaToWrite(
+  opts: IncrementalRunOptions,
+  log: Logger,
+  last: StoredSchema | undefined,
+  current: Schema,
+): { recorded: StoredSchema; notes: Warning[] } {
+  if (last === undefined) return { recorded: storedSchema(current, 1), notes: [] };
+  const verdict = judgeSchema(last, current, opts.table.onWiden ?? 'stop');
+  if (verdict.action === 'same') return { recorded: last, notes: [] };
+  if (verdict.action === 'stop') throw new SchemaChangedError(opts.table.target, verdict.stops, 'start');
+  const next = storedSchema(current, last.version + 1);
+  const notes: Warning[] = [];
+  for (const c of verdict.changes) {
+    const advice = changeAdvice(c);
+    const message = `schema changed: ${describeChange(c)}${advice ? `; ${advice}` : ''}`;
+    log.warn(message, { code: 'SCHEMA_CHANGED', change: c.kind, schemaVersion: next.version });
+    notes.push({ code: 'SCHEMA_CHANGED', message });
+  }
+  log.metric('SchemaChanged', verdict.changes.length, 'Count', {
+    pipeline: opts.pipeline,
+    table: opts.table.target,
+  });
+  return { recorded: next, notes };
 }
 
 /**

@@ -8,6 +8,7 @@
  * shows, and a stored value whose display fields are missing or malformed still runs.
  */
 import { TidemarkError } from '../contracts/errors.js';
+import { parseStoredSchema, type StoredSchema } from '../dataplane/schema-rules.js';
 
 /** Why a run stopped reading. */
 export type StopReason = 'caught-up' | 'deadline' | 'max-pages' | 'interrupted' | 'error';
@@ -61,6 +62,11 @@ export interface IncrementalState {
   readonly lastRun?: LastRun;
   /** The last failed run's error, kept after later runs succeed; `at` is an ISO time. */
   readonly lastError?: RecordedError & { readonly at: string };
+  /**
+   * The schema the table writes (docs/schema-changes.md): what a run compares the table's
+   * current schema with. Undefined in a state written before schemas were recorded.
+   */
+  readonly schema?: StoredSchema;
 }
 
 export function initialIncrementalState(cursorColumn: string): IncrementalState {
@@ -88,6 +94,7 @@ export function parseIncrementalState(value: unknown, cursorColumn: string): Inc
   const objects = stringList(v.objects) ?? stringList(v.lastObjects);
   const lastRun = parseLastRun(v.lastRun);
   const lastError = parseRecordedError(v.lastError);
+  const schema = parseStoredSchema(v.schema);
   return {
     cursor: v.cursor,
     cursorColumn: v.cursorColumn,
@@ -97,6 +104,7 @@ export function parseIncrementalState(value: unknown, cursorColumn: string): Inc
     ...(typeof v.lastCommitAt === 'string' ? { lastCommitAt: v.lastCommitAt } : {}),
     ...(typeof v.newestCursorMs === 'number' ? { newestCursorMs: v.newestCursorMs } : {}),
     ...(objects ? { objects } : {}),
+    ...(schema ? { schema } : {}),
     ...(lastRun ? { lastRun } : {}),
     ...(lastError && typeof (v.lastError as { at?: unknown }).at === 'string'
       ? { lastError: { ...lastError, at: (v.lastError as { at: string }).at } }

@@ -62,6 +62,7 @@ export async function runTable(
       maxRowBytes: table.maxRowBytes,
       nullCursor: table.nullCursor,
       exclude: table.exclude,
+      onWiden: table.onWiden,
     },
     source,
     store: pipeline.store,

@@ -20,6 +20,7 @@ import { type Batch, BatchError, requireUpsertKey, type WriteMode } from '../dat
 import { toLakeRecord } from '../dataplane/lake.js';
 import { META_POS, METADATA_COLUMNS } from '../dataplane/metadata.js';
 import type { Schema } from '../dataplane/schema.js';
+import type { StoredSchema } from '../dataplane/schema-rules.js';
 import { wireSchema } from '../dataplane/wire.js';
 import { collapseToLatest } from './collapse.js';
 import {
@@ -29,8 +30,8 @@ import {
   type ParsedName,
   parseObjectName,
   probeKey,
-  sidecarTarget,
   SIDECAR_PREFIX,
+  sidecarTarget,
   tablePrefix,
 } from './layout.js';
 import type { ObjectStore, StoredObject } from './object-store.js';
@@ -53,6 +54,10 @@ export const FOOTER_START_POSITION = 'tidemark.start_position';
 export const FOOTER_TABLE = 'tidemark.table';
 export const FOOTER_WRITE_MODE = 'tidemark.write_mode';
 export const FOOTER_WRITER = 'tidemark.writer';
+/** The schema the object was written with (docs/schema-changes.md): version, hash, JSON. */
+export const FOOTER_SCHEMA_VERSION = 'tidemark.schema_version';
+export const FOOTER_SCHEMA_HASH = 'tidemark.schema_hash';
+export const FOOTER_SCHEMA = 'tidemark.schema';
 
 /** A data object of a table with its start position (or best ordering key when unresolved). */
 interface PlacedObject {
@@ -84,6 +89,7 @@ export class ParquetSink implements Sink, SinkProbe {
     schema: Schema,
     startPosition: Position,
     batches: readonly Batch[],
+    recorded?: StoredSchema,
   ): Promise<ObjectRef[]> {
     const { table, writer } = target;
     const live = batches.filter((b) => b.record.numRows > 0);
@@ -106,6 +112,13 @@ export class ParquetSink implements Sink, SinkProbe {
         [FOOTER_START_POSITION]: startPosition,
         [FOOTER_WRITE_MODE]: writeMode,
         [FOOTER_WRITER]: writer,
+        ...(recorded
+          ? {
+              [FOOTER_SCHEMA_VERSION]: String(recorded.version),
+              [FOOTER_SCHEMA_HASH]: recorded.hash,
+              [FOOTER_SCHEMA]: JSON.stringify({ columns: recorded.columns, primaryKey: recorded.primaryKey }),
+            }
+          : {}),
       },
     });
     const { key, sidecarKey } = objectKey(this.prefix, table, writer, startPosition);

@@ -35,6 +35,8 @@ export interface SourceFixture {
   /** `schema.table` of the test table. */
   readonly table: string;
   exec(sql: string): Promise<void>;
+  /** Runs a query and returns its rows as objects (values as the client gives them). */
+  query(sql: string): Promise<Record<string, unknown>[]>;
   /** Creates the test table: id bigint pk, v int, note text, updated_at (micro precision, indexed). */
   createTable(name?: string): Promise<void>;
   /**
@@ -85,6 +87,7 @@ export async function postgresFixture(prefix: string): Promise<SourceFixture> {
     exec: async (s) => {
       await sql.unsafe(s);
     },
+    query: async (s) => [...(await sql.unsafe(s))] as Record<string, unknown>[],
     async createTable(name = table) {
       await sql.unsafe(`CREATE TABLE ${name} (id bigint PRIMARY KEY, v int NOT NULL, note text, updated_at timestamptz NOT NULL);
                         CREATE INDEX ON ${name} (updated_at, id);`);
@@ -201,6 +204,7 @@ export async function mysqlFixture(prefix: string): Promise<SourceFixture> {
     exec: async (s) => {
       await conn.query(s);
     },
+    query: async (s) => (await conn.query(s))[0] as Record<string, unknown>[],
     async limitedUserUrl() {
       // SELECT on the database, no PROCESS: INNODB_TRX is unreadable.
       await conn.query(`CREATE USER IF NOT EXISTS '${limitedUser}'@'%' IDENTIFIED BY 'ro-pass'`);
