@@ -133,7 +133,7 @@ export async function runDemo(): Promise<void> {
     const query = `
       SELECT count(*) AS orders, count(*) FILTER (WHERE status = 'shipped') AS shipped
       FROM (
-        SELECT * FROM read_parquet('${lakeDir}/shop.orders/*.parquet')
+        SELECT * FROM read_parquet('${lakeDir}/shop.orders/*.parquet', union_by_name = true)
         QUALIFY row_number() OVER (PARTITION BY id ORDER BY __pos DESC) = 1
       )`;
     const { DuckDBInstance } = await import('@duckdb/node-api');
@@ -142,7 +142,9 @@ export async function runDemo(): Promise<void> {
     const reader = await conn.runAndReadAll(query);
     const [orders, lakeShipped] = reader.getRows()[0]!.map((v) => String(v));
     const versions = (
-      await conn.runAndReadAll(`SELECT count(*) FROM read_parquet('${lakeDir}/shop.orders/*.parquet')`)
+      await conn.runAndReadAll(
+        `SELECT count(*) FROM read_parquet('${lakeDir}/shop.orders/*.parquet', union_by_name = true)`,
+      )
     ).getRows()[0]![0];
     conn.closeSync();
     line('');
