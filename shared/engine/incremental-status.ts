@@ -56,6 +56,8 @@ export interface TableStatus {
   /** Age of the newest synced cursor value (timestamp cursors only). */
   readonly freshness: { readonly newestCursorAt: string; readonly ageSeconds: number } | null;
   readonly lease: LeaseStatus;
+  /** The schema the table writes (docs/schema-changes.md); null before one was recorded. */
+  readonly schema: { readonly version: number; readonly hash: string; readonly columns: number } | null;
 }
 
 export interface StatusOptions {
@@ -100,6 +102,9 @@ export async function incrementalStatus(opts: StatusOptions): Promise<TableStatu
             ageSeconds: Math.round((now - state.newestCursorMs) / 1000),
           },
     lease: leaseStatus(record.lease, now, opts.liveness),
+    schema: state?.schema
+      ? { version: state.schema.version, hash: state.schema.hash, columns: state.schema.columns.length }
+      : null,
   };
 }
 

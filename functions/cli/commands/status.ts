@@ -94,6 +94,8 @@ function humanStatus(s: TableStatus, now: number): string {
         ? '(not recorded)'
         : `${r.result === 'ok' ? 'ok' : `failed (${r.error?.code ?? 'error'})`}, ${STOPPED[r.stopped] ?? r.stopped}: ${r.rows} rows in ${r.pages} page(s), ${mb(r.bytes)}, ${(r.durationMs / 1000).toFixed(1)} s; ended ${whenText(Date.parse(r.finishedAt), now)}`,
     );
+    if (s.schema)
+      row('schema', `version ${s.schema.version} (${s.schema.columns} columns, hash ${s.schema.hash})`);
     const e = s.lastError;
     row('last error', e === null ? 'none' : `${whenText(Date.parse(e.at), now)}: ${e.code}: ${e.message}`);
     const moved = s.lastCommitAt === null ? 'never' : whenText(Date.parse(s.lastCommitAt), now);
