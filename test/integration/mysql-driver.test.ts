@@ -6,11 +6,11 @@
  * (DATETIME(6), BIGINT UNSIGNED, DECIMAL(65,30)), the safe upper bound holds late commits back,
  * and every refusal is a one-line SourceError saying what to do.
  */
-import { Table, tableToIPC, type RecordBatch } from 'apache-arrow';
-import fc from 'fast-check';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type RecordBatch, Table, tableToIPC } from 'apache-arrow';
+import fc from 'fast-check';
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DataError, SourceError } from '../../shared/contracts/errors.js';
@@ -18,13 +18,14 @@ import type { TableRef } from '../../shared/contracts/source.js';
 import { encodeRows } from '../../shared/dataplane/encoder.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
+import { SchemaChangedError } from '../../shared/dataplane/schema-rules.js';
 import { MysqlSource, type MysqlSourceOptions } from '../../shared/drivers/mysql/index.js';
 import { freePort } from '../../shared/local/free-port.js';
 import { decodeKey } from '../../shared/position/key-codec.js';
 import { incrementalPosPrefix } from '../../shared/position/position.js';
 import { daysToDateText, microsToTimestampText } from '../../shared/position/time-text.js';
-import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';
 import { startMariaDb } from '../harness/mariadb-server.js';
+import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';
 import { TEMPLATE_ROOT } from '../harness/templates.js';
 
 const CLOCK_MS = 1_700_000_000_123;
@@ -597,14 +598,21 @@ describe('keyset paging', () => {
     // changing the shared harness server's global mode would break other test files' clients
     // running at the same time (mysql2 escapes parameters with backslashes).
     const dir = mkdtempSync(join(tmpdir(), 'tidemark-nobs-'));
-    const server = await startMariaDb({ baseDir: dir, password: 'nobs', database: 'nobs', templateRoot: TEMPLATE_ROOT });
+    const server = await startMariaDb({
+      baseDir: dir,
+      password: 'nobs',
+      database: 'nobs',
+      templateRoot: TEMPLATE_ROOT,
+    });
     const conn = await mysql.createConnection({ uri: server.url, multipleStatements: true });
     try {
       await conn.query('CREATE TABLE quoted (name VARCHAR(40) PRIMARY KEY, note INT)');
       await conn.query('INSERT INTO quoted VALUES ?', [names.map((name, note) => [name, note])]);
       await conn.query("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',NO_BACKSLASH_ESCAPES')");
       const src = source({ url: server.url }); // a new connection: takes the global sql_mode
-      const [[mode]] = (await (await mysql.createConnection({ uri: server.url })).query('SELECT @@SESSION.sql_mode AS m')) as unknown as [[{ m: string }]];
+      const [[mode]] = (await (
+        await mysql.createConnection({ uri: server.url })
+      ).query('SELECT @@SESSION.sql_mode AS m')) as unknown as [[{ m: string }]];
       expect(mode.m).toContain('NO_BACKSLASH_ESCAPES');
       await walkQuoted(src, 'nobs', conn);
     } finally {
@@ -662,6 +670,147 @@ describe('keyset paging', () => {
     const zn = await src.introspect({ source: `${db.name}.zero_notnull` });
     expect(await src.countNullCursors(zn.ref, 'd')).toBe(1);
     expect(await src.countNullCursors(zn.ref, 'id')).toBe(0);
+  });
+});
+
+describe('schema changes between pages (issue 9: never silent, never a wrong value)', () => {
+  const SCHEMA_TABLE = (name: string) => `
+      CREATE TABLE ${name} (id INT PRIMARY KEY, updated_at DATETIME(6) NOT NULL, c INT, note VARCHAR(20), INDEX (updated_at, id));
+      INSERT INTO ${name} VALUES (1, '2024-01-01 00:00:00', 5, '1234'), (2, '2024-01-01 00:00:01', 7, '5678')`;
+
+  /** Introspects `name` (target lake.<name>) and reads its first page of one row through the batch path. */
+  async function firstPage(name: string) {
+    const src = source();
+    const { ref, schema } = await src.introspect({
+      source: `${db.name}.${name}`,
+      target: `lake.${name}`,
+      cursorColumn: 'updated_at',
+    });
+    const p1 = await src.incrementalBatch({ ...page1(ref, 'updated_at', 1), schema, writeMode: 'append' });
+    expect(p1.page!.record.numRows).toBe(1);
+    expect(p1.more).toBe(true);
+    const req2 = { ...page1(ref, 'updated_at', 1), after: p1.next, posPrefix: incrementalPosPrefix(2) };
+    return { src, ref, schema, req2 };
+  }
+
+  /** The page's rejection: SCHEMA_CHANGED for the target, found between pages, on one line. */
+  async function schemaChanged(p: Promise<unknown>, table: string): Promise<SchemaChangedError> {
+    const e = await p.then(
+      (got) => got,
+      (x: unknown) => x,
+    );
+    expect(e).toBeInstanceOf(SchemaChangedError);
+    const sc = e as SchemaChangedError;
+    expect(sc.code).toBe('SCHEMA_CHANGED');
+    expect(sc.table).toBe(table);
+    expect(sc.where).toBe('page');
+    expect(sc.message).not.toContain('\n');
+    return sc;
+  }
+
+  // Mutation check: with the result-set comparison disabled (checkResultFields returning at
+  // once), page 2 here resolves with a batch (row 2, c = 7 in an Int32 column) instead of
+  // rejecting; page 3 then is, on the row path, a row map holding c = 5000000000 for an int32
+  // schema column, and on the batch path a DataError from the encoder ("value 5000000000 does
+  // not fit column "c" (int32)"): no SCHEMA_CHANGED anywhere.
+  it('stops a page whose column went INT -> BIGINT since introspection, through both paths, and never returns a batch', async () => {
+    await admin.query(SCHEMA_TABLE('sc_int'));
+    const { src, ref, schema, req2 } = await firstPage('sc_int');
+    await admin.query(
+      "ALTER TABLE sc_int MODIFY c BIGINT; INSERT INTO sc_int VALUES (3, '2024-01-01 00:00:02', 5000000000, '1')",
+    );
+    const batch = await schemaChanged(
+      src.incrementalBatch({ ...req2, schema, writeMode: 'append' }),
+      'lake.sc_int',
+    );
+    expect(batch.changes).toMatchObject([{ kind: 'widened', column: 'c' }]);
+    expect(batch.message).toContain(
+      'column "c" widened from int(11) (lake int32) to bigint(20) (lake int64)',
+    );
+    expect(batch.message).toContain(
+      'column "c": the result set now says LONGLONG where introspection saw LONG (INT -> BIGINT?)',
+    );
+    const rows = await schemaChanged(src.incremental(req2), 'lake.sc_int');
+    expect(rows.changes.map((c) => c.kind)).toEqual(['widened']);
+
+    // The refused statement was drained: the same connection introspects again, and the new
+    // plan reads the changed column exactly.
+    const again = await src.introspect({ source: `${db.name}.sc_int`, target: 'lake.sc_int' });
+    expect(again.schema.columns.find((c) => c.name === 'c')!.type).toEqual({ kind: 'int64' });
+    const p2 = await src.incremental({ ...req2, table: again.ref });
+    expect(p2.page).toMatchObject([{ id: 2, c: 7n }]);
+    const p3 = await src.incremental({ ...req2, table: again.ref, after: p2.next, pageSize: 10 });
+    expect(p3.page).toMatchObject([{ id: 3, c: 5_000_000_000n }]);
+    expect(ref.target).toBe('lake.sc_int');
+  });
+
+  it('stops a page whose column was dropped (1054) or whose table is gone (1146)', async () => {
+    await admin.query(SCHEMA_TABLE('sc_drop'));
+    const { src, schema, req2 } = await firstPage('sc_drop');
+    await admin.query('ALTER TABLE sc_drop DROP COLUMN note');
+    const batch = await schemaChanged(
+      src.incrementalBatch({ ...req2, schema, writeMode: 'append' }),
+      'lake.sc_drop',
+    );
+    expect(batch.changes).toMatchObject([{ kind: 'dropped', column: { name: 'note' } }]);
+    expect(batch.message).toContain('column "note" varchar(20) is gone');
+    expect(batch.message).toMatch(/the server says: Unknown column 'src.note'/);
+    await schemaChanged(src.incremental(req2), 'lake.sc_drop');
+
+    await admin.query('RENAME TABLE sc_drop TO sc_dropped');
+    const gone = await schemaChanged(src.incremental(req2), 'lake.sc_drop');
+    expect(gone.message).toMatch(/sc_drop' doesn't exist/);
+  });
+
+  it('stops a page whose VARCHAR column now holds INT values', async () => {
+    await admin.query(SCHEMA_TABLE('sc_swap'));
+    const { src, schema, req2 } = await firstPage('sc_swap');
+    await admin.query('ALTER TABLE sc_swap MODIFY note INT');
+    const batch = await schemaChanged(
+      src.incrementalBatch({ ...req2, schema, writeMode: 'append' }),
+      'lake.sc_swap',
+    );
+    expect(batch.changes).toMatchObject([{ kind: 'type-changed', column: 'note' }]);
+    expect(batch.message).toContain(
+      'column "note" changed type from varchar(20) (lake text) to int(11) (lake int32)',
+    );
+    expect(batch.message).toContain(
+      'the result set now says LONG where introspection saw VAR_STRING (VARCHAR -> INT?)',
+    );
+    await schemaChanged(src.incremental(req2), 'lake.sc_swap');
+  });
+
+  it('raises no false alarm: every type, many pages, a new connection, and changes the decoder does not see', async () => {
+    await admin.query(`
+      CREATE TABLE sc_same (id INT PRIMARY KEY, updated_at DATETIME(6) NOT NULL, ti TINYINT(1), iu INT UNSIGNED, bu BIGINT UNSIGNED,
+        d DECIMAL(12,3), d65 DECIMAL(65,30), f FLOAT, fd FLOAT(10,4), db DOUBLE, bt BIT(10), y YEAR, dt DATE, ts TIMESTAMP(6) NULL, tm TIME(3),
+        c CHAR(4), vc VARCHAR(20) CHARACTER SET latin1, vb VARCHAR(20) COLLATE utf8mb4_bin, tx TEXT, bn BINARY(3), bl BLOB, j JSON,
+        e ENUM('a','b'), st SET('x','y'), u UUID, g BIGINT AS (id * 2) VIRTUAL, INDEX (updated_at, id));
+      INSERT INTO sc_same (id, updated_at, ti, iu, bu, d, d65, f, fd, db, bt, y, dt, ts, tm, c, vc, vb, tx, bn, bl, j, e, st, u)
+      SELECT n, TIMESTAMP'2024-01-01 00:00:00' + INTERVAL n SECOND, n % 2, n, n, n / 7, n / 3, n / 9, n / 11, n / 13, n, 2000 + n,
+             DATE'2024-01-01' + INTERVAL n DAY, TIMESTAMP'2024-01-01 00:00:00' + INTERVAL n MINUTE, SEC_TO_TIME(n), 'c', CONCAT('vé', n),
+             CONCAT('B', n), REPEAT('t', n), X'010203', UNHEX(HEX(n)), JSON_OBJECT('n', n), IF(n % 2, 'a', 'b'), 'x,y',
+             '123e4567-e89b-12d3-a456-426614174000'
+      FROM (SELECT a.n + 10 * b.n + 1 AS n FROM
+              (SELECT 0 n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9) a,
+              (SELECT 0 n UNION ALL SELECT 1 UNION ALL SELECT 2) b) s`);
+    const src = source();
+    const { ref, schema } = await src.introspect({
+      source: `${db.name}.sc_same`,
+      cursorColumn: 'updated_at',
+    });
+    const ids = Array.from({ length: 30 }, (_, i) => i + 1);
+    expect((await walkBoth(src, ref, schema, 'updated_at', 4)).rows.map((r) => r.id)).toEqual(ids);
+    // A new connection (same session setup) describes the same columns the same way.
+    await src.close();
+    expect((await walkBoth(src, ref, schema, 'updated_at', 7)).rows.map((r) => r.id)).toEqual(ids);
+    // Real changes that read the same bytes into the same lake type (a longer VARCHAR, a binary
+    // collation, more fractional digits of TIME) are not the page guard's to stop: the run
+    // start compares the schema (schema-rules.ts) and warns.
+    await admin.query(
+      'ALTER TABLE sc_same MODIFY vc VARCHAR(200) CHARACTER SET latin1, MODIFY c CHAR(40) COLLATE utf8mb4_bin, MODIFY tm TIME(6)',
+    );
+    expect((await walkBoth(src, ref, schema, 'updated_at', 9)).rows.map((r) => r.id)).toEqual(ids);
   });
 });
 

@@ -11,7 +11,7 @@
  * names `user@host:port`, and a URL is only quoted through `redact`
  * (shared/observability/redact.ts).
  */
-import mysql from 'mysql2';
+import mysql, { type FieldPacket } from 'mysql2';
 import { SourceError } from '../../contracts/errors.js';
 import { redact } from '../../observability/redact.js';
 import { connectTimeoutError, withinConnectTimeout } from '../connect-timeout.js';
@@ -198,9 +198,16 @@ export class MysqlSession {
    * one Buffer per value, sliced from the packet, no copy). Resolves once the server has sent
    * the whole result, so the connection is always left drained, even when `onRow` stops using
    * rows or throws (the first error thrown is rethrown after the end). Abort abandons the
-   * connection (the next call opens a new one).
+   * connection (the next call opens a new one). `onFields` gets the result set's column
+   * definitions before the first row (mysql2's 'fields' event); when it throws, no row is
+   * delivered, the result is drained and the statement fails with what it threw.
    */
-  async each(sql: string, onRow: (row: RawRow) => void, signal?: AbortSignal): Promise<void> {
+  async each(
+    sql: string,
+    onRow: (row: RawRow) => void,
+    signal?: AbortSignal,
+    onFields?: (fields: readonly FieldPacket[]) => void,
+  ): Promise<void> {
     signal?.throwIfAborted();
     const open = await this.open();
     const onAbort = () => this.abandon(signal?.reason ?? new Error('aborted'));
@@ -209,6 +216,16 @@ export class MysqlSession {
       await this.statement<void>(open, (done, fail) => {
         let failure: unknown;
         const q = open.core.query({ sql, rowsAsArray: true, typeCast: false });
+        if (onFields) {
+          q.on('fields', (fields: FieldPacket[] | undefined) => {
+            if (failure !== undefined || signal?.aborted) return;
+            try {
+              onFields(fields ?? []);
+            } catch (e) {
+              failure = e;
+            }
+          });
+        }
         q.on('result', (row: unknown) => {
           // Rows that arrive after an abort (the connection is being dropped) are not delivered.
           if (failure !== undefined || signal?.aborted) return;
@@ -228,11 +245,29 @@ export class MysqlSession {
     }
   }
 
-  /** Runs `sql` and returns every row as raw text bytes (see `each`). */
-  async raw(sql: string, signal?: AbortSignal): Promise<RawRow[]> {
+  /** Runs `sql` and returns every row as raw text bytes (see `each`, also for `onFields`). */
+  async raw(
+    sql: string,
+    signal?: AbortSignal,
+    onFields?: (fields: readonly FieldPacket[]) => void,
+  ): Promise<RawRow[]> {
     const rows: RawRow[] = [];
-    await this.each(sql, (r) => rows.push(r), signal);
+    await this.each(sql, (r) => rows.push(r), signal, onFields);
     return rows;
+  }
+
+  /** Runs `sql` (a `LIMIT 0` probe) and returns its result set's column definitions. */
+  async fields(sql: string): Promise<readonly FieldPacket[]> {
+    let got: readonly FieldPacket[] = [];
+    await this.each(
+      sql,
+      () => undefined,
+      undefined,
+      (f) => {
+        got = f;
+      },
+    );
+    return got;
   }
 
   /**

@@ -8,6 +8,10 @@
  *     (the fast path; no row maps, no value objects).
  * Both read every value as the raw bytes of its text output (mysql2 `typeCast: false`).
  *
+ * Every page statement's result set is checked against the introspected one before its first
+ * row is decoded (result-fields.ts): a column whose type changed fails the page, never decodes
+ * into a wrong value (index.ts turns that into SCHEMA_CHANGED).
+ *
  * Owns: the page SQL (one builder for both readers), keyset literals, `more` (LIMIT n + 1) and
  * the resume token. Must never read past the bound, never compare a key through a lossy form
  * (types.ts `keyLiteral`), and never build per-row objects on the batch path.
@@ -25,6 +29,7 @@ import { checkPageSize, describeKey, emptyResult, PageBudget, pageOutcome, rowsT
 import { highWaterBound, timeBound } from './bound.js';
 import type { MysqlSession, RawRow } from './connect.js';
 import { type ColumnInfo, type KeysetPlan, realDate, TABLE_ALIAS, type TablePlan } from './introspect.js';
+import { checkResultFields } from './result-fields.js';
 import { type Appender, appenderOf, keyLiteral, parseValue, quoteIdent, type ValueContext } from './types.js';
 
 /** Bound settings of a page read (MysqlSourceOptions documents them). */
@@ -256,7 +261,8 @@ export async function readRowPage(
   if (first.kind === 'empty') return emptyResult(req, [], first.warnings);
   let page: PreparedPage = first;
   for (;;) {
-    const raw = await db.raw(page.sql, req.signal);
+    const selected = page.selected;
+    const raw = await db.raw(page.sql, req.signal, (fields) => checkResultFields(selected, fields));
     // The same byte budget as the batch path, counted from the row maps (rowBytes equals what
     // the encoder adds for the row), so both paths close the page after the same row.
     const budget = new PageBudget(req);
@@ -267,7 +273,8 @@ export async function readRowPage(
       for (let i = 0; i < data.length; i++)
         row[data[i]!.name] = parseValue(data[i]!.read, values[i]!, ctxOf(plan, data[i]!));
       const size = budget.add(budget.bytes + rowBytes(plan.schema, row));
-      if (size > budget.maxRowBytes) throw rowTooLarge(plan, keyset, page.selected, values, size, budget.maxRowBytes);
+      if (size > budget.maxRowBytes)
+        throw rowTooLarge(plan, keyset, page.selected, values, size, budget.maxRowBytes);
       rows.push(row);
     }
     const more = budget.full || raw.length > req.pageSize;
@@ -390,12 +397,19 @@ async function streamPage(
   let more: boolean;
   for (;;) {
     const rest = req.pageSize - appended;
-    const rows = rowsToAsk(budget, rest, appended > 0 ? budget.bytes / appended : rowBytesSeen.get(keyset), asked);
+    const rows = rowsToAsk(
+      budget,
+      rest,
+      appended > 0 ? budget.bytes / appended : rowBytesSeen.get(keyset),
+      asked,
+    );
     asked = rows;
     // Only a statement that may end the page by rows asks for one more: it tells `more`.
     const limit = rows === rest ? rows + 1 : rows;
     const sql =
-      appended === 0 && limit === page.limit ? page.sql : buildPage(plan, keyset, after, page.data, limit, page.bound).sql;
+      appended === 0 && limit === page.limit
+        ? page.sql
+        : buildPage(plan, keyset, after, page.data, limit, page.bound).sql;
     const r = await streamRows(st, sql, rows, appended);
     appended += r.appended;
     if (r.last) {
@@ -477,6 +491,8 @@ async function streamRows(
         else if (budget.full) stop.abort(full);
       },
       signal,
+      // Before the first row: a column whose type changed since introspection fails the statement.
+      (fields) => checkResultFields(page.selected, fields),
     );
   } catch (e) {
     if (e !== full) throw e;

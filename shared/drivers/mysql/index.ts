@@ -55,6 +55,7 @@ import {
   introspectTable,
   type KeysetPlan,
   keysetPlan,
+  schemaChangeOf,
   splitTableName,
   type TablePlan,
 } from './introspect.js';
@@ -159,7 +160,9 @@ export class MysqlSource
         const plan = await this.plan(req.table);
         const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
         return withWarnings(
-          await readRowPage(this.db, plan, keyset, req, this.settings(), settled),
+          await this.schemaGuard(plan, req, () =>
+            readRowPage(this.db, plan, keyset, req, this.settings(), settled),
+          ),
           created?.warnings,
         );
       },
@@ -175,7 +178,9 @@ export class MysqlSource
         const plan = await this.plan(req.table);
         const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
         return withWarnings(
-          await readBatchPage(this.db, plan, keyset, req, this.settings(), settled, this.clock),
+          await this.schemaGuard(plan, req, () =>
+            readBatchPage(this.db, plan, keyset, req, this.settings(), settled, this.clock),
+          ),
           created?.warnings,
         );
       },
@@ -252,6 +257,21 @@ export class MysqlSource
     const entry = { keyset: k, settled: {} };
     this.keysets.set(key, entry);
     return { ...entry, created: k };
+  }
+
+  /**
+   * Runs a page read, turning a failure that means the table changed since it was introspected
+   * (a result set that differs from the introspected one, an unknown column or table) into
+   * SCHEMA_CHANGED for `req.table.target` (introspect.ts `schemaChangeOf`). The plan is kept: every
+   * page fails the same way until the table is introspected again.
+   */
+  private async schemaGuard<T>(plan: TablePlan, req: IncrementalPage, read: () => Promise<T>): Promise<T> {
+    try {
+      return await read();
+    } catch (e) {
+      if (req.signal?.aborted) throw e;
+      throw (await schemaChangeOf(this.db, plan, req.table.target, e)) ?? e;
+    }
   }
 
   /**

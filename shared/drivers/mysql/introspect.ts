@@ -3,18 +3,26 @@
  * canonical schema (columns in ORDINAL_POSITION order, primary key in key order) and the read
  * plan of every column, and validates a cursor column for keyset paging.
  *
+ * Records, with the plan, how the server describes each column's read expression in a result
+ * set (a `LIMIT 0` probe right after information_schema is read): page statements are checked
+ * against it (result-fields.ts), and a page that finds its table changed is reported as
+ * SCHEMA_CHANGED with the changes information_schema shows then (`schemaChangeOf`).
+ *
  * Owns: the catalog queries and every refusal a table or cursor can earn before a page is read
  * (unknown table, no SELECT privilege, missing or unorderable cursor, no usable keyset), each a
  * one-line SourceError naming `database.table` and the fix. Must never read table rows except to
  * count NULL cursors, and never guess a type: the mapping lives in types.ts.
  */
+import type { FieldPacket } from 'mysql2';
 import { SourceError } from '../../contracts/errors.js';
 import type { TableRef, TableSpec, Warning } from '../../contracts/source.js';
 import { describeType, type LogicalType, type Schema } from '../../dataplane/schema.js';
+import { compareSchemas, type SchemaChange, SchemaChangedError } from '../../dataplane/schema-rules.js';
 import { isKeyType } from '../../position/key-codec.js';
 import { exclusions, similarNames } from '../page.js';
 import type { TimeBoundType } from './bound.js';
 import type { MysqlSession } from './connect.js';
+import { type ResultField, ResultSetChanged, resultFieldOf } from './result-fields.js';
 import { type InfoColumn, mapColumn, quoteIdent, type ReadPlan } from './types.js';
 
 /** The alias of the table in page statements; read expressions are qualified with it. */
@@ -30,6 +38,11 @@ export interface ColumnInfo {
   readonly read: ReadPlan;
   /** Nullable in the canonical schema. */
   readonly nullable: boolean;
+  /**
+   * How the server describes `read.expr` in a result set, recorded at introspection; page
+   * statements are checked against it (result-fields.ts). Undefined when not recorded.
+   */
+  readonly result?: ResultField;
 }
 
 /** One index, its columns in index order. */
@@ -110,6 +123,46 @@ export async function introspectTable(db: MysqlSession, spec: TableSpec): Promis
   const qualified = `${quoteIdent(database)}.${quoteIdent(table)}`;
   await checkSelect(db, spec.source, qualified);
 
+  const catalog = await readCatalog(db, server.flavor, database, table);
+  const { indexes, primaryKey } = catalog;
+  const exclude = exclusions(
+    spec.source,
+    spec.exclude,
+    catalog.columns.map((c) => c.name),
+    primaryKey,
+  );
+  const columns = await withResultFields(
+    db,
+    qualified,
+    catalog.columns,
+    (c) => !exclude.has(c.name) || primaryKey.includes(c.name),
+  );
+  const schema = schemaOf(columns, exclude, primaryKey);
+  const ref: TableRef = { source: spec.source, target: spec.target ?? spec.source, primaryKey };
+  return { source: spec.source, qualified, columns, primaryKey, indexes, schema, ref };
+}
+
+/** The canonical schema of `columns` without the excluded ones. */
+function schemaOf(
+  columns: readonly ColumnInfo[],
+  exclude: ReadonlySet<string>,
+  primaryKey: readonly string[],
+): Schema {
+  return {
+    columns: columns
+      .filter((c) => !exclude.has(c.name))
+      .map((c) => ({ name: c.name, type: c.read.logical, nullable: c.nullable, sourceType: c.sourceType })),
+    primaryKey,
+  };
+}
+
+/** A table's columns (ORDINAL_POSITION order, mapped by types.ts), indexes and primary key, from information_schema. */
+async function readCatalog(
+  db: MysqlSession,
+  flavor: 'mariadb' | 'mysql',
+  database: string,
+  table: string,
+): Promise<{ columns: ColumnInfo[]; indexes: IndexInfo[]; primaryKey: string[] }> {
   const rows = await db.query<ColumnRow>(
     `SELECT COLUMN_NAME AS name, LOWER(DATA_TYPE) AS dataType, COLUMN_TYPE AS columnType, IS_NULLABLE AS isNullable,
             NUMERIC_PRECISION AS numericPrecision, NUMERIC_SCALE AS numericScale, CHARACTER_SET_NAME AS charset
@@ -118,7 +171,7 @@ export async function introspectTable(db: MysqlSession, spec: TableSpec): Promis
   );
   // MariaDB's JSON is LONGTEXT with a json_valid() check: same mapping, named json in the docs.
   const jsonColumns = new Set<string>();
-  if (server.flavor === 'mariadb' && rows.some((r) => r.dataType === 'longtext')) {
+  if (flavor === 'mariadb' && rows.some((r) => r.dataType === 'longtext')) {
     const checks = await db.query<{ clause: string }>(
       `SELECT CHECK_CLAUSE AS clause FROM information_schema.CHECK_CONSTRAINTS
        WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?`,
@@ -169,21 +222,74 @@ export async function introspectTable(db: MysqlSession, spec: TableSpec): Promis
   const primaryKey = (indexes.find((i) => i.name === 'PRIMARY')?.columns ?? []).filter(
     (c): c is string => c !== null,
   );
+  return { columns, indexes, primaryKey };
+}
 
-  const exclude = exclusions(
-    spec.source,
-    spec.exclude,
-    columns.map((c) => c.name),
-    primaryKey,
-  );
-  const schema: Schema = {
-    columns: columns
-      .filter((c) => !exclude.has(c.name))
-      .map((c) => ({ name: c.name, type: c.read.logical, nullable: c.nullable, sourceType: c.sourceType })),
-    primaryKey,
-  };
-  const ref: TableRef = { source: spec.source, target: spec.target ?? spec.source, primaryKey };
-  return { source: spec.source, qualified, columns, primaryKey, indexes, schema, ref };
+/**
+ * The columns with the result-set signature of their read expressions (result-fields.ts),
+ * from one `SELECT <read exprs> FROM t LIMIT 0`, run right after information_schema was read:
+ * what every page statement's result set is compared with. An account with SELECT on some
+ * columns only gets the signatures of the columns pages read (`needed`: schema and key columns);
+ * the others (an excluded column) are then not compared.
+ */
+async function withResultFields(
+  db: MysqlSession,
+  qualified: string,
+  columns: readonly ColumnInfo[],
+  needed: (c: ColumnInfo) => boolean,
+): Promise<ColumnInfo[]> {
+  const probe = (cs: readonly ColumnInfo[]) =>
+    db.fields(`SELECT ${cs.map((c) => c.read.expr).join(', ')} FROM ${qualified} AS ${TABLE_ALIAS} LIMIT 0`);
+  let probed: readonly ColumnInfo[] = columns;
+  let fields: readonly FieldPacket[];
+  try {
+    fields = await probe(probed);
+  } catch (e) {
+    if ((e as { code?: string }).code !== 'ER_COLUMNACCESS_DENIED_ERROR') throw e;
+    probed = columns.filter(needed);
+    fields = await probe(probed);
+  }
+  const byColumn = new Map(probed.map((c, i) => [c, fields[i] ? resultFieldOf(fields[i]!) : undefined]));
+  return columns.map((c) => {
+    const result = byColumn.get(c);
+    return result ? { ...c, result } : c;
+  });
+}
+
+const SCHEMA_ERRORS = new Set(['ER_BAD_FIELD_ERROR', 'ER_NO_SUCH_TABLE']);
+
+/**
+ * A page read's failure as a SchemaChangedError, when it means the table changed since `plan`
+ * was introspected: the result set differs from the introspected one (`ResultSetChanged`), or
+ * a statement names a column or table that is gone (ER_BAD_FIELD_ERROR 1054, ER_NO_SUCH_TABLE
+ * 1146). The changes are those of information_schema read again now (compareSchemas over the
+ * same exclusions), so the message names the old and new source types; when that read fails or
+ * finds nothing, the detail alone says what differs. Undefined for any other failure.
+ */
+export async function schemaChangeOf(
+  db: MysqlSession,
+  plan: TablePlan,
+  target: string,
+  e: unknown,
+): Promise<SchemaChangedError | undefined> {
+  let detail: string;
+  if (e instanceof ResultSetChanged) detail = e.detail;
+  else if (SCHEMA_ERRORS.has(String((e as { code?: unknown }).code ?? '')))
+    detail = `the server says: ${String((e as { message?: unknown }).message ?? '').split('\n')[0]}`;
+  else return undefined;
+  let changes: SchemaChange[] = [];
+  try {
+    const { database, table } = splitTableName(plan.source);
+    const catalog = await readCatalog(db, (await db.server()).flavor, database, table);
+    if (catalog.columns.length > 0) {
+      const kept = new Set(plan.schema.columns.map((c) => c.name));
+      const exclude = new Set(plan.columns.map((c) => c.name).filter((n) => !kept.has(n)));
+      changes = compareSchemas(plan.schema, schemaOf(catalog.columns, exclude, catalog.primaryKey));
+    }
+  } catch {
+    // The detail says what differs; a failing catalog read must not hide the stop.
+  }
+  return new SchemaChangedError(target, changes, 'page', detail, { cause: e });
 }
 
 /** `'user'@'host'` of the session's account, as GRANT statements name it. */
