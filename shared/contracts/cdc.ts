@@ -1,0 +1,171 @@
+/**
+ * The change-stream contracts: what a log-based reader (Postgres pgoutput, MySQL binlog, the
+ * test-only scripted source) offers the CDC engine (docs/contracts.md, docs/decisions/0009).
+ *
+ * The seam keeps the seeds' `Reader` shape (`start`, `next`, `close`, `setConfirmed`), with
+ * `next` yielding EVENTS rather than only batches, because a real log carries more than rows:
+ * transaction commits (with the position to resume after them), progress without rows
+ * (keepalives, heartbeats), destructive DDL, schema changes and gaps.
+ *
+ * Rows do not travel inside events: the reader appends each decoded row to the Arrow writer it
+ * keeps per table (its `__pos` already stamped: commit position + ordinal per (transaction,
+ * table)) and reports how many it appended; the engine cuts a table's pending rows into one
+ * Batch when it flushes (`cut`). So 100k small transactions a second become a few large
+ * RecordBatches, and memory is bounded by the engine's flush limits, not by transaction sizes.
+ *
+ * This module imports only the data plane types it carries.
+ */
+import type { Batch } from '../dataplane/batch.js';
+import type { Schema } from '../dataplane/schema.js';
+import type { SchemaChange } from '../dataplane/schema-rules.js';
+import type { TableRef } from './source.js';
+
+/**
+ * Where a stream resumes: opaque to the engine, owned by the reader kind, JSON-safe so it is
+ * stored as is in the state item. `scheme` says which reader kind can parse `value` (a Postgres
+ * LSN `16/B374D848`; a MySQL `{gtid, file, pos, server, epoch}` rendered by its reader; the
+ * scripted source's step number). Distinct from the per-row `__pos`, which only orders rows.
+ */
+export interface SourcePosition {
+  readonly scheme: string;
+  /** The resume point in the reader's own terms (bounded: part of a state item). */
+  readonly value: string;
+  /** Human-readable form for status and logs (e.g. `0/16B3748` or `mysql-bin.000012:4711`). */
+  readonly display?: string;
+}
+
+/** A TRUNCATE or other destructive DDL the stream carried (seed 000 `DestructiveDDL`). */
+export interface DestructiveDDL {
+  /** Driver kind, e.g. `postgres` or `mysql`. */
+  readonly source: string;
+  readonly kind: 'truncate' | 'ddl';
+  /** Target table name when known, '' otherwise. */
+  readonly table: string;
+  /** Statement text or the affected-relation list. */
+  readonly detail: string;
+}
+
+/** One thing the log said, in log order. */
+export type CdcEvent =
+  /** `count` rows were appended to `table`'s writer, within the open transaction. */
+  | { readonly kind: 'rows'; readonly table: string; readonly count: number; readonly bytes: number }
+  /** A transaction began; its rows follow, then its commit. */
+  | { readonly kind: 'begin' }
+  /**
+   * The open transaction committed; after it the stream can resume from `position`.
+   * `commitTimeMs`: the source's commit time (lag is measured from it), when known.
+   */
+  | { readonly kind: 'commit'; readonly position: SourcePosition; readonly commitTimeMs?: number }
+  /**
+   * Progress without rows (keepalive, heartbeat): every transaction before `position` has been
+   * delivered, so with nothing pending the stream could resume here. Only between transactions.
+   */
+  | { readonly kind: 'progress'; readonly position: SourcePosition }
+  /** TRUNCATE or destructive DDL on a captured table (seed 000 `Runtime.onDestructiveDDL`). */
+  | { readonly kind: 'ddl'; readonly ddl: DestructiveDDL }
+  /**
+   * A captured table's columns changed in the stream (a new Relation message, a new TableMap):
+   * `schema` is the new canonical schema, `changes` what the rules compare
+   * (shared/dataplane/schema-rules.ts). Rows after this event are written in `schema`; the
+   * table's rows still pending when it is delivered are in the old one, so the engine cuts them
+   * (or drops them, when the change stops the table) before it asks for the next event.
+   */
+  | {
+      readonly kind: 'schema';
+      readonly table: string;
+      readonly schema: Schema;
+      readonly changes: readonly SchemaChange[];
+    }
+  /**
+   * The source cannot deliver changes from where it was asked to resume (slot invalidated,
+   * binlog purged, server switched without GTIDs): changes between `from` and `to` are lost.
+   */
+  | {
+      readonly kind: 'gap';
+      readonly reason: string;
+      readonly from: SourcePosition | undefined;
+      readonly to: SourcePosition | undefined;
+    };
+
+export type CdcEventKind = CdcEvent['kind'];
+
+/** What the engine knows of a table's not-yet-flushed rows in the reader. */
+export interface PendingRows {
+  readonly rows: number;
+  /** Arrow data bytes of the pending rows (BatchEncoder.dataBytes). */
+  readonly bytes: number;
+}
+
+/** Where to start: the committed resume point and, per table, the first `__pos` not yet durable. */
+export interface StartFrom {
+  /** Undefined: a first start (the reader's initial position, e.g. a new slot's). */
+  readonly position: SourcePosition | undefined;
+  /**
+   * Per target table, the first `__pos` NOT yet durable: on replay the reader drops rows of that
+   * table whose `__pos` is below it (they are already in the lake). Tables not listed keep all.
+   */
+  readonly next: ReadonlyMap<string, string>;
+}
+
+/**
+ * The replication reader surface the CDC engine drives (seed 000 `Reader`). One reader per
+ * source; the tables it captures are fixed at `open`.
+ */
+export interface Reader {
+  /** Begins replication from `from`. Called once before the first `next`. */
+  start(from: StartFrom, signal?: AbortSignal): Promise<void>;
+  /**
+   * The next event, waiting at most `waitMs` for one; undefined when none arrived in time (the
+   * engine then checks its timers) or at a clean end of a finite stream (`ended` says which).
+   */
+  next(waitMs: number, signal?: AbortSignal): Promise<CdcEvent | undefined>;
+  /** True once a finite stream (the scripted source, a test) has delivered everything. */
+  readonly ended: boolean;
+  /** The pending rows of `table` in the reader's writer. */
+  pending(table: string): PendingRows;
+  /**
+   * Takes `table`'s pending rows as one Batch (its watermark the last row's `__pos`), leaving
+   * the table's writer empty; undefined when nothing is pending. May cut inside a transaction.
+   */
+  cut(table: string): Batch | undefined;
+  /**
+   * The position the engine has made durable: everything the source delivered before it may be
+   * discarded (Postgres: confirmed_flush_lsn in the next standby status). Never called with a
+   * position past what is committed to state.
+   */
+  setConfirmed(position: SourcePosition): Promise<void>;
+  /** Stops replication and closes the connection (idempotent). */
+  close(): Promise<void>;
+}
+
+/** Opens a reader over the given tables (seed 000 `Streamer`). */
+export interface Streamer {
+  openReader(tables: readonly CdcTable[], runtime: CdcRuntime): Promise<Reader>;
+}
+
+/** One captured table as the reader needs it. */
+export interface CdcTable {
+  readonly ref: TableRef;
+  readonly schema: Schema;
+  readonly writeMode: 'append' | 'upsert';
+}
+
+/** Replication knobs passed through to the reader (seed 000 `Runtime`). */
+export interface CdcRuntime {
+  /** MySQL server id of the replica connection. */
+  readonly serverId?: number;
+  /** How often the reader makes progress visible on an idle log (heartbeats). */
+  readonly heartbeatMs: number;
+  /** Postgres slot and publication names. */
+  readonly slot?: string;
+  readonly publication?: string;
+}
+
+/**
+ * The snapshot surface (seed 000 `SourceReader`): declared for the snapshot issue, which
+ * implements it on the real readers. The engine does not call it yet.
+ */
+export interface SourceReader {
+  openWindow(chunkId: number, signal?: AbortSignal): Promise<void>;
+  clearWindow(): void;
+}
