@@ -5,10 +5,14 @@
  * through cursor ties and microsecond neighbours, the safe upper bound holds late commits back,
  * and every refusal is a one-line SourceError saying what to do.
  */
-import { Table, tableToIPC, type RecordBatch } from 'apache-arrow';
+
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { type RecordBatch, Table, tableToIPC } from 'apache-arrow';
 import fc from 'fast-check';
 import postgres from 'postgres';
-import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DataError, SourceError } from '../../shared/contracts/errors.js';
 import type { TableRef } from '../../shared/contracts/source.js';
@@ -16,18 +20,16 @@ import { BatchEncoder, encodeRows } from '../../shared/dataplane/encoder.js';
 import { toLakeRecord } from '../../shared/dataplane/lake.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
+import { SchemaChangedError } from '../../shared/dataplane/schema-rules.js';
 import { connect } from '../../shared/drivers/postgres/connect.js';
 import {
-  type CopyField,
   CopyBinaryDecoder,
+  type CopyField,
   numericBinaryToText,
 } from '../../shared/drivers/postgres/copy-binary.js';
 import { PostgresSource, type PostgresSourceOptions } from '../../shared/drivers/postgres/index.js';
 import { introspectTable } from '../../shared/drivers/postgres/introspect.js';
 import { quoteLiteral } from '../../shared/drivers/postgres/types.js';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { freePort } from '../../shared/local/free-port.js';
 import { decodeKey } from '../../shared/position/key-codec.js';
 import { incrementalPosPrefix } from '../../shared/position/position.js';
@@ -624,6 +626,159 @@ describe('values a lake cannot hold', () => {
   });
 });
 
+describe('schema changes between pages of a run (issue 9)', () => {
+  /**
+   * Introspects `table` (cursor id, target `lake.<table>`), reads page 1 (page size 1) through
+   * both paths, runs `ddl` in another session (the admin pool), then reads page 2 with the same
+   * source object through both paths. Returns page 2's outcomes: [batch path, row path].
+   */
+  async function acrossChange(table: string, create: string, ddl: string): Promise<[unknown, unknown]> {
+    await admin.unsafe(create);
+    const src = source();
+    const { ref, schema } = await src.introspect({ source: `public.${table}`, target: `lake.${table}` });
+    const req = (after: string) => ({
+      table: ref,
+      cursorColumn: 'id',
+      after,
+      pageSize: 1,
+      posPrefix: incrementalPosPrefix(1),
+      ordinalBase: 0,
+    });
+    const rows1 = await src.incremental(req(''));
+    const batch1 = await src.incrementalBatch({ ...req(''), schema, writeMode: 'append' });
+    expect(rows1.page).toHaveLength(1);
+    expect(batch1.page!.record.numRows).toBe(1);
+    expect(batch1.next).toBe(rows1.next);
+    await admin.unsafe(ddl);
+    const outcome = (p: Promise<unknown>) =>
+      p.then(
+        (page) => ({ page }),
+        (e: unknown) => e,
+      );
+    const batch2 = await outcome(src.incrementalBatch({ ...req(batch1.next), schema, writeMode: 'append' }));
+    // The same connection, after the refused COPY page.
+    const rows2 = await outcome(src.incremental(req(rows1.next)));
+    return [batch2, rows2];
+  }
+
+  /** A page refused with SCHEMA_CHANGED (never a batch), naming the target table and the column. */
+  function refused(e: unknown, table: string, ...says: RegExp[]): void {
+    expect(e).toBeInstanceOf(SchemaChangedError);
+    expect(e).toMatchObject({ code: 'SCHEMA_CHANGED', table: `lake.${table}`, where: 'page' });
+    const message = (e as Error).message;
+    expect(message).toContain(`lake.${table}: the schema changed during this run (between its pages)`);
+    for (const s of says) expect(message).toMatch(s);
+    expect(message).not.toContain('\n');
+  }
+
+  it('int4 -> bigint between pages: page 2 is refused (the decoder sees 8-byte values), never decoded as 0, 0, 1', async () => {
+    const [batch, rows] = await acrossChange(
+      'sc_widen',
+      'CREATE TABLE sc_widen (id int PRIMARY KEY, c int4); INSERT INTO sc_widen VALUES (1, 5), (2, 7)',
+      'ALTER TABLE sc_widen ALTER COLUMN c TYPE bigint; INSERT INTO sc_widen VALUES (3, 5000000000)',
+    );
+    const widened = /column "c" widened from integer \(lake int32\) to bigint \(lake int64\)/;
+    refused(
+      batch,
+      'sc_widen',
+      widened,
+      /column "c": a 8-byte value arrived where its introspected type int4 has 4 bytes/,
+    );
+    // The row path reads text ('7' parses either way): only the catalog check stops it.
+    refused(rows, 'sc_widen', widened);
+  });
+
+  it('DROP COLUMN between pages: the COPY fails with 42703, which is a SCHEMA_CHANGED naming the column', async () => {
+    const [batch, rows] = await acrossChange(
+      'sc_drop',
+      "CREATE TABLE sc_drop (id int PRIMARY KEY, c int4, d text); INSERT INTO sc_drop VALUES (1, 5, 'a'), (2, 7, 'b')",
+      'ALTER TABLE sc_drop DROP COLUMN c',
+    );
+    for (const e of [batch, rows]) {
+      refused(
+        e,
+        'sc_drop',
+        /column "c" integer is gone/,
+        /reading the page failed: column "c" does not exist \(SQLSTATE 42703\)/,
+      );
+      expect((e as Error).cause).toMatchObject({ code: '42703' });
+    }
+  });
+
+  it('DROP TABLE between pages: 42P01 is a SCHEMA_CHANGED too, every read column gone', async () => {
+    const [batch, rows] = await acrossChange(
+      'sc_gone',
+      'CREATE TABLE sc_gone (id int PRIMARY KEY, c int4); INSERT INTO sc_gone VALUES (1, 5), (2, 7)',
+      'DROP TABLE sc_gone',
+    );
+    for (const e of [batch, rows]) {
+      refused(
+        e,
+        'sc_gone',
+        /column "c" integer is gone/,
+        /column "id" integer is gone/,
+        /\(SQLSTATE 42P01\)/,
+      );
+    }
+  });
+
+  it('text -> int4 between pages: only the catalog check can see it (the decoder takes 4-byte ints as text)', async () => {
+    const [batch, rows] = await acrossChange(
+      'sc_text',
+      "CREATE TABLE sc_text (id int PRIMARY KEY, c text); INSERT INTO sc_text VALUES (1, '1234'), (2, '5678')",
+      'ALTER TABLE sc_text ALTER COLUMN c TYPE int4 USING c::int4',
+    );
+    const changed = /column "c" changed type from text \(lake text\) to integer \(lake int32\)/;
+    refused(batch, 'sc_text', changed);
+    refused(rows, 'sc_text', changed);
+
+    // Why the catalog check is needed: the decoder alone, over the introspected text field,
+    // accepts the int4 5678 (bytes 00 00 16 2e) as a 4-byte text value, without an error.
+    const chunks: Buffer[] = [];
+    for await (const chunk of await admin
+      .unsafe('COPY (SELECT c FROM sc_text WHERE id = 2) TO STDOUT (FORMAT binary)')
+      .readable())
+      chunks.push(chunk as Buffer);
+    const textSchema: Schema = {
+      columns: [{ name: 'c', type: { kind: 'text' }, nullable: true, sourceType: 'text' }],
+      primaryKey: [],
+    };
+    const enc = new BatchEncoder(textSchema, { phase: 'incremental' });
+    const dec = new CopyBinaryDecoder(
+      [{ wire: 'text', list: false, writer: enc.col(0), ctx: { table: 'public.sc_text', column: 'c' } }],
+      [0],
+      10,
+      (i) => enc.appendMetaOrdinal(Op.update, 'i000000000001', i, null, false),
+    );
+    dec.push(Buffer.concat(chunks));
+    dec.end();
+    expect(enc.finish(INGEST_NS).getChildAt(0)!.get(0)).toBe('\u0000\u0000\u0016.');
+  });
+
+  it('json -> jsonb keeps the lake type but not the read form: refused, naming both forms', async () => {
+    const [batch, rows] = await acrossChange(
+      'sc_json',
+      `CREATE TABLE sc_json (id int PRIMARY KEY, j json); INSERT INTO sc_json VALUES (1, '{"a":1}'), (2, '{"b":2}')`,
+      'ALTER TABLE sc_json ALTER COLUMN j TYPE jsonb',
+    );
+    const form = /column "j" was json, read as text, and is now jsonb, read as jsonb/;
+    refused(batch, 'sc_json', /column "j" changed from json to jsonb; its lake type text stays/, form);
+    refused(rows, 'sc_json', form);
+  });
+
+  it('varchar(10) -> varchar(200) between pages changes neither the lake type nor the read: page 2 is read', async () => {
+    const [batch, rows] = await acrossChange(
+      'sc_varchar',
+      "CREATE TABLE sc_varchar (id int PRIMARY KEY, c varchar(10)); INSERT INTO sc_varchar VALUES (1, 'a'), (2, 'b')",
+      'ALTER TABLE sc_varchar ALTER COLUMN c TYPE varchar(200)',
+    );
+    expect(
+      (batch as { page: { page: { record: RecordBatch } } }).page.page.record.getChild('c')!.get(0),
+    ).toBe('b');
+    expect((rows as { page: { page: unknown[] } }).page.page).toEqual([{ id: 2, c: 'b' }]);
+  });
+});
+
 describe('safe upper bound', () => {
   it('holds rows back behind an open transaction, so a late commit with an older cursor is not skipped', async () => {
     await admin.unsafe(`
@@ -1029,7 +1184,7 @@ describe('infinities in the lake', () => {
         await read(
           `SELECT epoch_us(tstz)::VARCHAR AS t, (d - DATE '1970-01-01')::VARCHAR AS d FROM '${file}' WHERE id = 2`,
         ),
-      // DuckDB gives no epoch for an infinite timestamp; the date keeps its day number.
+        // DuckDB gives no epoch for an infinite timestamp; the date keeps its day number.
       ).toEqual([{ t: null, d: String(DATE_NEG_INFINITY) }]);
       expect(
         await read(

@@ -13,9 +13,18 @@
  * extension length + extension; per tuple an int16 field count, then per field an int32 length
  * (-1 = NULL) and that many bytes in the type's binary send format, all integers big-endian;
  * an int16 -1 ends the data.
+ *
+ * Guards (issue 9, schema changes are never silent): a field length below -1 is a protocol error
+ * (SOURCE_PROTOCOL), never a step backwards. Every fixed-width send format is checked against its
+ * width (one compare per field, `WIRE_WIDTH`), numeric against 8 + 2 * ndigits, list elements
+ * likewise: a column whose type changed after introspection (int4 -> int8 between two pages)
+ * delivers values of another width, and that is a SchemaChangedError, never wrong values. A type
+ * change that keeps the width (text -> int4) is invisible here; the page's catalog check
+ * (incremental.ts) catches it.
  */
-import { DataError } from '../../contracts/errors.js';
+import { DataError, SourceError } from '../../contracts/errors.js';
 import type { ColumnWriter } from '../../dataplane/encoder.js';
+import { SchemaChangedError } from '../../dataplane/schema-rules.js';
 import {
   DATE_INFINITY,
   DATE_NEG_INFINITY,
@@ -73,6 +82,88 @@ const ARRAY_DIM_HEADER = 8;
 const JSONB_VERSION = 1;
 const UUID_BYTES = 16;
 const UUID_TEXT_LENGTH = 36;
+
+/** `WIRE_WIDTH` of a send format whose length varies. */
+const VARIABLE_WIDTH = -1;
+/** `WIRE_WIDTH` of numeric: 8 header bytes + 2 per base-10000 digit (`NUMERIC_DIGITS`). */
+const NUMERIC_WIDTH = -2;
+
+/** The byte length of each send format: fixed widths, or VARIABLE_WIDTH / NUMERIC_WIDTH. */
+const WIRE_WIDTH: Readonly<Record<WireKind, number>> = {
+  bool: 1,
+  int2: 2,
+  int4: 4,
+  int8: 8,
+  float8: 8,
+  date: 4,
+  timestamp: 8,
+  uuid: UUID_BYTES,
+  numeric: NUMERIC_WIDTH,
+  text: VARIABLE_WIDTH,
+  jsonb: VARIABLE_WIDTH,
+  bytea: VARIABLE_WIDTH,
+};
+
+/**
+ * Whether a non-null value of `len` bytes at `buf[p..)` has the width its send format has, given
+ * the format's `WIRE_WIDTH` entry `width`. The caller has already compared `len !== width`.
+ */
+function wrongWidth(width: number, buf: Uint8Array, p: number, len: number): boolean {
+  if (width === VARIABLE_WIDTH) return false;
+  if (width !== NUMERIC_WIDTH) return true;
+  return len < NUMERIC_DIGITS || len !== NUMERIC_DIGITS + 2 * int16(buf, p + NUMERIC_NDIGITS);
+}
+
+/** The width a value of `wire` should have had, for messages. */
+function widthText(wire: WireKind, buf: Uint8Array, p: number, len: number): string {
+  const width = WIRE_WIDTH[wire];
+  if (width !== NUMERIC_WIDTH) return `${width} bytes`;
+  if (len < NUMERIC_DIGITS) return `at least ${NUMERIC_DIGITS} bytes`;
+  const ndigits = int16(buf, p + NUMERIC_NDIGITS);
+  return `${NUMERIC_DIGITS + 2 * ndigits} bytes (8 + 2 per digit, ${ndigits} digits)`;
+}
+
+/**
+ * A value of another width than its introspected type's: the column's type changed since the
+ * table was introspected (e.g. int4 -> int8 between two pages of a run).
+ */
+function widthMismatch(
+  ctx: ValueContext,
+  wire: WireKind,
+  buf: Uint8Array,
+  p: number,
+  len: number,
+  what: 'value' | 'list element',
+): ChangedWidthError {
+  const type = what === 'value' ? 'type' : 'element type';
+  return new ChangedWidthError(
+    ctx,
+    `column "${ctx.column}": a ${len}-byte ${what} arrived where its introspected ${type} ${wire} has ${widthText(wire, buf, p, len)}; the column type changed`,
+  );
+}
+
+/**
+ * The SchemaChangedError of a value whose width is not its introspected type's (`where` is
+ * `page`; the table is `ctx.table`). `detail` says what arrived, for the page reader, which asks
+ * the catalog what the column became.
+ */
+export class ChangedWidthError extends SchemaChangedError {
+  constructor(
+    readonly ctx: ValueContext,
+    readonly detail: string,
+  ) {
+    super(ctx.table, [], 'page', detail);
+  }
+}
+
+/** A length word below -1 (or a list that does not add up): the stream is not valid PGCOPY. */
+function protocolError(ctx: ValueContext | undefined, what: string): SourceError {
+  const where = ctx ? `${ctx.table}.${ctx.column}` : 'COPY binary stream';
+  return new SourceError(
+    'SOURCE_PROTOCOL',
+    `${where}: protocol error: ${what}; the COPY binary stream is corrupt (a length is -1 for NULL or >= 0)`,
+  );
+}
 
 function int16(buf: Uint8Array, off: number): number {
   return (((buf[off]! << 8) | buf[off + 1]!) << 16) >> 16;
@@ -198,8 +289,21 @@ function timestampMicros(buf: Uint8Array, p: number, ctx: ValueContext): bigint 
   return micros;
 }
 
-/** Appends a non-null 1-D binary array at `buf[p..p+len)` as one list value. */
-function appendList(w: ColumnWriter, wire: WireKind, buf: Uint8Array, p: number, ctx: ValueContext): void {
+/**
+ * Appends a non-null 1-D binary array at `buf[p..p+len)` as one list value. Each element's length
+ * is checked like a field's: below -1 is a protocol error, another width than the element type's
+ * is a SchemaChangedError; the elements must end exactly at the array's end.
+ */
+function appendList(
+  w: ColumnWriter,
+  wire: WireKind,
+  buf: Uint8Array,
+  p: number,
+  len: number,
+  ctx: ValueContext,
+): void {
+  const end = p + len;
+  if (len < ARRAY_HEADER) throw protocolError(ctx, `an array value of ${len} bytes has no header`);
   const ndim = int32(buf, p + ARRAY_NDIM);
   const child = w.beginList();
   if (ndim === 0) {
@@ -207,18 +311,27 @@ function appendList(w: ColumnWriter, wire: WireKind, buf: Uint8Array, p: number,
     return;
   }
   if (ndim !== 1) throw multiDimensional(ctx);
+  const width = WIRE_WIDTH[wire];
   const n = int32(buf, p + ARRAY_DIM_SIZE);
   let q = p + ARRAY_HEADER + ARRAY_DIM_HEADER;
   for (let k = 0; k < n; k++) {
-    const len = int32(buf, q);
+    if (q + 4 > end) throw protocolError(ctx, `an array of ${n} elements ends after ${k}`);
+    const elen = int32(buf, q);
     q += 4;
-    if (len === NULL_LENGTH) {
+    if (elen < 0) {
+      if (elen !== NULL_LENGTH) throw protocolError(ctx, `list element ${k + 1} has length ${elen}`);
       child.appendNull();
     } else {
-      appendScalar(child, wire, buf, q, len, ctx);
-      q += len;
+      if (q + elen > end)
+        throw protocolError(ctx, `list element ${k + 1} of ${elen} bytes overruns its array`);
+      if (elen !== width && wrongWidth(width, buf, q, elen))
+        throw widthMismatch(ctx, wire, buf, q, elen, 'list element');
+      appendScalar(child, wire, buf, q, elen, ctx);
+      q += elen;
     }
   }
+  if (q !== end)
+    throw protocolError(ctx, `an array value of ${len} bytes holds ${q - p} bytes of elements and header`);
   w.endList();
 }
 
@@ -334,6 +447,8 @@ export class CopyBinaryDecoder {
   private keyCopy = new Uint8Array(64);
   private readonly fieldStarts: Int32Array;
   private readonly fieldLens: Int32Array;
+  /** `WIRE_WIDTH` of each field's send format; VARIABLE_WIDTH for lists (their elements are checked). */
+  private readonly widths: Int32Array;
 
   private headerDone = false;
   private finished = false;
@@ -364,6 +479,7 @@ export class CopyBinaryDecoder {
     this.keySpans = new Int32Array(keyFields.length * 2);
     this.fieldStarts = new Int32Array(fields.length);
     this.fieldLens = new Int32Array(fields.length);
+    this.widths = Int32Array.from(fields, (f) => (f.list ? VARIABLE_WIDTH : WIRE_WIDTH[f.wire]));
   }
 
   /** Decodes every complete tuple of `chunk` (plus what earlier chunks left over). */
@@ -479,6 +595,8 @@ export class CopyBinaryDecoder {
       if (len > 0) {
         p += len;
         if (p > n) return -p;
+      } else if (len < NULL_LENGTH) {
+        throw protocolError(this.fields[k]?.ctx, `field ${k + 1} of a tuple has length ${len}`);
       }
     }
     return p;
@@ -499,16 +617,23 @@ export class CopyBinaryDecoder {
     let p = off + 2;
     const starts = this.fieldStarts;
     const lens = this.fieldLens;
+    const widths = this.widths;
     for (let k = 0; k < count; k++) {
       const len = int32(buf, p);
       p += 4;
       starts[k] = p;
       lens[k] = len;
       const f = fields[k]!;
+      // Checked for every field, key-only ones too: their bytes become the resume token.
+      if (len < 0) {
+        if (len !== NULL_LENGTH) throw protocolError(f.ctx, `field ${k + 1} of a tuple has length ${len}`);
+      } else if (len !== widths[k] && wrongWidth(widths[k]!, buf, p, len)) {
+        throw widthMismatch(f.ctx, f.wire, buf, p, len, 'value');
+      }
       const w = f.writer;
       if (w !== undefined) {
         if (len === NULL_LENGTH) w.appendNull();
-        else if (f.list) appendList(w, f.wire, buf, p, f.ctx);
+        else if (f.list) appendList(w, f.wire, buf, p, len, f.ctx);
         else appendScalar(w, f.wire, buf, p, len, f.ctx);
       }
       if (len > 0) p += len;

@@ -7,9 +7,11 @@
  *     straight into the wire encoder (the fast path).
  *
  * Owns: the page SQL (one builder for both readers), keyset literals, `more` (LIMIT n + 1) and
- * the resume token. Must never read past the bound, never compare a cursor through a lossy form
- * (keys travel as exact text cast to the column's own type), and never build per-row objects on
- * the batch path.
+ * the resume token. Both readers re-check the selected columns' catalog types after their
+ * statements and before returning a page (`checkColumnsUnchanged`), so a column whose type
+ * changed mid-run stops the table with a SchemaChangedError instead of reaching the lake. Must
+ * never read past the bound, never compare a cursor through a lossy form (keys travel as exact
+ * text cast to the column's own type), and never build per-row objects on the batch path.
  */
 import { DataError, RowTooLargeError } from '../../contracts/errors.js';
 import type { IncrementalPage, IncrementalResult, Warning } from '../../contracts/source.js';
@@ -18,13 +20,20 @@ import { type Batch, newBatch, type WriteMode } from '../../dataplane/batch.js';
 import { BatchEncoder, rowBytes } from '../../dataplane/encoder.js';
 import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
+import { SchemaChangedError } from '../../dataplane/schema-rules.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
 import { checkPageSize, describeKey, emptyResult, PageBudget, pageOutcome, rowsToAsk } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { Sql } from './connect.js';
-import { CopyBinaryDecoder, type CopyField, decodeBinaryValue, TupleTooLargeError } from './copy-binary.js';
-import type { ColumnInfo, KeysetPlan, TablePlan } from './introspect.js';
+import {
+  ChangedWidthError,
+  CopyBinaryDecoder,
+  type CopyField,
+  decodeBinaryValue,
+  TupleTooLargeError,
+} from './copy-binary.js';
+import { type ColumnInfo, checkColumnsUnchanged, type KeysetPlan, type TablePlan } from './introspect.js';
 import { keyText, parseColumnText, quoteIdent, quoteLiteral, type ValueContext } from './types.js';
 
 /** Bound settings of a page read (PostgresSourceOptions documents them). */
@@ -68,6 +77,25 @@ async function readBound(
   );
   if (hw.held || hw.literal === null) return { kind: 'empty', warnings: hw.warnings };
   return { kind: 'atMost', text: hw.literal, warnings: hw.warnings };
+}
+
+/**
+ * `readBound`, where a table or cursor column that is gone (the bound statement reads the
+ * table for a high-water cursor) is a schema change, as in the page statement.
+ */
+async function boundOrSchemaChange(
+  sql: Sql,
+  plan: TablePlan,
+  keyset: KeysetPlan,
+  settings: BoundSettings,
+  selected: readonly ColumnInfo[],
+  req: IncrementalPage,
+): Promise<PageBound> {
+  try {
+    return await readBound(sql, plan, keyset, settings);
+  } catch (e) {
+    throw await schemaFailure(sql, plan, selected, req.table.target, e, req.signal);
+  }
 }
 
 /** The SQL type a bound literal is cast to. */
@@ -131,12 +159,12 @@ export async function readRowPage(
 ): Promise<IncrementalResult<Record<string, unknown>[]>> {
   checkPageSize(req);
   const afterValues = afterTexts(keyset, req.after);
-  const bound = await readBound(sql, plan, keyset, settings);
-  if (bound.kind === 'empty') return emptyResult(req, [], bound.warnings);
-
   const data = plan.schema.columns.map((c) => plan.columns.find((x) => x.name === c.name)!);
   const hidden = keyset.keys.filter((k) => !data.includes(k));
   const selected = [...data, ...hidden];
+  const bound = await boundOrSchemaChange(sql, plan, keyset, settings, selected, req);
+  if (bound.kind === 'empty') return emptyResult(req, [], bound.warnings);
+
   const params: string[] = [];
   // `$n::text::type`, not `$n::type`: postgres.js serializes a parameter by the type the server
   // describes for it, and for timestamps that means through a millisecond JS Date. Typed as
@@ -157,7 +185,14 @@ export async function readRowPage(
   );
   // raw(): every value as the bytes of its text output, untouched by postgres.js' parsers (which
   // would turn timestamps into millisecond Dates and JSON into objects).
-  const raw = (await sql.unsafe(q, params).raw()) as unknown as (Buffer | null)[][];
+  let raw: (Buffer | null)[][];
+  try {
+    raw = (await sql.unsafe(q, params).raw()) as unknown as (Buffer | null)[][];
+  } catch (e) {
+    throw await schemaFailure(sql, plan, selected, req.table.target, e, req.signal);
+  }
+  // Before parsing: a value whose column changed type must not be parsed as the old type.
+  if (raw.length > 0) await checkColumnsUnchanged(sql, plan, selected, req.table.target);
 
   // The same byte budget as the batch path, counted from the row maps (rowBytes equals what
   // the encoder adds for the row), so both paths close the page after the same row.
@@ -218,9 +253,6 @@ export async function readBatchPage(
   clock: Clock,
 ): Promise<IncrementalResult<Batch | undefined>> {
   checkPageSize(req);
-  const bound = await readBound(sql, plan, keyset, settings);
-  if (bound.kind === 'empty') return emptyResult(req, undefined, bound.warnings);
-
   const data = req.schema.columns.map((c) => {
     const col = plan.columns.find((x) => x.name === c.name);
     if (!col) {
@@ -232,6 +264,8 @@ export async function readBatchPage(
   });
   const hidden = keyset.keys.filter((k) => !data.includes(k));
   const selected = [...data, ...hidden];
+  const bound = await boundOrSchemaChange(sql, plan, keyset, settings, selected, req);
+  if (bound.kind === 'empty') return emptyResult(req, undefined, bound.warnings);
   const enc = new BatchEncoder(req.schema, {
     phase: 'incremental',
     capacity: Math.min(req.pageSize, MAX_INITIAL_CAPACITY),
@@ -250,24 +284,36 @@ export async function readBatchPage(
   let appended = 0;
   let asked = 0;
   let more: boolean;
-  for (;;) {
-    const rest = req.pageSize - appended;
-    const rows = rowsToAsk(budget, rest, appended > 0 ? budget.bytes / appended : rowBytesSeen.get(keyset), asked);
-    asked = rows;
-    // Only a statement that may end the page by rows asks for one more: it tells `more`.
-    const limit = rows === rest ? rows + 1 : rows;
-    const r = await copyRows(statement, after, limit, rows, appended);
-    appended += r.appended;
-    if (r.lastKey) {
-      lastKey = r.lastKey;
-      after = lastKey.map((v, k) => keyText(keyset.types[k]!, v));
+  try {
+    for (;;) {
+      const rest = req.pageSize - appended;
+      const rows = rowsToAsk(
+        budget,
+        rest,
+        appended > 0 ? budget.bytes / appended : rowBytesSeen.get(keyset),
+        asked,
+      );
+      asked = rows;
+      // Only a statement that may end the page by rows asks for one more: it tells `more`.
+      const limit = rows === rest ? rows + 1 : rows;
+      const r = await copyRows(statement, after, limit, rows, appended);
+      appended += r.appended;
+      if (r.lastKey) {
+        lastKey = r.lastKey;
+        after = lastKey.map((v, k) => keyText(keyset.types[k]!, v));
+      }
+      const done = pageOutcome(budget, req.pageSize, appended, { got: r.tuples, taken: r.appended, limit });
+      if (done) {
+        more = done.more;
+        break;
+      }
     }
-    const done = pageOutcome(budget, req.pageSize, appended, { got: r.tuples, taken: r.appended, limit });
-    if (done) {
-      more = done.more;
-      break;
-    }
+  } catch (e) {
+    throw await schemaFailure(sql, plan, selected, req.table.target, e, req.signal);
   }
+  // After the last statement, before the batch exists: nothing of a changed page is returned.
+  // A page that read nothing returns nothing, and skips the query.
+  if (appended > 0) await checkColumnsUnchanged(sql, plan, selected, req.table.target);
   if (appended > 0 && Number.isFinite(budget.pageBytes)) rowBytesSeen.set(keyset, budget.bytes / appended);
 
   if (appended === 0 || lastKey === undefined) return emptyResult(req, undefined, bound.warnings);
@@ -396,7 +442,8 @@ async function copyRows(
     }
     req.signal?.throwIfAborted();
     if (failure instanceof TupleTooLargeError) {
-      const lastKept = decoder.appended > 0 ? lastKeyValues().map((v, k) => keyText(keyset.types[k]!, v)) : after;
+      const lastKept =
+        decoder.appended > 0 ? lastKeyValues().map((v, k) => keyText(keyset.types[k]!, v)) : after;
       const texts = await nextKeyTexts(sql, plan, keyset, lastKept, bound);
       throw rowTooLarge(plan, keyset, texts, failure.bytes, budget.maxRowBytes, !failure.complete);
     }
@@ -414,6 +461,43 @@ async function copyRows(
 
 /** SQLSTATE of a statement ended by a cancel request. */
 const QUERY_CANCELED = '57014';
+/** SQLSTATEs of a page statement naming a column or table that is gone (dropped or renamed). */
+const UNDEFINED_COLUMN = '42703';
+const UNDEFINED_TABLE = '42P01';
+
+/**
+ * What a failed page statement means. A statement that names a column or table that is gone
+ * (42703, 42P01) is a schema change: a SchemaChangedError with the server's message, and with the
+ * changes when the catalog shows them. A value of the wrong width (the decoder's
+ * ChangedWidthError) or one the old type cannot read (a DataError) may come from a type change
+ * too: when the catalog shows one, the SchemaChangedError names it; otherwise the error stands.
+ * Anything else (a lost connection, an abort, a row too large) is returned unchanged.
+ */
+async function schemaFailure(
+  sql: Sql,
+  plan: TablePlan,
+  selected: readonly ColumnInfo[],
+  table: string,
+  e: unknown,
+  signal?: AbortSignal,
+): Promise<unknown> {
+  const code = (e as { code?: unknown } | undefined)?.code;
+  const gone = code === UNDEFINED_COLUMN || code === UNDEFINED_TABLE;
+  if (!gone && !(e instanceof SchemaChangedError) && !(e instanceof DataError)) return e;
+  if (signal?.aborted) return e;
+  const detail = gone
+    ? `reading the page failed: ${(e as Error).message.split('\n')[0]} (SQLSTATE ${code})`
+    : e instanceof ChangedWidthError
+      ? e.detail
+      : undefined;
+  try {
+    await checkColumnsUnchanged(sql, plan, selected, table, detail, { cause: e });
+  } catch (found) {
+    if (found instanceof SchemaChangedError) return found;
+    // The check itself failed (e.g. the connection is gone): report the page's own failure.
+  }
+  return gone ? new SchemaChangedError(table, [], 'page', detail, { cause: e }) : e;
+}
 
 function rowTooLarge(
   plan: TablePlan,

@@ -7,11 +7,16 @@
  * (unknown table, no SELECT privilege, missing or unorderable cursor, no usable keyset), each a
  * one-line SourceError naming `schema.table` and the fix. Must never read table rows except to
  * count NULL cursors, and never guess a type: the mapping lives in types.ts.
+ *
+ * Also owns the per-page catalog check (`checkColumnsUnchanged`): the columns a page read must
+ * still have the types they were introspected with, else the page is refused with a
+ * SchemaChangedError (issue 9).
  */
 import { SourceError } from '../../contracts/errors.js';
 import type { TableRef, TableSpec, Warning } from '../../contracts/source.js';
-import type { LogicalType, Schema } from '../../dataplane/schema.js';
+import type { Column, LogicalType, Schema } from '../../dataplane/schema.js';
 import { describeType } from '../../dataplane/schema.js';
+import { compareSchemas, SchemaChangedError } from '../../dataplane/schema-rules.js';
 import { isKeyType } from '../../position/key-codec.js';
 import { exclusions, similarNames } from '../page.js';
 import type { TimeBoundType } from './bound.js';
@@ -32,6 +37,12 @@ export interface ColumnInfo {
   readonly castType: string;
   /** The base type OID (domains resolved). */
   readonly baseOid: number;
+  /** pg_attribute.atttypid as declared (a domain's own OID): what the page check compares. */
+  readonly attTypeOid: number;
+  /** pg_attribute.atttypmod. */
+  readonly attTypmod: number;
+  /** pg_attribute.attndims. */
+  readonly attNdims: number;
   readonly read: ReadPlan;
 }
 
@@ -149,6 +160,9 @@ export async function introspectTable(sql: Sql, spec: TableSpec): Promise<TableP
       sourceType: a.source_type,
       castType: a.cast_type,
       baseOid: t.oid,
+      attTypeOid: Number(a.type_oid),
+      attTypmod: a.typmod,
+      attNdims: a.attndims,
       read: readPlan(t, a.attname, a.attndims),
     };
   });
@@ -185,6 +199,109 @@ export async function introspectTable(sql: Sql, spec: TableSpec): Promise<TableP
     schema,
     ref,
   };
+}
+
+/** One column's catalog facts as the page check reads them. */
+interface CurrentAttributeRow {
+  attnum: number;
+  attname: string;
+  type_oid: string;
+  typmod: number;
+  attndims: number;
+  source_type: string;
+}
+
+function toColumn(c: ColumnInfo): Column {
+  return { name: c.name, type: c.read.logical, nullable: !c.notNull, sourceType: c.sourceType };
+}
+
+/**
+ * The per-page catalog check: re-reads (attname, atttypid, atttypmod, attndims) of the columns a
+ * page selected, by the table's OID and each column's attnum, and compares them with what
+ * introspection recorded. Runs AFTER the page's statement(s) and before the page is returned:
+ * an ALTER that committed before a statement is seen here (the statement cannot overlap an
+ * ALTER, which takes an ACCESS EXCLUSIVE lock), and one after this check did not touch the page.
+ *
+ * When something differs, the current columns are mapped as introspection maps them and
+ * `compareSchemas` names the changes; a change that keeps both the lake type and the form the
+ * values were read in (varchar(10) -> varchar(200)) did not affect the page and passes (the next
+ * run's start reports it); anything else throws SchemaChangedError(`table`, changes, 'page').
+ * A dropped column is `dropped`, a renamed one (same attnum, new name) `renamed`; a table
+ * dropped (or dropped and re-created: a new OID) shows every column dropped. `detail` (e.g. the
+ * server's message of the statement that failed) goes into the error. One small query per
+ * page; the type lookups only run when something changed.
+ */
+export async function checkColumnsUnchanged(
+  sql: Sql,
+  plan: TablePlan,
+  selected: readonly ColumnInfo[],
+  table: string,
+  detail?: string,
+  options?: ErrorOptions,
+): Promise<void> {
+  const rows = await sql.unsafe<CurrentAttributeRow[]>(
+    `SELECT a.attnum::int AS attnum, a.attname::text AS attname, a.atttypid::text AS type_oid,
+            a.atttypmod::int AS typmod, a.attndims::int AS attndims,
+            format_type(a.atttypid, a.atttypmod) AS source_type
+     FROM pg_attribute a
+     WHERE a.attrelid = $1::oid AND a.attnum = ANY($2::text::int2[]) AND NOT a.attisdropped`,
+    [plan.oid, `{${selected.map((c) => c.attnum).join(',')}}`],
+  );
+  const now = new Map(rows.map((r) => [r.attnum, r]));
+  const changed = selected.filter((c) => {
+    const r = now.get(c.attnum);
+    return (
+      r === undefined ||
+      r.attname !== c.name ||
+      Number(r.type_oid) !== c.attTypeOid ||
+      r.typmod !== c.attTypmod ||
+      r.attndims !== c.attNdims
+    );
+  });
+  if (changed.length === 0) return;
+
+  const types = await resolveTypes(
+    sql,
+    changed.flatMap((c) => {
+      const r = now.get(c.attnum);
+      return r ? [Number(r.type_oid)] : [];
+    }),
+  );
+  const current: Column[] = [];
+  const readForms: string[] = [];
+  for (const c of selected) {
+    const r = now.get(c.attnum);
+    if (r === undefined) continue;
+    if (!changed.includes(c)) {
+      current.push(toColumn(c));
+      continue;
+    }
+    const read = readPlan(baseType(types, Number(r.type_oid), r.typmod), r.attname, r.attndims);
+    // Nullability is not compared here (only types are re-read): the introspected one stays.
+    current.push({ name: r.attname, type: read.logical, nullable: !c.notNull, sourceType: r.source_type });
+    const form = (p: ReadPlan) => `${p.list ? 'a list of ' : ''}${p.wire}`;
+    // A change of lake type is named by compareSchemas; one that keeps it but arrives in another
+    // form (json -> jsonb: both text in the lake) is named here.
+    const sameLake = describeType(read.logical) === describeType(c.read.logical);
+    if (sameLake && (read.wire !== c.read.wire || read.list !== c.read.list)) {
+      readForms.push(
+        `column "${c.name}" was ${c.sourceType}, read as ${form(c.read)}, and is now ${r.source_type}, read as ${form(read)}`,
+      );
+    }
+  }
+  const changes = compareSchemas(
+    { columns: selected.map(toColumn), primaryKey: [] },
+    { columns: current, primaryKey: [] },
+  );
+  if (readForms.length === 0 && changes.every((ch) => ch.kind === 'source-type')) return;
+  const details = [...(detail ? [detail] : []), ...readForms];
+  throw new SchemaChangedError(
+    table,
+    changes,
+    'page',
+    details.length > 0 ? details.join('; ') : undefined,
+    options,
+  );
 }
 
 /** Loads pg_type rows for `oids` and everything they refer to (domain bases, array elements). */
