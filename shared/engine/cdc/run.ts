@@ -1,0 +1,724 @@
+/**
+ * The CDC engine: one long-running capture of one source's change stream into the lake
+ * (docs/decisions/0009-cdc-commit-protocol.md), on any `Reader` (shared/contracts/cdc.ts).
+ *
+ * Owns the commit protocol of a multi-table stream:
+ *   - one state item per source (`cdc#<pipeline>#<source>`, ./state.ts): the resume position and
+ *     per table `next`, the first `__pos` not yet durable;
+ *   - the flush cycle: cut the tables whose pending rows, bytes or age reached the limits (or
+ *     whose oldest pending row is older than maxAckLag), write them in parallel, then ONE
+ *     conditional commit (renewing the lease), then acknowledge the source. A flush may cut
+ *     inside a transaction; only the SOURCE position is transaction-aligned (./ack.ts);
+ *   - the ack is the durable low-water mark, never past what is committed to state; with nothing
+ *     pending the latest keepalive/heartbeat position is committed at least every idleCommit;
+ *   - on start, this writer's objects of a table at or past its `next` (a crashed attempt's
+ *     leftovers) are removed before anything is written; on replay the reader drops rows below
+ *     `next`;
+ *   - a short lease renewed on its own timer; when a renewal fails the engine stops writing and
+ *     acking and closes the reader before the lease expires (self-fence); a second process that
+ *     finds the lease held waits as a standby and takes over after expiry;
+ *   - policies: a lost position (`gap`) is POSITION_LOST, recorded in state, and stops the source
+ *     with the ack before it; TRUNCATE/destructive DDL is recorded (metric, log, state) or stops
+ *     the source (`onTruncate: fail`); a schema change goes through the shared rules.
+ *
+ * Works only through the contracts: never names a database client or a driver.
+ */
+import type {
+  CdcEvent,
+  CdcRuntime,
+  CdcTable,
+  Reader,
+  SourcePosition,
+  Streamer,
+} from '../../contracts/cdc.js';
+import { LeaseHeldError, LeaseLostError, TidemarkError } from '../../contracts/errors.js';
+import type { LakeTable, Sink } from '../../contracts/sink.js';
+import type { Introspector, TableRef } from '../../contracts/source.js';
+import type { Clock, CursorStore, StateRecord } from '../../contracts/state.js';
+import type { Batch, WriteMode } from '../../dataplane/batch.js';
+import { META_POS } from '../../dataplane/metadata.js';
+import type { Schema } from '../../dataplane/schema.js';
+import {
+  describeChange,
+  type SchemaChange,
+  SchemaChangedError,
+  type StoredSchema,
+  schemaVerdict,
+  storedSchema,
+  type WidenPolicy,
+} from '../../dataplane/schema-rules.js';
+import type { Logger } from '../../observability/log.js';
+import { AckTracker } from './ack.js';
+import {
+  type CdcState,
+  type CdcTableState,
+  cdcStateKey,
+  ddlEvent,
+  initialCdcState,
+  parseCdcState,
+  withEvent,
+} from './state.js';
+
+export interface CdcTableConfig {
+  /** `schema.table` at the source. */
+  readonly source: string;
+  /** Lake table name. */
+  readonly target: string;
+  readonly writeMode: WriteMode;
+  readonly exclude: readonly string[];
+  readonly onWiden: WidenPolicy;
+  readonly onTruncate: 'record' | 'fail';
+}
+
+/** When a table's pending rows are flushed. */
+export interface FlushLimits {
+  readonly rows: number;
+  readonly bytes: number;
+  /** Age of the oldest pending row. */
+  readonly ms: number;
+  /** A table whose oldest pending row is this old is flushed whatever its size. */
+  readonly maxAckLagMs: number;
+  /** With nothing pending, a newer heartbeat position is committed at least this often. */
+  readonly idleCommitMs: number;
+}
+
+/** Named points of the commit protocol, for fault-injection tests (`faults`). */
+export type CdcPoint = 'before-write' | 'after-write' | 'after-commit' | 'after-ack' | 'renewal';
+
+export interface CdcRunOptions {
+  readonly pipeline: string;
+  /** The source's name in the spec (the state key and the writer's second half). */
+  readonly sourceName: string;
+  /** `<pipeline>.<source>` (shared/sink/layout.ts `writerId`). */
+  readonly writer: string;
+  readonly tables: readonly CdcTableConfig[];
+  readonly introspector: Introspector;
+  readonly streamer: Streamer;
+  readonly runtime: CdcRuntime;
+  readonly store: CursorStore;
+  readonly sink: Sink;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly owner: string;
+  readonly limits: FlushLimits;
+  readonly leaseTtlMs: number;
+  /** Renew the lease this often (default a third of the TTL). */
+  readonly renewEveryMs?: number;
+  /** Margin before the lease's expiry by which a writer that cannot renew has stopped (default 5 s). */
+  readonly skewMarginMs?: number;
+  /** SIGTERM/SIGINT: stop reading, flush, commit, ack, release, within this long. */
+  readonly stopTimeoutMs: number;
+  /** Aborting it stops the run as `stopTimeoutMs` says. */
+  readonly signal?: AbortSignal;
+  /** Wait as a standby while another process holds the lease (default true). */
+  readonly standby?: boolean;
+  /** Called at each named point of the protocol (tests record and crash there). */
+  readonly faults?: (point: CdcPoint) => void | Promise<void>;
+  /** Sleeps `ms` (injected by tests that drive time); default setTimeout. */
+  readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+export interface CdcSummary {
+  readonly pipeline: string;
+  readonly source: string;
+  /** Why the run ended. */
+  readonly stopped: 'ended' | 'interrupted';
+  readonly rows: number;
+  readonly flushes: number;
+  readonly objects: number;
+  readonly position: SourcePosition | undefined;
+  /** How long this process waited as a standby before it took the lease. */
+  readonly standbyMs: number;
+}
+
+/** The source can no longer deliver changes from where the state says to resume. */
+export class PositionLostError extends TidemarkError {
+  override name = 'PositionLostError';
+  constructor(source: string, reason: string, from: SourcePosition | undefined) {
+    super(
+      'POSITION_LOST',
+      `${source}: the change stream cannot resume from ${from?.display ?? from?.value ?? 'the stored position'}: ${reason}. Changes since then are lost to the log; the gap is recorded in the state. Re-snapshot the source's tables (a later release automates it as onPositionLost: reset), or reset the source's state to start over from the current log position`,
+    );
+  }
+}
+
+/** A TRUNCATE or destructive DDL arrived on a table under `onTruncate: fail`. */
+export class DestructiveDdlError extends TidemarkError {
+  override name = 'DestructiveDdlError';
+  constructor(table: string, kind: string, detail: string) {
+    super(
+      'DESTRUCTIVE_DDL',
+      `${table}: the stream carried a ${kind.toUpperCase()} (${detail.slice(0, 200)}), and the table says onTruncate: fail; the position stays before it. Re-snapshot the table, or set onTruncate: record to record such events and go on`,
+    );
+  }
+}
+
+/** The successor of a fixed-width position: its trailing 8-hex ordinal plus one. */
+export function positionAfter(pos: string): string {
+  const head = pos.slice(0, -8);
+  const ordinal = Number.parseInt(pos.slice(-8), 16);
+  if (!/^[0-9a-f]{8}$/.test(pos.slice(-8)) || ordinal >= 0xffffffff)
+    throw new TidemarkError('POSITION_INVALID', `position '${pos}' has no ordinal tail to step past`);
+  return head + (ordinal + 1).toString(16).padStart(8, '0');
+}
+
+/** Everything about one captured table the loop needs. */
+interface Captured {
+  readonly config: CdcTableConfig;
+  readonly ref: TableRef;
+  /** The lake schema: non-key columns nullable (a DELETE may carry only the key). */
+  schema: Schema;
+  recorded: StoredSchema;
+  /** Clock reading when the oldest pending row arrived; undefined when none is pending. */
+  pendingSince: number | undefined;
+  /** Source commit time of the newest row seen (lag is measured from it). */
+  lastCommitTimeMs: number | undefined;
+  stopped: boolean;
+}
+
+/**
+ * CDC wire schemas mark every non-key column nullable: under Postgres' default replica identity a
+ * DELETE carries only the key (docs/decisions/0010-cdc-nullability.md).
+ */
+export function cdcLakeSchema(schema: Schema): Schema {
+  const keys = new Set(schema.primaryKey);
+  return {
+    ...schema,
+    columns: schema.columns.map((c) => (keys.has(c.name) || c.nullable ? c : { ...c, nullable: true })),
+  };
+}
+
+/** Runs the capture until the stream ends (finite sources), the signal aborts, or an error. */
+export async function runCdc(opts: CdcRunOptions): Promise<CdcSummary> {
+  const key = cdcStateKey(opts.pipeline, opts.sourceName);
+  const log = opts.logger.child({ pipeline: opts.pipeline, source: opts.sourceName });
+  const sleep = opts.sleep ?? defaultSleep;
+  const standbyStarted = opts.clock();
+  const record = await acquireOrStandby(opts, key, log, sleep);
+  if (record === undefined) {
+    return {
+      pipeline: opts.pipeline,
+      source: opts.sourceName,
+      stopped: 'interrupted',
+      rows: 0,
+      flushes: 0,
+      objects: 0,
+      position: undefined,
+      standbyMs: opts.clock() - standbyStarted,
+    };
+  }
+  const standbyMs = opts.clock() - standbyStarted;
+  const run = new CdcRun(opts, key, log, record);
+  try {
+    return { ...(await run.execute()), standbyMs };
+  } finally {
+    await run.shutdown();
+  }
+}
+
+/** Takes the lease, waiting as a standby while a live holder has it; undefined when interrupted. */
+async function acquireOrStandby(
+  opts: CdcRunOptions,
+  key: string,
+  log: Logger,
+  sleep: (ms: number, signal?: AbortSignal) => Promise<void>,
+): Promise<StateRecord | undefined> {
+  let announced = false;
+  for (;;) {
+    try {
+      return await opts.store.acquire(key, opts.owner, opts.leaseTtlMs);
+    } catch (e) {
+      if (!(e instanceof LeaseHeldError) || opts.standby === false) throw e;
+      if (!announced) {
+        log.info('standby: another process holds the lease; taking over when it expires', {
+          holder: e.holder,
+          expiresAt: e.expiresAt,
+        });
+        announced = true;
+      }
+      const wait = Math.max(50, Math.min(opts.leaseTtlMs, (e.expiresAt ?? 0) - opts.clock() + 10));
+      try {
+        await sleep(wait, opts.signal);
+      } catch {
+        return undefined;
+      }
+      if (opts.signal?.aborted) return undefined;
+    }
+  }
+}
+
+class CdcRun {
+  private version: number;
+  private state: CdcState;
+  private tracker!: AckTracker;
+  private reader: Reader | undefined;
+  private readonly tables = new Map<string, Captured>();
+  private rows = 0;
+  private flushes = 0;
+  private objects = 0;
+  private lastCommitAt: number;
+  /** Set when the lease could not be renewed: nothing may be written, committed or acked. */
+  private fenced: Error | undefined;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private fenceTimer: NodeJS.Timeout | undefined;
+  private readonly stopping = new AbortController();
+  private released = false;
+
+  constructor(
+    private readonly opts: CdcRunOptions,
+    private readonly key: string,
+    private readonly log: Logger,
+    record: StateRecord,
+  ) {
+    this.version = record.version;
+    this.state = record.value === undefined ? initialCdcState() : parseCdcState(record.value);
+    this.lastCommitAt = opts.clock();
+  }
+
+  async execute(): Promise<Omit<CdcSummary, 'standbyMs'>> {
+    const { opts } = this;
+    this.startRenewal();
+    const firstStart = this.version === 0;
+    await this.introspect();
+    await this.recover(firstStart);
+    this.tracker = new AckTracker(this.state.position);
+    const captured = [...this.tables.values()];
+    const cdcTables: CdcTable[] = captured.map((t) => ({
+      ref: t.ref,
+      schema: t.schema,
+      writeMode: t.config.writeMode,
+    }));
+    this.reader = await opts.streamer.openReader(cdcTables, opts.runtime);
+    const next = new Map<string, string>();
+    for (const t of captured) {
+      const n = this.state.tables[t.config.target]?.next;
+      if (n !== undefined) next.set(t.config.target, n);
+    }
+    await this.reader.start({ position: this.state.position, next }, this.stopping.signal);
+    this.log.info('capturing', {
+      tables: captured.length,
+      position: this.state.position?.display ?? this.state.position?.value ?? '(start)',
+    });
+
+    let stopped: 'ended' | 'interrupted' = 'ended';
+    const signal = opts.signal;
+    // The reader's wait ends on the caller's stop and on a self-fence alike.
+    const waiting = signal ? AbortSignal.any([signal, this.stopping.signal]) : this.stopping.signal;
+    for (;;) {
+      this.checkFence();
+      if (signal?.aborted) {
+        stopped = 'interrupted';
+        break;
+      }
+      const ev = await this.reader.next(this.waitMs(), waiting).catch((e: unknown) => {
+        if (signal?.aborted && !this.fenced) return undefined;
+        throw this.fenced ?? e;
+      });
+      if (ev) await this.onEvent(ev);
+      else if (this.reader.ended) break;
+      if (signal?.aborted) {
+        stopped = 'interrupted';
+        break;
+      }
+      await this.flushDue(false);
+    }
+    await this.withStopTimeout(() => this.flushDue(true));
+    return {
+      pipeline: opts.pipeline,
+      source: opts.sourceName,
+      stopped,
+      rows: this.rows,
+      flushes: this.flushes,
+      objects: this.objects,
+      position: this.state.position,
+    };
+  }
+
+  /** Stops timers, closes the reader, releases the lease (unless fenced: it is not ours). */
+  async shutdown(): Promise<void> {
+    clearInterval(this.renewTimer);
+    clearTimeout(this.fenceTimer);
+    this.stopping.abort();
+    await this.reader
+      ?.close()
+      .catch((e: unknown) => this.log.warn('closing the reader failed', { error: e }));
+    if (!this.released && !this.fenced) {
+      this.released = true;
+      await this.opts.store
+        .release(this.key, this.opts.owner)
+        .catch((e: unknown) => this.log.warn('lease release failed; it will expire', { error: e }));
+    }
+  }
+
+  private async introspect(): Promise<void> {
+    for (const config of this.opts.tables) {
+      const { ref, schema } = await this.opts.introspector.introspect({
+        source: config.source,
+        target: config.target,
+        exclude: config.exclude,
+      });
+      const lake = cdcLakeSchema(schema);
+      const stored = this.state.tables[config.target];
+      const recorded = storedSchema(lake, stored?.schemaVersion ?? 1);
+      if (stored?.schemaHash !== undefined && stored.schemaHash !== recorded.hash) {
+        // The state keeps only the hash (the full schema is in the objects' footers): the rules
+        // cannot tell what changed while the capture was down, so the operator must look.
+        throw new SchemaChangedError(
+          config.target,
+          [],
+          'start',
+          `its schema hash is ${recorded.hash}, the state says the table wrote ${stored.schemaHash}`,
+        );
+      }
+      this.tables.set(config.target, {
+        config,
+        ref,
+        schema: lake,
+        recorded,
+        pendingSince: undefined,
+        lastCommitTimeMs: undefined,
+        stopped: stored?.stopped !== undefined,
+      });
+    }
+  }
+
+  /**
+   * Removes what a crashed attempt left past each table's `next`; a first start commits the
+   * initial state BEFORE any object exists, so "no state but objects" always means a lost state.
+   */
+  private async recover(firstStart: boolean): Promise<void> {
+    const { sink, writer } = { sink: this.opts.sink, writer: this.opts.writer };
+    if (firstStart) {
+      for (const t of this.tables.values()) {
+        const ours = await sink.list(t.config.target, writer);
+        if (ours.length > 0) {
+          throw new TidemarkError(
+            'STATE_MISSING',
+            `${t.config.target}: the state store has no state under ${this.key}, but the lake already holds ${ours.length} object(s) of ${writer}; nothing was deleted or written. Restore the state, or remove those objects on purpose`,
+          );
+        }
+      }
+      const tables: Record<string, CdcTableState> = {};
+      for (const t of this.tables.values())
+        tables[t.config.target] = { rows: 0, objects: 0, schemaHash: t.recorded.hash, schemaVersion: 1 };
+      await this.commit({ ...this.state, tables });
+      return;
+    }
+    for (const t of this.tables.values()) {
+      const lake: LakeTable = { table: t.config.target, writer };
+      // Without a `next` the table never committed an object: all of ours are leftovers.
+      const removed = await sink.recover(lake, this.state.tables[t.config.target]?.next ?? '');
+      if (removed.length > 0)
+        this.log.warn('removed uncommitted objects of a crashed attempt', {
+          table: t.config.target,
+          objects: removed.map((r) => r.uri),
+        });
+    }
+  }
+
+  private async onEvent(ev: CdcEvent): Promise<void> {
+    const now = this.opts.clock();
+    switch (ev.kind) {
+      case 'begin':
+        this.tracker.begin();
+        return;
+      case 'rows': {
+        const t = this.tables.get(ev.table);
+        if (!t)
+          throw new TidemarkError(
+            'CDC_UNKNOWN_TABLE',
+            `the reader delivered rows of ${ev.table}, which is not captured`,
+          );
+        this.tracker.rows(ev.table, ev.count);
+        t.pendingSince ??= now;
+        return;
+      }
+      case 'commit':
+        this.tracker.commit(ev.position);
+        if (ev.commitTimeMs !== undefined)
+          for (const t of this.tables.values())
+            if (t.pendingSince !== undefined) t.lastCommitTimeMs = ev.commitTimeMs;
+        return;
+      case 'progress':
+        this.tracker.progress(ev.position);
+        return;
+      case 'ddl': {
+        const t = this.tables.get(ev.ddl.table);
+        this.log.warn(`destructive ${ev.ddl.kind} on ${ev.ddl.table || 'a captured table'}`, {
+          code: 'DESTRUCTIVE_DDL',
+          detail: ev.ddl.detail.slice(0, 300),
+        });
+        this.opts.logger.metric('DestructiveDdl', 1, 'Count', {
+          pipeline: this.opts.pipeline,
+          table: ev.ddl.table,
+        });
+        // Everything before the event is flushed first, so the recorded entry and the position
+        // it is committed with say exactly where in the stream it happened.
+        await this.flushDue(true);
+        await this.commit(withEvent(this.state, ddlEvent(ev.ddl, new Date(now).toISOString())));
+        if (t?.config.onTruncate === 'fail')
+          throw new DestructiveDdlError(ev.ddl.table, ev.ddl.kind, ev.ddl.detail);
+        return;
+      }
+      case 'schema':
+        return this.onSchema(ev.table, ev.schema, ev.changes, now);
+      case 'gap': {
+        const at = new Date(now).toISOString();
+        this.log.error('the change stream lost its position', { code: 'POSITION_LOST', reason: ev.reason });
+        this.opts.logger.metric('PositionLost', 1, 'Count', {
+          pipeline: this.opts.pipeline,
+          source: this.opts.sourceName,
+        });
+        await this.commit(withEvent(this.state, { at, kind: 'gap', table: '', detail: ev.reason }));
+        throw new PositionLostError(this.opts.sourceName, ev.reason, ev.from ?? this.state.position);
+      }
+    }
+  }
+
+  private async onSchema(
+    target: string,
+    schema: Schema,
+    changes: readonly SchemaChange[],
+    now: number,
+  ): Promise<void> {
+    const t = this.tables.get(target);
+    if (!t) return;
+    // The rows pending are in the old schema: they go to the lake first.
+    await this.flushTables([t], now);
+    const verdict = schemaVerdict(changes, t.config.onWiden);
+    if (verdict.action === 'stop') {
+      await this.commit(
+        withEvent(this.state, {
+          at: new Date(now).toISOString(),
+          kind: 'schema',
+          table: target,
+          detail: verdict.stops.map(describeChange).join('; '),
+        }),
+      );
+      throw new SchemaChangedError(target, verdict.stops, 'stream');
+    }
+    if (verdict.action === 'same') return;
+    t.schema = cdcLakeSchema(schema);
+    t.recorded = storedSchema(t.schema, t.recorded.version + 1);
+    for (const c of verdict.changes)
+      this.log.warn(`schema changed: ${describeChange(c)}`, { code: 'SCHEMA_CHANGED', table: target });
+    this.opts.logger.metric('SchemaChanged', verdict.changes.length, 'Count', {
+      pipeline: this.opts.pipeline,
+      table: target,
+    });
+    const prev = this.state.tables[target] ?? { rows: 0, objects: 0 };
+    await this.commit({
+      ...this.state,
+      tables: {
+        ...this.state.tables,
+        [target]: { ...prev, schemaHash: t.recorded.hash, schemaVersion: t.recorded.version },
+      },
+    });
+  }
+
+  /** How long the reader may wait for the next event before a timer is due. */
+  private waitMs(): number {
+    const now = this.opts.clock();
+    const { ms, maxAckLagMs, idleCommitMs } = this.opts.limits;
+    let due = now + Math.min(ms, maxAckLagMs, idleCommitMs);
+    for (const t of this.tables.values())
+      if (t.pendingSince !== undefined) due = Math.min(due, t.pendingSince + Math.min(ms, maxAckLagMs));
+    return Math.max(1, Math.min(1000, due - now));
+  }
+
+  /** Flushes the tables that are due (all with pending rows when `all`), or commits an idle position. */
+  private async flushDue(all: boolean): Promise<void> {
+    const now = this.opts.clock();
+    const { rows, bytes, ms, maxAckLagMs, idleCommitMs } = this.opts.limits;
+    const due: Captured[] = [];
+    for (const t of this.tables.values()) {
+      if (t.pendingSince === undefined) continue;
+      const p = this.reader!.pending(t.config.target);
+      const age = now - t.pendingSince;
+      if (all || p.rows >= rows || p.bytes >= bytes || age >= ms || age >= maxAckLagMs) due.push(t);
+    }
+    if (due.length > 0) return this.flushTables(due, now);
+    // Nothing pending: a newer resume point (commits of rows all durable, heartbeats) is still
+    // committed now and then, or at the end, so the stored position does not age.
+    const position = this.tracker.position;
+    if (
+      position !== undefined &&
+      !samePosition(position, this.state.position) &&
+      (all || now - this.lastCommitAt >= idleCommitMs)
+    ) {
+      await this.commit({ ...this.state, position });
+      await this.ack(position);
+    }
+  }
+
+  /** One flush cycle: cut, write in parallel, ONE conditional commit, then ack. */
+  private async flushTables(due: readonly Captured[], now: number): Promise<void> {
+    this.checkFence();
+    const reader = this.reader!;
+    const marks = new Map<string, number>();
+    const cuts: { t: Captured; batch: Batch }[] = [];
+    for (const t of due) {
+      const target = t.config.target;
+      marks.set(target, this.tracker.appendedRows(target));
+      const batch = reader.cut(target);
+      t.pendingSince = undefined;
+      // A stopped table's changes are dropped: counted durable, never written.
+      if (batch && !t.stopped) cuts.push({ t, batch });
+    }
+    await this.opts.faults?.('before-write');
+    const written = await Promise.all(
+      cuts.map(async ({ t, batch }) => {
+        const first = firstPosition(batch);
+        const refs = await this.opts.sink.write(
+          { table: t.config.target, writer: this.opts.writer },
+          t.schema,
+          first,
+          [batch],
+          t.recorded,
+        );
+        return { t, batch, refs };
+      }),
+    );
+    await this.opts.faults?.('after-write');
+    const position = this.tracker.resumeIf(marks);
+    const at = new Date(now).toISOString();
+    const tables: Record<string, CdcTableState> = { ...this.state.tables };
+    let rows = 0;
+    for (const { t, batch, refs } of written) {
+      const prev = tables[t.config.target] ?? { rows: 0, objects: 0 };
+      const n = batch.record.numRows;
+      rows += n;
+      tables[t.config.target] = {
+        ...prev,
+        next: positionAfter(batch.watermark!),
+        rows: prev.rows + n,
+        objects: prev.objects + refs.length,
+        lastFlushAt: at,
+        schemaHash: t.recorded.hash,
+        schemaVersion: t.recorded.version,
+        ...(t.lastCommitTimeMs !== undefined ? { lagMs: Math.max(0, now - t.lastCommitTimeMs) } : {}),
+      };
+      this.objects += refs.length;
+    }
+    await this.commit({ ...this.state, tables, ...(position ? { position } : {}) });
+    this.tracker.markDurable(marks);
+    this.rows += rows;
+    this.flushes += 1;
+    await this.opts.faults?.('after-commit');
+    this.log.debug('flushed', {
+      tables: written.length,
+      rows,
+      position: position?.display ?? position?.value,
+    });
+    if (position) await this.ack(position);
+  }
+
+  private async ack(position: SourcePosition): Promise<void> {
+    this.checkFence();
+    await this.reader!.setConfirmed(position);
+    await this.opts.faults?.('after-ack');
+  }
+
+  /** The single conditional write of a cycle: fails if another writer moved the state or took the lease. */
+  private async commit(value: CdcState): Promise<void> {
+    this.checkFence();
+    const next: CdcState = { ...value, lastCommitAt: new Date(this.opts.clock()).toISOString() };
+    const committed = await this.opts.store.commit(this.key, {
+      owner: this.opts.owner,
+      expectedVersion: this.version,
+      value: next as unknown as Record<string, unknown>,
+      renewTtlMs: this.opts.leaseTtlMs,
+    });
+    this.version = committed.version;
+    this.state = next;
+    this.lastCommitAt = this.opts.clock();
+    this.scheduleFence();
+  }
+
+  /** Renews the lease on its own timer; a failed renewal fences this writer. */
+  private startRenewal(): void {
+    const every = this.opts.renewEveryMs ?? Math.max(1000, Math.floor(this.opts.leaseTtlMs / 3));
+    this.scheduleFence();
+    this.renewTimer = setInterval(() => {
+      void (async () => {
+        if (this.fenced) return;
+        try {
+          await this.opts.faults?.('renewal');
+          await this.opts.store.renew(this.key, this.opts.owner, this.opts.leaseTtlMs);
+          this.scheduleFence();
+        } catch (e) {
+          if (e instanceof LeaseLostError) this.fence(e);
+          else this.log.warn('lease renewal failed; retrying before it expires', { error: e });
+        }
+      })();
+    }, every);
+    this.renewTimer.unref?.();
+  }
+
+  /** Arms the self-fence for the current lease: stop before expiry minus the skew margin. */
+  private scheduleFence(): void {
+    clearTimeout(this.fenceTimer);
+    const ms = Math.max(0, this.opts.leaseTtlMs - (this.opts.skewMarginMs ?? 5000));
+    this.fenceTimer = setTimeout(() => this.fence(new LeaseLostError(this.key, this.opts.owner)), ms);
+    this.fenceTimer.unref?.();
+  }
+
+  private fence(e: Error): void {
+    if (this.fenced) return;
+    this.fenced = e;
+    this.log.error('lease could not be renewed: stopped writing and acknowledging', { error: e });
+    this.stopping.abort(e);
+    void this.reader?.close().catch(() => undefined);
+  }
+
+  private checkFence(): void {
+    if (this.fenced) throw this.fenced;
+  }
+
+  private async withStopTimeout(f: () => Promise<void>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const limit = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new TidemarkError(
+              'STOP_TIMEOUT',
+              `${this.opts.sourceName}: the final flush did not finish within ${Math.round(this.opts.stopTimeoutMs / 1000)} s; what was not committed is read again after the restart`,
+            ),
+          ),
+        this.opts.stopTimeoutMs,
+      );
+    });
+    try {
+      await Promise.race([f(), limit]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+function firstPosition(batch: Batch): string {
+  const pos = batch.record.getChild(META_POS)?.get(0) as string | null | undefined;
+  if (typeof pos !== 'string')
+    throw new TidemarkError('BATCH_INVALID', `batch of ${batch.table} has no __pos`);
+  return pos;
+}
+
+function samePosition(a: SourcePosition | undefined, b: SourcePosition | undefined): boolean {
+  return a?.scheme === b?.scheme && a?.value === b?.value;
+}
+
+function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

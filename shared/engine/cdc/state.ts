@@ -1,0 +1,94 @@
+/**
+ * The state value of one CDC source (docs/decisions/0009-cdc-commit-protocol.md), stored under
+ * `cdc#<pipeline>#<source>`: the source's resume position and, per captured table, `next` (the
+ * first `__pos` NOT yet durable: exclusive, so recovery from it never deletes a committed
+ * object), the schema hash the table writes, and stats. Plus a short log of gaps and destructive
+ * DDL the stream carried.
+ *
+ * One item holds every table of a source, so its size is bounded: per table a few short fields
+ * (500 tables with the longest names and MySQL-sized positions fit under the store's limit,
+ * test/unit/cdc-state.test.ts); the event log keeps the newest EVENT_LOG entries, each detail cut
+ * to EVENT_DETAIL characters. The full schema of a table lives in its objects' footers.
+ */
+import type { DestructiveDDL, SourcePosition } from '../../contracts/cdc.js';
+import { TidemarkError } from '../../contracts/errors.js';
+
+/** Entries kept in the event log. */
+export const EVENT_LOG = 20;
+/** Characters kept of an event's detail. */
+export const EVENT_DETAIL = 300;
+
+export interface CdcTableState {
+  /** The first `__pos` not yet durable; undefined before the table's first flush. */
+  readonly next?: string;
+  /** `schemaHash` of the schema the table writes, and its version. */
+  readonly schemaHash?: string;
+  readonly schemaVersion?: number;
+  /** Rows committed over the table's life, objects written. */
+  readonly rows: number;
+  readonly objects: number;
+  /** ISO time of the table's last flush commit. */
+  readonly lastFlushAt?: string;
+  /** Source commit -> durable lag of the last flushed row, ms. */
+  readonly lagMs?: number;
+  /** A stopped table: its changes are dropped until it is re-snapshotted. */
+  readonly stopped?: { readonly at: string; readonly reason: string };
+}
+
+/** A gap or a destructive DDL the stream carried, as the state records it. */
+export interface CdcStreamEvent {
+  readonly at: string;
+  readonly kind: 'gap' | 'truncate' | 'ddl' | 'schema';
+  readonly table: string;
+  readonly detail: string;
+}
+
+export interface CdcState {
+  /** Where the stream resumes; undefined before the first commit of a position. */
+  readonly position?: SourcePosition;
+  readonly tables: { readonly [target: string]: CdcTableState };
+  /** Newest last, at most EVENT_LOG entries. */
+  readonly events?: readonly CdcStreamEvent[];
+  /** ISO time of the last commit. */
+  readonly lastCommitAt?: string;
+}
+
+/** The key of a CDC source's state item. */
+export function cdcStateKey(pipeline: string, source: string): string {
+  return `cdc#${pipeline}#${source}`;
+}
+
+export function initialCdcState(): CdcState {
+  return { tables: {} };
+}
+
+/** Validates a stored value; a corrupt item is an error, never silently a fresh start. */
+export function parseCdcState(value: unknown): CdcState {
+  if (value === undefined) return initialCdcState();
+  const v = value as Partial<CdcState>;
+  const pos = v.position as Partial<SourcePosition> | undefined;
+  if (
+    typeof v !== 'object' ||
+    v === null ||
+    typeof v.tables !== 'object' ||
+    v.tables === null ||
+    (pos !== undefined && (typeof pos.scheme !== 'string' || typeof pos.value !== 'string'))
+  ) {
+    throw new TidemarkError(
+      'STATE_CORRUPT',
+      `stored CDC state is not valid (${JSON.stringify(value).slice(0, 200)}); inspect it with tidemark status`,
+    );
+  }
+  return v as CdcState;
+}
+
+/** `state` with `event` appended to its log (newest EVENT_LOG kept, detail bounded). */
+export function withEvent(state: CdcState, event: CdcStreamEvent): CdcState {
+  const e = { ...event, detail: event.detail.slice(0, EVENT_DETAIL) };
+  return { ...state, events: [...(state.events ?? []), e].slice(-EVENT_LOG) };
+}
+
+/** The state log entry of a destructive DDL. */
+export function ddlEvent(ddl: DestructiveDDL, at: string): CdcStreamEvent {
+  return { at, kind: ddl.kind, table: ddl.table, detail: ddl.detail };
+}
