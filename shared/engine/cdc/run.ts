@@ -295,6 +295,9 @@ class CdcRun {
       if (n !== undefined) next.set(t.config.target, n);
     }
     await this.reader.start({ position: this.state.position, next }, this.stopping.signal);
+    // A crash between a commit and its ack left the source behind the state: the committed
+    // position is durable, so it is acknowledged again first.
+    if (this.state.position) await this.ack(this.state.position);
     this.log.info('capturing', {
       tables: captured.length,
       position: this.state.position?.display ?? this.state.position?.value ?? '(start)',
@@ -463,6 +466,8 @@ class CdcRun {
       case 'schema':
         return this.onSchema(ev.table, ev.schema, ev.changes, now);
       case 'gap': {
+        // What arrived before the gap is sound: it goes to the lake first.
+        await this.flushDue(true);
         const at = new Date(now).toISOString();
         this.log.error('the change stream lost its position', { code: 'POSITION_LOST', reason: ev.reason });
         this.opts.logger.metric('PositionLost', 1, 'Count', {
