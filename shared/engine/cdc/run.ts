@@ -48,6 +48,7 @@ import {
   type WidenPolicy,
 } from '../../dataplane/schema-rules.js';
 import type { Logger } from '../../observability/log.js';
+import { takeLease } from '../lease.js';
 import { AckTracker } from './ack.js';
 import {
   type CdcState,
@@ -112,6 +113,11 @@ export interface CdcRunOptions {
   readonly signal?: AbortSignal;
   /** Wait as a standby while another process holds the lease (default true). */
   readonly standby?: boolean;
+  /**
+   * Whether a lease holder is provably dead (a local process that is gone): its lease is then
+   * taken over at once instead of after its TTL. Local runs only; a Fargate task passes nothing.
+   */
+  readonly isHolderDead?: (owner: string) => boolean;
   /** Called at each named point of the protocol (tests record and crash there). */
   readonly faults?: (point: CdcPoint) => void | Promise<void>;
   /** Sleeps `ms` (injected by tests that drive time); default setTimeout. */
@@ -226,7 +232,7 @@ async function acquireOrStandby(
   let announced = false;
   for (;;) {
     try {
-      return await opts.store.acquire(key, opts.owner, opts.leaseTtlMs);
+      return (await takeLease(opts.store, key, opts.owner, opts.leaseTtlMs, opts.isHolderDead)).record;
     } catch (e) {
       if (!(e instanceof LeaseHeldError) || opts.standby === false) throw e;
       if (!announced) {
