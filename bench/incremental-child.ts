@@ -7,7 +7,7 @@
  * Owns nothing but this run; never changes engine settings beyond what a spec can say.
  */
 import { writeSync } from 'node:fs';
-import { parseSpec } from '../shared/config/spec.js';
+import { incrementalTables, parseSpec } from '../shared/config/spec.js';
 import { createLogger } from '../shared/observability/log.js';
 import { openPipeline } from '../shared/pipeline/open.js';
 import { runTable } from '../shared/pipeline/run-table.js';
@@ -32,7 +32,7 @@ const spec = parseSpec({
     },
   ],
 });
-const table = spec.tables[0]!;
+const table = incrementalTables(spec)[0]!;
 // Warnings and errors to stderr (the parent shows them on failure); stdout carries the report.
 const logger = createLogger({
   json: true,

@@ -36,9 +36,15 @@ import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as snsSubscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Construct, Node } from 'constructs';
-import { findTable, type Spec, type TableSpecConfig, tableTarget } from '../shared/config/spec.js';
+import { assertModes } from '../shared/config/modes.js';
+import {
+  findTable,
+  type IncrementalTableSpec,
+  incrementalTables,
+  type Spec,
+  tableTarget,
+} from '../shared/config/spec.js';
 import { ConfigError } from '../shared/contracts/errors.js';
-import { capabilities, type DriverKind } from '../shared/drivers/registry.js';
 
 /** One full vCPU: Lambda allocates CPU in proportion to memory, 1769 MB is the 1-vCPU point. */
 export const DEFAULT_MEMORY_MB = 1769;
@@ -94,7 +100,7 @@ export function lakeLocation(spec: Spec): LakeLocation {
  * spec entry, else the lake target (unique by validation). Checked with the handler's own lookup,
  * so a schedule can never run another table that happens to share a name.
  */
-export function eventTableName(spec: Spec, table: TableSpecConfig, index: number): string {
+export function eventTableName(spec: Spec, table: IncrementalTableSpec, index: number): string {
   for (const name of [table.table, tableTarget(table)]) {
     if (findTable(spec, name) === table) return name;
   }
@@ -115,7 +121,7 @@ export class TidemarkStack extends Stack {
   constructor(scope: Construct, id: string, props: TidemarkStackProps) {
     super(scope, id, props);
     const { spec } = props;
-    const incremental = spec.tables.filter((t) => t.mode === 'incremental');
+    const incremental = incrementalTables(spec);
     assertDeployableSpec(spec);
     checkEnvironment(this, spec);
     checkBundle(props.bundleDir);
@@ -325,9 +331,12 @@ export class TidemarkStack extends Stack {
 }
 
 /**
- * Rules a spec must pass to be deployed, beyond spec validation: state and lake in AWS, and every
- * used source's driver serving incremental tables (static capabilities, nothing is opened). Cheap
- * and independent of the stack, so the app runs it before spending seconds on bundling.
+ * Rules a spec must pass to be deployed, beyond spec validation: state and lake in AWS, every
+ * table's mode served by its source's driver kind (the mode gate, shared/config/modes.ts; static
+ * capabilities, nothing is opened), and no cdc table: this stack builds the incremental path only
+ * (the CDC task comes with a later release), and deploying a spec without the tables it lists
+ * would look like success. Cheap and independent of the stack, so the app runs it before
+ * spending seconds on bundling.
  * @throws ConfigError naming the spec field and the fix.
  */
 export function assertDeployableSpec(spec: Spec): void {
@@ -335,21 +344,13 @@ export function assertDeployableSpec(spec: Spec): void {
     throw new ConfigError('state.dir', 'is local-only; use state.dynamodb for cdk deploy');
   }
   lakeLocation(spec);
-  const used = new Set(spec.tables.filter((t) => t.mode === 'incremental').map((t) => t.source));
-  for (const name of used) {
-    const kind: DriverKind = spec.sources[name]!.kind;
-    let modes: readonly string[];
-    try {
-      modes = capabilities(kind).modes;
-    } catch (e) {
-      throw new ConfigError(`sources.${name}.kind`, `${(e as Error).message}; this build cannot deploy it`, {
-        cause: e,
-      });
-    }
-    if (!modes.includes('incremental')) {
-      throw new ConfigError(`sources.${name}.kind`, `the ${kind} driver does not support incremental tables`);
-    }
-  }
+  assertModes(spec);
+  const cdc = spec.tables.flatMap((t, i) => (t.mode === 'cdc' ? [{ t, i }] : []));
+  const [first, ...more] = cdc.map(({ t, i }) => ({
+    path: `tables[${i}].mode`,
+    message: `${tableTarget(t)} is mode: cdc, which this release cannot deploy (the stack builds the scheduled incremental Lambda; the CDC task arrives with a later release); deploy it with mode: incremental and a cursor, or leave it out of this spec`,
+  }));
+  if (first) throw new ConfigError(first.path, first.message, { more });
 }
 
 /**

@@ -31,12 +31,16 @@ const USAGE = `usage: tidemark <command> [options]
 Every command reads the spec from -c FILE, default ./tidemark.yaml.
 
 commands:
-  validate -c FILE                      check a pipeline spec and print it (secrets redacted)
+  validate -c FILE [--state]            check a pipeline spec and print it (secrets redacted):
+                                        every table's mode against its driver kind, and tables
+                                        that changed mode against the state (a state.dir always;
+                                        DynamoDB state with --state)
   check -c FILE [--table T] [--json]    before the first run: check that the sources connect, the
                                         tables, keys, cursors, indexes and grants are usable, and
                                         the state store and the lake take writes; exit 1 if any fails
   run -c FILE [--table T] [--max-pages N] [--json]
-                                        sync tables locally until caught up; with --json stdout
+                                        sync the incremental tables locally until caught up
+                                        (mode: cdc tables are skipped); with --json stdout
                                         carries exactly one JSON object per table (errors too)
                                         and logs go to stderr. Ctrl-C / SIGTERM stops after the
                                         page in flight is committed and releases the lease
@@ -54,7 +58,10 @@ commands:
                                         forget a table's cursor (next run resyncs from the start);
                                         when the state is lost or older than the lake, say what
                                         happens to this pipeline's objects in the lake: keep them
-                                        (write after them) or delete them first
+                                        (write after them) or delete them first. After a mode
+                                        change (MODE_CHANGED): retires the incremental state of a
+                                        table now mode: cdc; takes a table now mode: incremental
+                                        out of the CDC state (--delete-objects)
   schema accept -c FILE --table T       after a schema change stopped a table (SCHEMA_CHANGED):
                                         record its current schema as the one it writes; the
                                         next run continues from its cursor with new objects

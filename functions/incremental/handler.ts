@@ -15,7 +15,7 @@
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import type { Context } from 'aws-lambda';
 import { forgetSecrets } from '../../shared/config/secrets.js';
-import { findTable, loadSpecFile, parseSpec, type Spec } from '../../shared/config/spec.js';
+import { findIncrementalTable, loadSpecFile, parseSpec, type Spec } from '../../shared/config/spec.js';
 import { ConfigError, TidemarkError } from '../../shared/contracts/errors.js';
 import type { IncrementalSummary } from '../../shared/engine/incremental-run.js';
 import { createLogger } from '../../shared/observability/log.js';
@@ -128,7 +128,8 @@ async function runEvent(
     throw new TidemarkError('EVENT_INVALID', `event names pipeline "${event.pipeline}" but this function runs "${spec.pipeline}"`);
   }
   if (!event.table) throw new TidemarkError('EVENT_INVALID', 'event has no "table" (expected {"table": "schema.table"})');
-  const table = findTable(spec, event.table);
+  // Schedules exist for incremental tables only (infra); a cdc table named here is refused.
+  const table = findIncrementalTable(spec, event.table, 'the incremental Lambda');
   const margin = Number(process.env.TIDEMARK_SAFETY_MARGIN_MS ?? 15_000);
   try {
     const summary = await runTable(spec, table, pipeline, {

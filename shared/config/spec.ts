@@ -6,13 +6,22 @@
  * URL's secrets for redaction (shared/observability/redact.ts) before anything can quote them.
  * Never opens a connection and never logs a secret: `redactSpec` is the only way a spec is
  * printed.
+ *
+ * A table's `mode` picks its shape: `incremental` (a cursor, pages, a schedule) or `cdc` (the
+ * database log; `snapshot` required; per-source stream settings under `sources.<name>.cdc`,
+ * resolved by `cdcSettings`). A source's `kind` is any kind the driver registry knows
+ * (`driverKinds`), and every table's mode is judged against its kind's static capabilities by
+ * the mode gate (./modes.ts) before a spec is returned, so no entry point can skip it.
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError, type ConfigProblem } from '../contracts/errors.js';
+import { driverKinds } from '../drivers/registry.js';
 import { redact, registerUrlSecrets } from '../observability/redact.js';
+import { checkModes } from './modes.js';
 
 const identifier = z
   .string()
@@ -39,20 +48,6 @@ const scheduleExpr = z
     /^(rate\(\d+ (minute|minutes|hour|hours|day|days)\)|cron\(.+\))$/,
     'must be an EventBridge expression such as "rate(5 minutes)" or "cron(0/15 * * * ? *)"',
   );
-
-const sourceSchema = z
-  .object({
-    kind: z.enum(['postgres', 'mysql'], { message: 'must be "postgres" or "mysql"' }),
-    /** Connection URL; may contain ${env:NAME}. Prefer `secretArn` in AWS. */
-    url: z.string().min(1).optional(),
-    /** AWS Secrets Manager secret whose SecretString is the URL or an RDS-style JSON secret. */
-    secretArn: z.string().startsWith('arn:aws', 'must be a Secrets Manager ARN').optional(),
-    connectTimeoutSeconds: z.number().positive().max(300).default(10),
-  })
-  .strict()
-  .refine((s) => Boolean(s.url) !== Boolean(s.secretArn), {
-    message: 'give exactly one of "url" or "secretArn"',
-  });
 
 const stateSchema = z
   .object({
@@ -144,24 +139,140 @@ export const DEFAULT_PAGE_BYTES = 64 * 2 ** 20;
  * this size with room to spare (decision 0007). Raise it together with the function's memory.
  */
 export const DEFAULT_MAX_ROW_BYTES = 64 * 2 ** 20;
+/** Default flush budget of a CDC table's pending rows (`sources.<name>.cdc.flushBytes`), as pageBytes. */
+export const DEFAULT_FLUSH_BYTES = 64 * 2 ** 20;
 const MIN_PAGE_BYTES = 2 ** 20;
 const MAX_PAGE_BYTES = 2 ** 30;
 
-const tableSchema = z
+/** How `sources.<name>.kind` is spelled in messages: the registered kinds, built-ins first. */
+function kindList(): string {
+  const kinds = driverKinds().map((k) => `"${k}"`);
+  return kinds.length <= 2 ? kinds.join(' or ') : `one of ${kinds.join(', ')}`;
+}
+
+/** The longest Postgres identifier (NAMEDATALEN - 1); slot names have the same limit. */
+const PG_NAME_MAX = 63;
+
+/** A replication slot or publication name tidemark may use unquoted: `[a-z_][a-z0-9_]{0,62}`. */
+const pgName = z
+  .string()
+  .regex(
+    /^[a-z_][a-z0-9_]{0,62}$/,
+    'must be a Postgres name: a lowercase letter or "_", then up to 62 lowercase letters, digits or "_"',
+  );
+
+/** Largest MySQL server id (server_id is an unsigned 32-bit integer; 0 refuses replication). */
+export const MAX_SERVER_ID = 2 ** 32 - 1;
+
+/**
+ * Per-source settings of the change stream (`sources.<name>.cdc`), read by the CDC task. The
+ * block is optional; `cdcSettings` fills every default. Seconds are wall-clock seconds.
+ */
+const cdcSourceSchema = z
   .object({
-    /** Name of an entry under `sources`. */
-    source: z.string().min(1),
-    table: identifier,
-    /** Lake table name; defaults to `table`. */
-    target: z
-      .string()
-      .regex(/^[a-z0-9_]+\.[a-z0-9_]+$/, 'must be lowercase "schema.table"')
+    /** Postgres replication slot; default `tidemark_<pipeline>_<source>` (see `defaultCdcName`). */
+    slot: pgName.optional(),
+    /** Postgres publication; same default as the slot. */
+    publication: pgName.optional(),
+    /**
+     * MySQL/MariaDB: the server id the binlog connection registers with. Must differ from every
+     * other server and replica of that primary (a duplicate disconnects the other one), so there
+     * is no default: required for a mysql source with cdc tables.
+     */
+    serverId: z
+      .number()
+      .int()
+      .min(1, 'must be 1 or more (0 cannot replicate)')
+      .max(MAX_SERVER_ID, `must be at most ${MAX_SERVER_ID} (server_id is 32-bit)`)
       .optional(),
-    mode: z.enum(['incremental']),
+    /** How often an idle log makes progress visible (Postgres keepalive, MySQL heartbeat). */
+    heartbeatSeconds: z.number().min(1).max(3600).default(10),
+    /** A table's pending rows are written as one object at this many rows ... */
+    flushRows: z.number().int().min(1).max(10_000_000).default(100_000),
+    /** ... or this many bytes (Arrow data bytes, as pageBytes) ... */
+    flushBytes: byteSize(DEFAULT_FLUSH_BYTES, MIN_PAGE_BYTES, MAX_PAGE_BYTES),
+    /** ... or after this long, whichever comes first. */
+    flushSeconds: z.number().min(1).max(3600).default(60),
+    /**
+     * The source is acknowledged (Postgres confirmed_flush_lsn) at least this often: pending rows
+     * are flushed and committed when the last acknowledgement is older, so the server can free
+     * its log (WAL retention).
+     */
+    maxAckLagSeconds: z.number().min(1).max(86_400).default(300),
+    /** With no rows to write, the position is still committed this often (an idle log moves on). */
+    idleCommitSeconds: z.number().min(1).max(3600).default(60),
+    /** The CDC task's lease on its source; renewed every third of it. */
+    leaseTtlSeconds: z.number().min(15).max(3600).default(60),
+    /**
+     * After SIGTERM the task flushes, commits and releases its lease within this long. ECS kills a
+     * task at most 120 s after SIGTERM, so at most 110 (10 s left for the process to exit).
+     */
+    stopTimeoutSeconds: z
+      .number()
+      .min(1)
+      .max(110, 'must be at most 110: ECS stops a task at most 120 s after SIGTERM (stopTimeout)')
+      .default(30),
+    /** The log no longer holds the committed position (slot invalidated, binlog purged). */
+    onPositionLost: z
+      .enum(['fail', 'reset'])
+      .refine((v) => v === 'fail', {
+        message:
+          '"reset" (start over with a new snapshot) arrives with snapshots in a later release; use "fail" (the default): the task stops and says what was lost',
+      })
+      .default('fail'),
+  })
+  .strict();
+
+/** The `cdc:` block of a source as written, with its defaults filled. */
+export type CdcSourceConfig = z.infer<typeof cdcSourceSchema>;
+
+const sourceSchema = z
+  .object({
+    /** A registered driver kind (shared/drivers/registry.ts `driverKinds`). */
+    kind: z.string().superRefine((kind, ctx) => {
+      if (!driverKinds().includes(kind)) ctx.addIssue({ code: 'custom', message: `must be ${kindList()}` });
+    }),
+    /** Connection URL; may contain ${env:NAME}. Prefer `secretArn` in AWS. */
+    url: z.string().min(1).optional(),
+    /** AWS Secrets Manager secret whose SecretString is the URL or an RDS-style JSON secret. */
+    secretArn: z.string().startsWith('arn:aws', 'must be a Secrets Manager ARN').optional(),
+    connectTimeoutSeconds: z.number().positive().max(300).default(10),
+    /** Change-stream settings, for the source's `mode: cdc` tables. */
+    cdc: cdcSourceSchema.optional(),
+  })
+  .strict()
+  .refine((s) => Boolean(s.url) !== Boolean(s.secretArn), {
+    message: 'give exactly one of "url" or "secretArn"',
+  });
+
+/** The fields every table has, whatever its mode. */
+const tableFields = {
+  /** Name of an entry under `sources`. */
+  source: z.string().min(1),
+  table: identifier,
+  /** Lake table name; defaults to `table`. */
+  target: z
+    .string()
+    .regex(/^[a-z0-9_]+\.[a-z0-9_]+$/, 'must be lowercase "schema.table"')
+    .optional(),
+  writeMode: z.enum(['append', 'upsert']),
+  /** Columns left out of the lake. */
+  exclude: z.array(z.string()).default([]),
+  /**
+   * A column whose lake type widens (int -> bigint, decimal precision up): stop the table
+   * (default) or continue writing the wider type in new objects (docs/schema-changes.md).
+   */
+  onWiden: z.enum(['stop', 'continue']).default('stop'),
+};
+
+const incrementalTableSchema = z
+  .object({
+    ...tableFields,
+    /** Scheduled runs read pages keyset-paginated on (cursor, primary key). */
+    mode: z.literal('incremental'),
     /** The cursor column, e.g. `updated_at`. */
     cursor: z.string().min(1),
     schedule: scheduleExpr.default('rate(5 minutes)'),
-    writeMode: z.enum(['append', 'upsert']),
     pageSize: z.number().int().min(1).max(1_000_000).default(50_000),
     /**
      * A page also closes after the first row that brings its data to this many bytes (as Arrow
@@ -188,15 +299,50 @@ const tableSchema = z
       .optional(),
     /** What to do with rows whose cursor is NULL: refuse to run, or skip them (they never sync). */
     nullCursor: z.enum(['refuse', 'skip']).default('refuse'),
-    /** Columns left out of the lake. */
-    exclude: z.array(z.string()).default([]),
-    /**
-     * A column whose lake type widens (int -> bigint, decimal precision up): stop the table
-     * (default) or continue writing the wider type in new objects (docs/schema-changes.md).
-     */
-    onWiden: z.enum(['stop', 'continue']).default('stop'),
   })
   .strict();
+
+const SNAPSHOT_REQUIRED =
+  'is required for a cdc table: set "snapshot: never" to start from the current log position (rows already in the table are NOT loaded; "snapshot: initial", which loads them first, arrives with a later release)';
+const SNAPSHOT_INITIAL =
+  '"initial" (load the rows already in the table first) arrives with snapshots in a later release; set "snapshot: never" to start from the current log position (rows already in the table are not loaded)';
+
+const cdcTableSchema = z
+  .object({
+    ...tableFields,
+    /** The CDC task streams the source's log (Postgres logical replication, the MySQL binlog). */
+    mode: z.literal('cdc'),
+    /**
+     * What happens to the rows already in the table: `initial` loads them first (later release),
+     * `never` starts from the current log position. No default, so nobody is surprised.
+     */
+    snapshot: z
+      .enum(['initial', 'never'], {
+        error: (iss) => (iss.input === undefined ? SNAPSHOT_REQUIRED : 'must be "never" or "initial"'),
+      })
+      .refine((v) => v === 'never', { message: SNAPSHOT_INITIAL }),
+    /**
+     * A TRUNCATE in the log: `record` notes it and goes on (the lake keeps the rows written
+     * before it), `fail` stops the table.
+     */
+    onTruncate: z.enum(['record', 'fail']).default('record'),
+  })
+  .strict();
+
+/** Fields only one mode has: a cdc table with `cursor:` is told so, not "unknown field". */
+const INCREMENTAL_ONLY: readonly string[] = Object.keys(incrementalTableSchema.shape).filter(
+  (k) => !(k in tableFields) && k !== 'mode',
+);
+const CDC_ONLY: readonly string[] = Object.keys(cdcTableSchema.shape).filter(
+  (k) => !(k in tableFields) && k !== 'mode',
+);
+
+const tableSchema = z.discriminatedUnion('mode', [incrementalTableSchema, cdcTableSchema], {
+  error: (iss) =>
+    iss.code === 'invalid_union'
+      ? 'must be "incremental" (scheduled runs on a cursor column) or "cdc" (the database log)'
+      : undefined,
+});
 
 export const specSchema = z
   .object({
@@ -216,16 +362,56 @@ export const specSchema = z
 export type Spec = z.infer<typeof specSchema>;
 export type SourceSpec = Spec['sources'][string];
 export type TableSpecConfig = Spec['tables'][number];
+/** A `mode: incremental` table: the only kind runTable, the Lambda and the schedules take. */
+export type IncrementalTableSpec = Extract<TableSpecConfig, { mode: 'incremental' }>;
+/** A `mode: cdc` table: run by the CDC task (`tidemark cdc`, a later command). */
+export type CdcTableSpec = Extract<TableSpecConfig, { mode: 'cdc' }>;
 
-/** Suggested fixes for zod issue codes, so every error says what to do. */
-function explainIssue(issue: z.core.$ZodIssue): string {
+export function isIncremental(t: TableSpecConfig): t is IncrementalTableSpec {
+  return t.mode === 'incremental';
+}
+
+export function isCdc(t: TableSpecConfig): t is CdcTableSpec {
+  return t.mode === 'cdc';
+}
+
+/** The issue's problems, each with its field path and what to do. */
+function explainIssue(issue: z.core.$ZodIssue, root: unknown): ConfigProblem[] {
+  const path = issuePath(issue.path) || '(spec)';
   if (issue.code === 'unrecognized_keys') {
-    return `unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}; remove or fix the spelling`;
+    // A field of the other mode gets its own line saying so; the rest are misspellings.
+    const mode = modeAt(root, issue.path);
+    const other = mode === 'cdc' ? INCREMENTAL_ONLY : mode === 'incremental' ? CDC_ONLY : [];
+    const problems: ConfigProblem[] = issue.keys
+      .filter((k) => other.includes(k))
+      .map((k) => ({
+        path: `${path}.${k}`,
+        message:
+          mode === 'cdc'
+            ? `"${k}" is only for mode: incremental (a cdc table follows the database log: no cursor, pages or schedule); remove it, or set mode: incremental`
+            : `"${k}" is only for mode: cdc; remove it, or set mode: cdc`,
+      }));
+    const unknown = issue.keys.filter((k) => !other.includes(k));
+    if (unknown.length > 0) {
+      problems.push({
+        path,
+        message: `unknown field(s) ${unknown.map((k) => `"${k}"`).join(', ')}; remove or fix the spelling`,
+      });
+    }
+    return problems;
   }
   if (issue.code === 'invalid_type' && issue.message.includes('received undefined')) {
-    return `is required (expected ${issue.expected})`;
+    return [{ path, message: `is required (expected ${issue.expected})` }];
   }
-  return issue.message;
+  return [{ path, message: issue.message }];
+}
+
+/** The `mode` written at a table's path in the raw spec (`tables[i]`), if it is one. */
+function modeAt(root: unknown, path: readonly PropertyKey[]): string | undefined {
+  if (path.length !== 2 || path[0] !== 'tables' || typeof path[1] !== 'number') return undefined;
+  const table = (root as { tables?: unknown[] } | null)?.tables?.[path[1]];
+  const mode = (table as { mode?: unknown } | null)?.mode;
+  return typeof mode === 'string' ? mode : undefined;
 }
 
 function issuePath(path: readonly PropertyKey[]): string {
@@ -272,11 +458,7 @@ export function parseSpec(raw: unknown, opts: { baseDir?: string; env?: NodeJS.P
   registerSourceSecrets(interpolated);
   const result = specSchema.safeParse(interpolated);
   if (!result.success) {
-    const problems = result.error.issues.map((i) => ({
-      path: issuePath(i.path) || '(spec)',
-      message: explainIssue(i),
-    }));
-    throwProblems(problems);
+    throwProblems(result.error.issues.flatMap((i) => explainIssue(i, interpolated)));
     throw new ConfigError('(spec)', 'is not valid');
   }
   const spec = result.data;
@@ -297,6 +479,9 @@ export function parseSpec(raw: unknown, opts: { baseDir?: string; env?: NodeJS.P
       problems.push({ path: `tables[${i}].target`, message: `two tables write to lake table "${target}"` });
     targets.add(target);
   });
+  problems.push(...cdcSourceProblems(spec));
+  // Every table's mode against its kind's capabilities (the gate, shared/config/modes.ts).
+  problems.push(...checkModes(spec));
   throwProblems(problems);
   const baseDir = opts.baseDir ?? process.cwd();
   if (spec.lake.uri.startsWith('file://')) {
@@ -305,6 +490,56 @@ export function parseSpec(raw: unknown, opts: { baseDir?: string; env?: NodeJS.P
   }
   if (spec.state.dir && !isAbsolute(spec.state.dir)) spec.state.dir = resolve(baseDir, spec.state.dir);
   return spec;
+}
+
+/**
+ * The `cdc:` blocks against their sources' kinds: slot and publication are Postgres settings,
+ * serverId MySQL's (required once the source has cdc tables), and two Postgres sources of one
+ * spec never share a slot or publication name (a default one included).
+ */
+function cdcSourceProblems(spec: Spec): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const taken = new Map<string, string>();
+  for (const [name, source] of Object.entries(spec.sources)) {
+    const at = `sources.${name}.cdc`;
+    const hasCdcTables = spec.tables.some((t) => t.source === name && isCdc(t));
+    if (source.kind !== 'postgres') {
+      for (const field of ['slot', 'publication'] as const) {
+        if (source.cdc?.[field] !== undefined)
+          problems.push({
+            path: `${at}.${field}`,
+            message: `is a Postgres setting, and sources.${name} is ${source.kind}; remove it`,
+          });
+      }
+    }
+    if (source.kind !== 'mysql' && source.cdc?.serverId !== undefined) {
+      problems.push({
+        path: `${at}.serverId`,
+        message: `is a MySQL setting, and sources.${name} is ${source.kind}; remove it`,
+      });
+    }
+    if (source.kind === 'mysql' && hasCdcTables && source.cdc?.serverId === undefined) {
+      problems.push({
+        path: `${at}.serverId`,
+        message: `is required for a mysql source with cdc tables: the server id its binlog connection registers with, different from every server and replica of that primary (SELECT @@server_id on each), 1 to ${MAX_SERVER_ID}`,
+      });
+    }
+    if (source.kind === 'postgres' && hasCdcTables) {
+      const settings = cdcSettings(spec, name);
+      for (const field of ['slot', 'publication'] as const) {
+        const value = settings[field]!;
+        const other = taken.get(`${field}\0${value}`);
+        if (other) {
+          problems.push({
+            path: `${at}.${field}`,
+            message: `${field} "${value}" is also sources.${other}'s${source.cdc?.[field] ? '' : ' (the default name)'}; two sources on one database must not share it: set a distinct cdc.${field}`,
+          });
+        }
+        taken.set(`${field}\0${value}`, name);
+      }
+    }
+  }
+  return problems;
 }
 
 /** Throws one ConfigError listing every problem (none: returns). */
@@ -332,6 +567,16 @@ export function loadSpecFile(path: string, env?: NodeJS.ProcessEnv): Spec {
   return parseSpec(raw, { baseDir: dirname(resolve(path)), ...(env ? { env } : {}) });
 }
 
+/** The incremental tables of a spec, in spec order. */
+export function incrementalTables(spec: Spec): IncrementalTableSpec[] {
+  return spec.tables.filter(isIncremental);
+}
+
+/** The cdc tables of a spec, in spec order. */
+export function cdcTables(spec: Spec): CdcTableSpec[] {
+  return spec.tables.filter(isCdc);
+}
+
 /** The lake table name of a spec table: `target` or the lowercased source `table`. */
 export function tableTarget(t: TableSpecConfig): string {
   return t.target ?? t.table.toLowerCase();
@@ -347,6 +592,61 @@ export function findTable(spec: Spec, name: string): TableSpecConfig {
     );
   }
   return t;
+}
+
+/**
+ * Finds an incremental table for a command that only handles those (`run`, `status`, `reset`,
+ * the Lambda): a cdc table is a ConfigError saying where it runs instead.
+ */
+export function findIncrementalTable(spec: Spec, name: string, command: string): IncrementalTableSpec {
+  const t = findTable(spec, name);
+  if (isIncremental(t)) return t;
+  throw new ConfigError(
+    '--table',
+    `${tableTarget(t)} is a mode: cdc table; ${command} handles mode: incremental tables only (cdc tables run under \`tidemark cdc\`, a later command)`,
+  );
+}
+
+/**
+ * The default Postgres slot and publication name of a source: `tidemark_<pipeline>_<source>`
+ * with `-` turned into `_`. A name longer than 63 characters (Postgres' limit) keeps its first
+ * 54 and ends in `_` + 8 hex of sha256(pipeline NUL source), so it stays valid and distinct.
+ */
+export function defaultCdcName(pipeline: string, source: string): string {
+  const name = `tidemark_${pipeline}_${source}`.replaceAll('-', '_');
+  if (name.length <= PG_NAME_MAX) return name;
+  const hash = createHash('sha256').update(`${pipeline}\0${source}`).digest('hex').slice(0, 8);
+  return `${name.slice(0, PG_NAME_MAX - 9)}_${hash}`;
+}
+
+/** A source's change-stream settings with every default resolved (`cdcSettings`). */
+export interface CdcSettings extends Omit<CdcSourceConfig, 'slot' | 'publication' | 'serverId'> {
+  readonly kind: string;
+  /** Postgres sources: the slot and publication (given, or `defaultCdcName`). */
+  readonly slot?: string;
+  readonly publication?: string;
+  /** MySQL sources: the server id (required by the spec once the source has cdc tables). */
+  readonly serverId?: number;
+}
+
+/** The `cdc:` settings of source `sourceName`, defaults filled (the block may be absent). */
+export function cdcSettings(spec: Spec, sourceName: string): CdcSettings {
+  const source = spec.sources[sourceName];
+  if (!source) {
+    throw new ConfigError(
+      `sources.${sourceName}`,
+      `is not a source of pipeline ${spec.pipeline} (known: ${Object.keys(spec.sources).join(', ')})`,
+    );
+  }
+  // Parsing is idempotent on an already-parsed block: it only fills what is missing.
+  const { slot, publication, serverId, ...rest } = cdcSourceSchema.parse(source.cdc ?? {});
+  const fallback = defaultCdcName(spec.pipeline, sourceName);
+  return {
+    ...rest,
+    kind: source.kind,
+    ...(source.kind === 'postgres' ? { slot: slot ?? fallback, publication: publication ?? fallback } : {}),
+    ...(source.kind === 'mysql' && serverId !== undefined ? { serverId } : {}),
+  };
 }
 
 /**

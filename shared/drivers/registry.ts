@@ -1,9 +1,19 @@
 /**
  * The driver registry: per driver kind, its static capabilities (registration data, readable
- * without opening anything: the CDK app and `validate` use them) and how to open an incremental
- * source. The composition root (shared/pipeline) asks it for sources; the engine never imports it.
+ * without opening anything: the spec, the CDK app and `validate` use them) and how to open its
+ * sources (incremental today; a change stream once a kind has a log reader). The composition
+ * root (shared/pipeline) asks it for sources; the engine never imports it.
+ *
+ * The built-in kinds are `postgres` and `mysql`. `registerDriver` adds a kind at run time (the
+ * test-only scripted source, a kind a later release adds): the spec accepts every registered
+ * kind (`driverKinds()`), so this map is the one list of kinds there is.
+ *
+ * Capabilities are kept truthful: a kind declares `cdc`, `stream` and `recoverablePosition` only
+ * once it has a log reader that resumes exactly (`openCdc`), because the spec gate
+ * (shared/config/modes.ts `checkModes`) lets a table run under CDC on exactly that.
  */
 
+import type { Streamer } from '../contracts/cdc.js';
 import type { Preflight } from '../contracts/check.js';
 import type {
   BatchIncrementalSource,
@@ -16,7 +26,11 @@ import type {
 } from '../contracts/source.js';
 import type { Clock } from '../contracts/state.js';
 
-export type DriverKind = 'postgres' | 'mysql';
+/** A registered driver kind: `postgres`, `mysql`, or one added by `registerDriver`. */
+export type DriverKind = string;
+
+/** The kinds every build has. */
+export const BUILTIN_DRIVER_KINDS: readonly DriverKind[] = Object.freeze(['postgres', 'mysql']);
 
 /** Per-table settings a source applies to its reads. */
 export interface IncrementalSourceSettings {
@@ -30,6 +44,20 @@ export interface IncrementalSourceSettings {
   readonly clock?: Clock;
 }
 
+/** Per-source settings a change-stream source opens with (resolved from the spec's `cdc:` block). */
+export interface CdcSourceSettings {
+  readonly url: string;
+  readonly sourceName: string;
+  readonly connectTimeoutMs: number;
+  /** Postgres: the replication slot and the publication. */
+  readonly slot?: string;
+  readonly publication?: string;
+  /** MySQL: the server id of the replica connection. */
+  readonly serverId?: number;
+  readonly heartbeatMs: number;
+  readonly clock?: Clock;
+}
+
 /** A source that can serve incremental tables, and be closed. */
 export type ClosableIncrementalSource = Introspector &
   IncrementalSource &
@@ -39,14 +67,23 @@ export type ClosableIncrementalSource = Introspector &
   Partial<Preflight> &
   Partial<WallClockZone> & { close(): Promise<void> };
 
+/** A source that opens change-stream readers, and is closed. */
+export type ClosableCdcSource = Streamer & { close(): Promise<void> };
+
 export interface DriverRegistration {
   readonly kind: DriverKind;
   readonly capabilities: Capabilities;
   /** Opens an incremental source; connections open lazily on first use. */
-  openIncremental(settings: IncrementalSourceSettings): Promise<ClosableIncrementalSource>;
+  openIncremental?(settings: IncrementalSourceSettings): Promise<ClosableIncrementalSource>;
+  /** Opens a change-stream source; undefined until the kind has a log reader. */
+  openCdc?(settings: CdcSourceSettings): Promise<ClosableCdcSource>;
 }
 
-/** Capabilities of the SQL drivers today: incremental only; stream/snapshot come with CDC. */
+/**
+ * Capabilities of the SQL drivers today: incremental only. No stream reader exists yet, so no
+ * `cdc` mode, no stream, no snapshot, no chunked SELECTs, and no recoverable position (it is
+ * about resuming a STREAM: it turns true with the slot / binlog reader).
+ */
 function incrementalOnly(beforeImage: boolean): Capabilities {
   return Object.freeze({
     snapshot: false,
@@ -56,8 +93,7 @@ function incrementalOnly(beforeImage: boolean): Capabilities {
     modes: Object.freeze(['incremental'] as const),
     beforeImage,
     monotonicSequence: false,
-    // A slot position (Postgres) and a GTID or file:pos (MySQL) resume exactly.
-    recoverablePosition: true,
+    recoverablePosition: false,
   });
 }
 
@@ -94,10 +130,35 @@ const mysql: DriverRegistration = {
   },
 };
 
-const REGISTRY: ReadonlyMap<DriverKind, DriverRegistration> = new Map([
+const REGISTRY = new Map<DriverKind, DriverRegistration>([
   ['postgres', postgres],
   ['mysql', mysql],
 ]);
+
+/** What a kind name may look like: it is written in specs and printed in messages. */
+const KIND_NAME = /^[a-z][a-z0-9-]{0,31}$/;
+
+/**
+ * Adds a driver kind (tests register a scripted kind; the spec then accepts it). A built-in or
+ * already registered kind is refused: unregister it first.
+ */
+export function registerDriver(reg: DriverRegistration): void {
+  if (!KIND_NAME.test(reg.kind))
+    throw new Error(`driver kind "${reg.kind}" must be lowercase letters, digits and dashes (at most 32)`);
+  if (REGISTRY.has(reg.kind)) throw new Error(`driver kind "${reg.kind}" is already registered`);
+  REGISTRY.set(reg.kind, reg);
+}
+
+/** Removes a kind added by `registerDriver` (a no-op for an unknown kind); built-ins stay. */
+export function unregisterDriver(kind: DriverKind): void {
+  if (BUILTIN_DRIVER_KINDS.includes(kind)) throw new Error(`driver kind "${kind}" is built in`);
+  REGISTRY.delete(kind);
+}
+
+/** Every registered kind, built-ins first: what `sources.<name>.kind` accepts. */
+export function driverKinds(): readonly DriverKind[] {
+  return [...REGISTRY.keys()];
+}
 
 /** The registration of a driver kind, or a clear error when that driver is not built yet. */
 export function driver(kind: DriverKind): DriverRegistration {

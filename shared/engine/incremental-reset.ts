@@ -17,7 +17,11 @@ import { TidemarkError } from '../contracts/errors.js';
 import type { LakeTable, ObjectRef, Sink } from '../contracts/sink.js';
 import type { CursorStore } from '../contracts/state.js';
 import { incrementalSeqOf } from '../position/position.js';
-import { type IncrementalState, initialIncrementalState, parseIncrementalState } from './incremental-state.js';
+import {
+  type IncrementalState,
+  initialIncrementalState,
+  parseIncrementalState,
+} from './incremental-state.js';
 import { takeLease } from './lease.js';
 
 export interface ResetOptions {
@@ -31,6 +35,25 @@ export interface ResetOptions {
   readonly isHolderDead?: (owner: string) => boolean;
   /** What to do with this writer's existing objects; required when the state does not cover them. */
   readonly objects?: 'keep' | 'delete';
+  /**
+   * The table now runs under CDC (`mode: cdc` in the spec): the reset state also records that it
+   * was retired, at this ISO time, so the mode check (shared/pipeline/mode-change.ts) no longer
+   * counts it. An incremental run never reads the marker and drops it with its first commit.
+   */
+  readonly retiredAt?: string;
+}
+
+/** The marker a retired incremental state carries (`retired`). */
+export interface RetiredMarker {
+  readonly at: string;
+  /** The mode the table moved to. */
+  readonly mode: 'cdc';
+}
+
+/** Whether a stored incremental state value was retired by `tidemark reset` for a move to CDC. */
+export function isRetiredIncrementalState(value: unknown): boolean {
+  const retired = (value as { retired?: Partial<RetiredMarker> } | undefined)?.retired;
+  return typeof retired === 'object' && retired !== null && retired.mode === 'cdc';
 }
 
 export interface ResetResult {
@@ -52,7 +75,9 @@ export async function resetIncremental(opts: ResetOptions): Promise<ResetResult>
     const before: IncrementalState | undefined =
       record.value === undefined ? undefined : parseIncrementalState(record.value, opts.cursorColumn);
     const ours = await sink.list(lake.table, lake.writer);
-    const seqs = ours.map((o) => (o.startPosition === undefined ? undefined : incrementalSeqOf(o.startPosition)));
+    const seqs = ours.map((o) =>
+      o.startPosition === undefined ? undefined : incrementalSeqOf(o.startPosition),
+    );
     const newest = Math.max(-1, ...seqs.map((s) => s ?? -1));
     const stateSeq = before?.seq ?? 0;
     let deleted: ObjectRef[] = [];
@@ -78,10 +103,13 @@ export async function resetIncremental(opts: ResetOptions): Promise<ResetResult>
       before === undefined || opts.objects === 'delete' ? initialIncrementalState(opts.cursorColumn) : before;
     const { cursorText: _shown, newestCursorMs: _instant, ...rest } = base;
     const value: IncrementalState = { ...rest, cursor: '', cursorColumn: opts.cursorColumn, seq: nextSeq };
+    const retired: RetiredMarker | undefined = opts.retiredAt
+      ? { at: opts.retiredAt, mode: 'cdc' }
+      : undefined;
     await store.commit(key, {
       owner,
       expectedVersion: record.version,
-      value: value as unknown as Record<string, unknown>,
+      value: { ...(value as unknown as Record<string, unknown>), ...(retired ? { retired } : {}) },
     });
     const deletedUris = new Set(deleted.map((d) => d.uri));
     return {

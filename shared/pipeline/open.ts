@@ -10,7 +10,8 @@
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { resolveSourceUrl } from '../config/secrets.js';
-import type { Spec, TableSpecConfig } from '../config/spec.js';
+import type { IncrementalTableSpec, Spec } from '../config/spec.js';
+import { TidemarkError } from '../contracts/errors.js';
 import type { Sink, SinkProbe } from '../contracts/sink.js';
 import type { Clock, CursorStore, CursorStoreProbe } from '../contracts/state.js';
 import type { Batch } from '../dataplane/batch.js';
@@ -26,7 +27,7 @@ export interface OpenPipeline {
   readonly store: CursorStore;
   readonly sink: Sink;
   /** The source for a table (cached per source name and read settings). */
-  source(name: string, table: TableSpecConfig): Promise<ClosableIncrementalSource>;
+  source(name: string, table: IncrementalTableSpec): Promise<ClosableIncrementalSource>;
   /** Encoder for sources that only have the row path. */
   readonly encodeRows: RowEncoder;
   close(): Promise<void>;
@@ -57,7 +58,7 @@ export const rowEncoder: RowEncoder = (schema, rows, meta): Batch =>
 /** The sources of a spec: one per source name and per-table read settings, opened lazily. */
 export interface OpenSources {
   /** The source for a table (cached per source name and read settings). */
-  source(name: string, table: TableSpecConfig): Promise<ClosableIncrementalSource>;
+  source(name: string, table: IncrementalTableSpec): Promise<ClosableIncrementalSource>;
   close(): Promise<void>;
 }
 
@@ -110,8 +111,16 @@ export function openSources(spec: Spec, clock: Clock = Date.now): OpenSources {
       const key = `${name}\0${lagMs}\0${table.lagOnly}\0${table.cursorTimeZone ?? ''}`;
       let p = sources.get(key);
       if (!p) {
+        const reg = driver(s.kind);
+        // The spec gate (shared/config/modes.ts) refuses this already; a hand-built spec may not.
+        if (!reg.openIncremental)
+          throw new TidemarkError(
+            'SOURCE_NOT_INCREMENTAL',
+            `sources.${name}: the ${s.kind} driver has no incremental read`,
+          );
+        const open = reg.openIncremental.bind(reg);
         p = (async () =>
-          driver(s.kind).openIncremental({
+          open({
             url: await resolveSourceUrl(s),
             sourceName: `sources.${name}`,
             connectTimeoutMs: s.connectTimeoutSeconds * 1000,

@@ -1,18 +1,20 @@
 /**
  * Runs one table of a pipeline spec through the incremental engine. The one function the CLI
  * (`run`, `demo`), the Lambda handler and the local invoke all call, so every entry point has the
- * same behaviour.
+ * same behaviour. It takes `mode: incremental` tables only (the type says so); first it refuses a
+ * table its source's CDC state lists (a mode change, shared/pipeline/mode-change.ts).
  *
  * Owns: turning a spec table into engine options. Never decides sync semantics (the engine does)
  * and never prints (callers do).
  */
 
-import { type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js';
+import { type IncrementalTableSpec, type Spec, tableTarget } from '../config/spec.js';
 import type { Clock } from '../contracts/state.js';
 import { type IncrementalSummary, runIncremental } from '../engine/incremental-run.js';
 import type { Logger } from '../observability/log.js';
 import { writerId } from '../sink/layout.js';
 import { isProvablyDead, localOwner } from '../state/lease-owner.js';
+import { assertModesUnchanged } from './mode-change.js';
 import type { OpenPipeline } from './open.js';
 
 /** Lease TTL: longer than a Lambda's 15-minute maximum, so a live run is never taken over. */
@@ -44,10 +46,11 @@ export interface RunTableOptions {
 
 export async function runTable(
   spec: Spec,
-  table: TableSpecConfig,
+  table: IncrementalTableSpec,
   pipeline: OpenPipeline,
   opts: RunTableOptions,
 ): Promise<IncrementalSummary> {
+  await assertModesUnchanged(spec, pipeline.store, [table]);
   const source = await pipeline.source(table.source, table);
   return runIncremental({
     pipeline: spec.pipeline,

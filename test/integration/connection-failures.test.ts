@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseSpec, type Spec } from '../../shared/config/spec.js';
+import { incrementalTables, parseSpec, type Spec } from '../../shared/config/spec.js';
 import { incrementalStateKey } from '../../shared/engine/incremental-run.js';
 import { silentLogger } from '../../shared/observability/log.js';
 import { openPipeline } from '../../shared/pipeline/open.js';
@@ -62,7 +62,7 @@ function specFor(kind: 'postgres' | 'mysql', url: string, table: string, connect
 async function failureOf(spec: Spec): Promise<{ code?: string; message: string }> {
   const pipeline = await openPipeline(spec);
   try {
-    await runTable(spec, spec.tables[0]!, pipeline, { logger: silentLogger });
+    await runTable(spec, incrementalTables(spec)[0]!, pipeline, { logger: silentLogger });
   } catch (e) {
     return e as { code?: string; message: string };
   } finally {
@@ -106,7 +106,7 @@ describe('a MariaDB that dies during a page read', () => {
       );
       let err: { code?: string; message: string } | undefined;
       try {
-        const run = runTable(spec, spec.tables[0]!, stalled.pipeline, {
+        const run = runTable(spec, incrementalTables(spec)[0]!, stalled.pipeline, {
           logger: silentLogger,
           // Far past the test's timeout: a run that ends at all did not end by this timeout.
           pageTimeoutMs: 10 * 60_000,

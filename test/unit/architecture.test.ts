@@ -6,6 +6,8 @@
  * - nothing under shared/ imports functions/ or infra/;
  * - shared/engine never names a database client (`postgres`, `mysql2`) or a driver;
  * - drivers never import the engine;
+ * - shared/config reaches the drivers only through the registry (the kinds and capabilities it
+ *   validates a spec against), never a driver folder;
  * - shared/observability/redact.ts imports nothing, so every layer (drivers and config included)
  *   may use the one redaction without an import cycle.
  *
@@ -81,6 +83,16 @@ const RULES: readonly Rule[] = [
     check: (edge) =>
       edge.internal !== undefined && under(edge.internal, 'shared/engine')
         ? `engine ${edge.internal}`
+        : undefined,
+  },
+  {
+    name: 'config reaches the drivers only through the registry',
+    appliesTo: (file) => under(file, 'shared/config'),
+    check: (edge) =>
+      edge.internal !== undefined &&
+      under(edge.internal, 'shared/drivers') &&
+      edge.internal !== 'shared/drivers/registry.js'
+        ? `driver ${edge.internal}`
         : undefined,
   },
   {
@@ -189,6 +201,8 @@ describe('the import rule checker', () => {
         "import postgres from 'postgres';\nimport type { Batch } from '../../dataplane/batch.js';",
       ],
       ['functions/cli/ok.ts', "import { run } from '../../shared/engine/run.js';"],
+      ['shared/config/ok.ts', "import { driverKinds } from '../drivers/registry.js';"],
+      ['shared/config/bad.ts', "import { PostgresSource } from '../drivers/postgres/index.js';"],
       [REDACTION, "import { x } from './log.js';\nimport { URL } from 'node:url';"],
     ]);
     const found = violations(files);
@@ -199,6 +213,7 @@ describe('the import rule checker', () => {
     expect(found.filter((v) => v.startsWith('shared/engine/bad.ts'))).toHaveLength(3);
     expect(found.filter((v) => v.startsWith('shared/drivers/postgres/bad.ts'))).toHaveLength(1);
     expect(found.filter((v) => v.startsWith(REDACTION))).toHaveLength(2);
+    expect(found.filter((v) => v.startsWith('shared/config/bad.ts'))).toHaveLength(1);
   });
 });
 

@@ -16,8 +16,10 @@ import { loadDeployableSpec } from '../../infra/deploy-spec.js';
 import { assertDeployableSpec, CONTEXT, TidemarkStack } from '../../infra/incremental-stack.js';
 import { parseSpec } from '../../shared/config/spec.js';
 import { ConfigError } from '../../shared/contracts/errors.js';
+import { registerDriver, unregisterDriver } from '../../shared/drivers/registry.js';
 import { CHECK_AWS_ACTIONS } from '../../shared/pipeline/check.js';
 import { probeKey } from '../../shared/sink/layout.js';
+import { scriptedDriver } from '../harness/scripted-driver.js';
 
 const SECRET_ARN = 'arn:aws:secretsmanager:us-east-1:123456789012:secret:shop-reader-AbCdEf';
 
@@ -376,6 +378,39 @@ describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
     );
     // A bundle without its spec would deploy, then fail at the first scheduled run.
     expect(configErrorOf(() => stackOf(rawSpec(), {}, work)).message).toMatch(/has no index\.js/);
+  });
+
+  it('refuses cdc tables at synth: the mode gate on kinds that cannot stream, and any cdc table this stack cannot run', () => {
+    const events = {
+      source: 'app',
+      table: 'public.events',
+      mode: 'cdc',
+      writeMode: 'append',
+      snapshot: 'never',
+    };
+    const pg = rawSpec();
+    pg.tables = [...(pg.tables as object[]), events];
+    expect(configErrorOf(() => stackOf(pg)).message).toMatch(
+      /^tables\[2\]\.mode: public\.events is mode: cdc, but the postgres driver \(sources\.app\) cannot stream changes .*; set mode: incremental with a cursor column/,
+    );
+    // A kind that can stream passes the gate, but this stack builds no CDC task yet.
+    registerDriver(scriptedDriver('scripted'));
+    try {
+      const capable = rawSpec();
+      capable.sources = {
+        app: { kind: 'postgres', secretArn: SECRET_ARN },
+        log: { kind: 'scripted', secretArn: SECRET_ARN },
+      };
+      capable.tables = [...(capable.tables as object[]), { ...events, source: 'log' }];
+      const cannot =
+        /^tables\[2\]\.mode: public\.events is mode: cdc, which this release cannot deploy .*mode: incremental/;
+      expect(configErrorOf(() => assertDeployableSpec(parseSpec(capable, { env: {} }))).message).toMatch(
+        cannot,
+      );
+      expect(configErrorOf(() => stackOf(capable)).message).toMatch(cannot);
+    } finally {
+      unregisterDriver('scripted');
+    }
   });
 
   it('warns at synth about settings that only make sense locally', () => {

@@ -1,17 +1,34 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { findTable, loadSpecFile, parseSpec, redactSpec } from '../../shared/config/spec.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  cdcSettings,
+  defaultCdcName,
+  findIncrementalTable,
+  findTable,
+  incrementalTables,
+  loadSpecFile,
+  parseSpec,
+  redactSpec,
+  type Spec,
+} from '../../shared/config/spec.js';
 import { ConfigError } from '../../shared/contracts/errors.js';
+import { registerDriver, unregisterDriver } from '../../shared/drivers/registry.js';
+import { scriptedDriver } from '../harness/scripted-driver.js';
 
 const base = () => ({
   pipeline: 'shop',
   sources: { app: { kind: 'postgres', url: 'postgres://u:secret@h:5432/db' } },
   state: { dir: '/tmp/state' },
   lake: { uri: 'file:///tmp/lake' },
-  tables: [{ source: 'app', table: 'public.orders', mode: 'incremental', cursor: 'updated_at', writeMode: 'append' }],
+  tables: [
+    { source: 'app', table: 'public.orders', mode: 'incremental', cursor: 'updated_at', writeMode: 'append' },
+  ],
 });
+
+/** The first incremental table of a parsed spec. */
+const firstInc = (spec: Spec) => incrementalTables(spec)[0]!;
 
 function errorOf(raw: unknown): ConfigError {
   try {
@@ -25,8 +42,10 @@ function errorOf(raw: unknown): ConfigError {
 
 describe('pipeline spec', () => {
   it('accepts the example file and fills defaults', () => {
-    const spec = loadSpecFile(join(import.meta.dirname, '..', '..', 'tidemark.example.yaml'), { PGPASSWORD: 'pw' });
-    const t = spec.tables[0]!;
+    const spec = loadSpecFile(join(import.meta.dirname, '..', '..', 'tidemark.example.yaml'), {
+      PGPASSWORD: 'pw',
+    });
+    const t = firstInc(spec);
     expect(t.pageSize).toBe(50_000);
     expect(t.nullCursor).toBe('refuse');
     expect(spec.lake.compression).toBe('zstd');
@@ -68,7 +87,7 @@ describe('pipeline spec', () => {
     for (const zone of ['America/New_York', 'UTC', 'Asia/Kolkata', '-05:00', '+05:30']) {
       const ok = base();
       (ok.tables[0] as Record<string, unknown>).cursorTimeZone = zone;
-      expect(parseSpec(ok).tables[0]!.cursorTimeZone).toBe(zone);
+      expect(firstInc(parseSpec(ok)).cursorTimeZone).toBe(zone);
     }
     for (const zone of ['Mars/Base', "UTC'; DROP TABLE x; --", '5', '-25:00', '']) {
       const bad = base();
@@ -83,36 +102,48 @@ describe('pipeline spec', () => {
     (bad.tables as Record<string, unknown>[])[0]!.pageSize = 0;
     (bad.lake as Record<string, unknown>).uri = 'gs://x';
     const e = errorOf(bad);
-    expect(e.problems.map((p) => p.path).sort()).toEqual(['lake.uri', 'tables[0].pageSize', 'tables[0].writeMode']);
+    expect(e.problems.map((p) => p.path).sort()).toEqual([
+      'lake.uri',
+      'tables[0].pageSize',
+      'tables[0].writeMode',
+    ]);
     expect(e.message).toMatch(/^3 problems in the spec:\n {2}- /);
     expect(e.message).not.toContain('more problem');
     const refs = base();
     refs.tables.push({ ...refs.tables[0]!, source: 'nope' }, { ...refs.tables[0]! });
-    expect(errorOf(refs).problems.map((p) => p.path)).toEqual(['tables[1].source', 'tables[1].target', 'tables[2].target']);
+    expect(errorOf(refs).problems.map((p) => p.path)).toEqual([
+      'tables[1].source',
+      'tables[1].target',
+      'tables[2].target',
+    ]);
   });
 
   it('reads the page byte budget and row cap as bytes or sizes with binary units, within bounds', () => {
-    const t = parseSpec(base()).tables[0]!;
+    const t = firstInc(parseSpec(base()));
     expect(t.pageBytes).toBe(64 * 2 ** 20);
     expect(t.maxRowBytes).toBe(64 * 2 ** 20);
     const sized = base();
     Object.assign(sized.tables[0]!, { pageBytes: '16MiB', maxRowBytes: 300_000_000 });
-    const u = parseSpec(sized).tables[0]!;
+    const u = firstInc(parseSpec(sized));
     expect(u.pageBytes).toBe(16 * 2 ** 20);
     expect(u.maxRowBytes).toBe(300_000_000);
     const spaced = base();
     Object.assign(spaced.tables[0]!, { pageBytes: '1 GiB' });
-    expect(parseSpec(spaced).tables[0]!.pageBytes).toBe(2 ** 30);
+    expect(firstInc(parseSpec(spaced)).pageBytes).toBe(2 ** 30);
 
     const unit = base();
     Object.assign(unit.tables[0]!, { pageBytes: '64MB' });
-    expect(errorOf(unit).message).toMatch(/^tables\[0\]\.pageBytes: must be a whole number of bytes or a size such as "64MiB"/);
+    expect(errorOf(unit).message).toMatch(
+      /^tables\[0\]\.pageBytes: must be a whole number of bytes or a size such as "64MiB"/,
+    );
     const small = base();
     Object.assign(small.tables[0]!, { pageBytes: 1000 });
     expect(errorOf(small).message).toBe('tables[0].pageBytes: must be between 1 MiB and 1 GiB, got 1000 B');
     const big = base();
     Object.assign(big.tables[0]!, { maxRowBytes: '2GiB' });
-    expect(errorOf(big).message).toContain('tables[0].maxRowBytes: must be between 1 MiB and 1 GiB, got 2 GiB');
+    expect(errorOf(big).message).toContain(
+      'tables[0].maxRowBytes: must be between 1 MiB and 1 GiB, got 2 GiB',
+    );
     const fraction = base();
     Object.assign(fraction.tables[0]!, { pageBytes: 2 ** 20 + 0.5 });
     expect(errorOf(fraction).path).toBe('tables[0].pageBytes');
@@ -143,7 +174,8 @@ describe('pipeline spec', () => {
 
   it('finds tables by source name or target and lists known ones otherwise', () => {
     const spec = parseSpec(base());
-    expect(findTable(spec, 'public.orders').cursor).toBe('updated_at');
+    expect(findIncrementalTable(spec, 'public.orders', 'run').cursor).toBe('updated_at');
+    expect(findTable(spec, 'public.orders').mode).toBe('incremental');
     expect(() => findTable(spec, 'public.nope')).toThrow(/known: public.orders/);
   });
 
@@ -153,5 +185,252 @@ describe('pipeline spec', () => {
     writeFileSync(f, 'pipeline: [unclosed');
     expect(() => loadSpecFile(f)).toThrow(/bad.yaml is not valid YAML/);
     expect(() => loadSpecFile(join(dir, 'missing.yaml'))).toThrow(/cannot read spec file/);
+  });
+});
+
+/** A spec with one cdc table on source `app` of `kind` (the scripted kind streams; postgres does not). */
+const cdcBase = (kind = 'scripted', table: Record<string, unknown> = {}) => ({
+  pipeline: 'shop',
+  sources: { app: { kind, url: 'postgres://u:secret@h:5432/db' } } as Record<string, Record<string, unknown>>,
+  state: { dir: '/tmp/state' },
+  lake: { uri: 'file:///tmp/lake' },
+  tables: [
+    { source: 'app', table: 'public.orders', mode: 'cdc', writeMode: 'upsert', snapshot: 'never', ...table },
+  ] as Record<string, unknown>[],
+});
+
+describe('pipeline spec: cdc tables and the cdc block', () => {
+  beforeAll(() => registerDriver(scriptedDriver('scripted')));
+  afterAll(() => unregisterDriver('scripted'));
+
+  it('accepts a cdc table with its defaults, and none of the incremental fields', () => {
+    const t = parseSpec(cdcBase()).tables[0]!;
+    expect(t).toEqual({
+      source: 'app',
+      table: 'public.orders',
+      mode: 'cdc',
+      writeMode: 'upsert',
+      snapshot: 'never',
+      onTruncate: 'record',
+      exclude: [],
+      onWiden: 'stop',
+    });
+    const set = parseSpec(
+      cdcBase('scripted', { onTruncate: 'fail', exclude: ['secret'], target: 'raw.orders' }),
+    );
+    expect(set.tables[0]).toMatchObject({ onTruncate: 'fail', exclude: ['secret'], target: 'raw.orders' });
+    expect(incrementalTables(set)).toEqual([]);
+  });
+
+  it('requires snapshot on a cdc table and refuses "initial" until snapshots arrive', () => {
+    const none = cdcBase();
+    delete none.tables[0]!.snapshot;
+    expect(errorOf(none).message).toBe(
+      'tables[0].snapshot: is required for a cdc table: set "snapshot: never" to start from the current log position (rows already in the table are NOT loaded; "snapshot: initial", which loads them first, arrives with a later release)',
+    );
+    const initial = cdcBase('scripted', { snapshot: 'initial' });
+    expect(errorOf(initial).message).toMatch(
+      /^tables\[0\]\.snapshot: "initial" .* arrives with snapshots in a later release; set "snapshot: never" to start from the current log position/,
+    );
+    expect(errorOf(cdcBase('scripted', { snapshot: 'sometimes' })).path).toBe('tables[0].snapshot');
+  });
+
+  it('says a cursor and the other incremental fields are only for mode: incremental, and the reverse', () => {
+    const e = errorOf(
+      cdcBase('scripted', { cursor: 'updated_at', pageSize: 10, schedule: 'rate(5 minutes)', cursr: 'x' }),
+    );
+    expect(e.problems.map((p) => p.path)).toEqual([
+      'tables[0].cursor',
+      'tables[0].pageSize',
+      'tables[0].schedule',
+      'tables[0]',
+    ]);
+    expect(e.problems[0]!.message).toBe(
+      '"cursor" is only for mode: incremental (a cdc table follows the database log: no cursor, pages or schedule); remove it, or set mode: incremental',
+    );
+    expect(e.problems[3]!.message).toBe('unknown field(s) "cursr"; remove or fix the spelling');
+
+    const inc = base();
+    Object.assign(inc.tables[0]!, { snapshot: 'never', onTruncate: 'fail' });
+    expect(errorOf(inc).problems.map((p) => `${p.path}: ${p.message}`)).toEqual([
+      'tables[0].snapshot: "snapshot" is only for mode: cdc; remove it, or set mode: cdc',
+      'tables[0].onTruncate: "onTruncate" is only for mode: cdc; remove it, or set mode: cdc',
+    ]);
+  });
+
+  it('names the modes when mode is missing or misspelled, and still requires a cursor for incremental', () => {
+    for (const mode of [undefined, 'CDC', 'log']) {
+      const bad = base();
+      (bad.tables[0] as Record<string, unknown>).mode = mode;
+      expect(errorOf(bad).message).toBe(
+        'tables[0].mode: must be "incremental" (scheduled runs on a cursor column) or "cdc" (the database log)',
+      );
+    }
+    const noCursor = base();
+    delete (noCursor.tables[0] as Partial<(typeof noCursor.tables)[0]>).cursor;
+    expect(errorOf(noCursor).message).toBe('tables[0].cursor: is required (expected string)');
+  });
+
+  it('validates kind against the registered drivers', () => {
+    const bad = base() as Record<string, unknown>;
+    (bad.sources as Record<string, Record<string, unknown>>).app!.kind = 'oracle';
+    expect(errorOf(bad).message).toBe('sources.app.kind: must be one of "postgres", "mysql", "scripted"');
+    unregisterDriver('scripted');
+    try {
+      expect(errorOf(bad).message).toBe('sources.app.kind: must be "postgres" or "mysql"');
+      expect(errorOf(cdcBase()).message).toContain('sources.app.kind: must be "postgres" or "mysql"');
+    } finally {
+      registerDriver(scriptedDriver('scripted'));
+    }
+  });
+
+  it('fills the cdc block defaults (cdcSettings), also without a block', () => {
+    const spec = parseSpec(base());
+    expect(cdcSettings(spec, 'app')).toEqual({
+      kind: 'postgres',
+      slot: 'tidemark_shop_app',
+      publication: 'tidemark_shop_app',
+      heartbeatSeconds: 10,
+      flushRows: 100_000,
+      flushBytes: 64 * 2 ** 20,
+      flushSeconds: 60,
+      maxAckLagSeconds: 300,
+      idleCommitSeconds: 60,
+      leaseTtlSeconds: 60,
+      stopTimeoutSeconds: 30,
+      onPositionLost: 'fail',
+    });
+    const given = base();
+    (given.sources.app as Record<string, unknown>).cdc = {
+      slot: 'my_slot',
+      flushBytes: '16MiB',
+      leaseTtlSeconds: 15,
+      stopTimeoutSeconds: 110,
+    };
+    const s = cdcSettings(parseSpec(given), 'app');
+    expect(s).toMatchObject({ slot: 'my_slot', publication: 'tidemark_shop_app', flushBytes: 16 * 2 ** 20 });
+    expect(s).toMatchObject({ leaseTtlSeconds: 15, stopTimeoutSeconds: 110 });
+    expect(() => cdcSettings(spec, 'nope')).toThrow(
+      /sources\.nope: is not a source of pipeline shop \(known: app\)/,
+    );
+
+    const my = base();
+    my.sources.app = { kind: 'mysql', url: 'mysql://u:secret@h:3306/db', cdc: { serverId: 4242 } } as never;
+    const m = cdcSettings(parseSpec(my), 'app');
+    expect(m.serverId).toBe(4242);
+    expect(m.slot).toBeUndefined();
+  });
+
+  it('defaults slot and publication to tidemark_<pipeline>_<source>, "-" as "_", hashed past 63 characters', () => {
+    expect(defaultCdcName('shop', 'app')).toBe('tidemark_shop_app');
+    expect(defaultCdcName('shop-eu', 'app-db')).toBe('tidemark_shop_eu_app_db');
+    const pipeline = `p${'a'.repeat(62)}`;
+    const long = defaultCdcName(pipeline, 'orders-db');
+    expect(long).toHaveLength(63);
+    expect(long).toMatch(/^[a-z_][a-z0-9_]{0,62}$/);
+    expect(long.startsWith(`tidemark_${pipeline}`.slice(0, 54))).toBe(true);
+    expect(long).toMatch(/_[0-9a-f]{8}$/);
+    expect(defaultCdcName(pipeline, 'orders-db')).toBe(long);
+    // Two sources whose names only differ past the cut keep distinct names.
+    expect(defaultCdcName(pipeline, 'orders-eu')).not.toBe(long);
+    // Exactly 63 characters is kept as is.
+    const fits = `p${'b'.repeat(50)}`;
+    expect(defaultCdcName(fits, 'ab')).toBe(`tidemark_${fits}_ab`);
+    expect(defaultCdcName(fits, 'ab')).toHaveLength(63);
+
+    const spec = parseSpec({
+      ...base(),
+      pipeline: 'shop-eu',
+      sources: { 'app-db': base().sources.app },
+      tables: [{ ...base().tables[0]!, source: 'app-db' }],
+    });
+    expect(cdcSettings(spec, 'app-db').slot).toBe('tidemark_shop_eu_app_db');
+  });
+
+  it('refuses wrong cdc settings, naming the field and the fix', () => {
+    const withCdc = (cdc: Record<string, unknown>, kind = 'postgres') => {
+      const raw = base();
+      raw.sources.app = { kind, url: 'postgres://u:secret@h:5432/db', cdc } as never;
+      return errorOf(raw);
+    };
+    expect(withCdc({ slot: 'Orders-Slot' }).message).toBe(
+      'sources.app.cdc.slot: must be a Postgres name: a lowercase letter or "_", then up to 62 lowercase letters, digits or "_"',
+    );
+    expect(withCdc({ publication: 'p'.repeat(64) }).path).toBe('sources.app.cdc.publication');
+    expect(withCdc({ publication: '1pub' }).path).toBe('sources.app.cdc.publication');
+    expect(withCdc({ stopTimeoutSeconds: 111 }).message).toBe(
+      'sources.app.cdc.stopTimeoutSeconds: must be at most 110: ECS stops a task at most 120 s after SIGTERM (stopTimeout)',
+    );
+    expect(withCdc({ leaseTtlSeconds: 10 }).path).toBe('sources.app.cdc.leaseTtlSeconds');
+    expect(withCdc({ flushBytes: '64MB' }).message).toMatch(
+      /^sources\.app\.cdc\.flushBytes: must be a whole number of bytes/,
+    );
+    expect(withCdc({ onPositionLost: 'reset' }).message).toBe(
+      'sources.app.cdc.onPositionLost: "reset" (start over with a new snapshot) arrives with snapshots in a later release; use "fail" (the default): the task stops and says what was lost',
+    );
+    expect(withCdc({ slots: 'x' }).message).toBe(
+      'sources.app.cdc: unknown field(s) "slots"; remove or fix the spelling',
+    );
+    expect(withCdc({ serverId: 7 }).message).toBe(
+      'sources.app.cdc.serverId: is a MySQL setting, and sources.app is postgres; remove it',
+    );
+    expect(withCdc({ slot: 'x' }, 'mysql').message).toBe(
+      'sources.app.cdc.slot: is a Postgres setting, and sources.app is mysql; remove it',
+    );
+    for (const serverId of [0, 2 ** 32, 1.5]) {
+      expect(withCdc({ serverId }, 'mysql').path, String(serverId)).toBe('sources.app.cdc.serverId');
+    }
+    for (const serverId of [1, 2 ** 32 - 1]) {
+      const raw = base();
+      raw.sources.app = { kind: 'mysql', url: 'mysql://u@h/db', cdc: { serverId } } as never;
+      expect(cdcSettings(parseSpec(raw), 'app').serverId).toBe(serverId);
+    }
+  });
+
+  it('requires serverId for a mysql source with cdc tables, and distinct slot names per spec', () => {
+    const my = cdcBase('mysql');
+    my.sources.app = { kind: 'mysql', url: 'mysql://u@h/db' };
+    const e = errorOf(my);
+    expect(e.problems.map((p) => p.path)).toEqual(['sources.app.cdc.serverId', 'tables[0].mode']);
+    expect(e.problems[0]!.message).toMatch(
+      /^is required for a mysql source with cdc tables: .*\(SELECT @@server_id on each\), 1 to 4294967295$/,
+    );
+
+    // "app-db" and "app_db" have one default name: two slots on one database must differ.
+    const two = cdcBase('postgres');
+    two.sources = { 'app-db': two.sources.app!, app_db: two.sources.app! };
+    two.tables = [
+      { ...two.tables[0]!, source: 'app-db' },
+      { ...two.tables[0]!, source: 'app_db', target: 'other.orders' },
+    ];
+    const problems = errorOf(two).problems.map((p) => `${p.path}: ${p.message}`);
+    expect(problems.slice(0, 2)).toEqual([
+      `sources.app_db.cdc.slot: slot "tidemark_shop_app_db" is also sources.app-db's (the default name); two sources on one database must not share it: set a distinct cdc.slot`,
+      `sources.app_db.cdc.publication: publication "tidemark_shop_app_db" is also sources.app-db's (the default name); two sources on one database must not share it: set a distinct cdc.publication`,
+    ]);
+    // Every problem at once: the mode gate's refusals of these postgres cdc tables follow.
+    expect(problems.slice(2).map((p) => p.split(':')[0])).toEqual(['tables[0].mode', 'tables[1].mode']);
+  });
+
+  it('refuses a cdc table on postgres (no stream reader yet), naming the table, the kind and mode: incremental', () => {
+    expect(errorOf(cdcBase('postgres')).message).toBe(
+      'tables[0].mode: public.orders is mode: cdc, but the postgres driver (sources.app) cannot stream changes in this release (capabilities: modes incremental (no cdc), stream false, recoverablePosition false, no log reader); set mode: incremental with a cursor column (cursor: updated_at, say) for this table',
+    );
+  });
+
+  it('finds incremental tables for commands that only run those', () => {
+    const raw = cdcBase();
+    raw.sources.pg = base().sources.app;
+    raw.tables.push({ ...base().tables[0]!, source: 'pg', table: 'public.items' });
+    const spec = parseSpec(raw);
+    // The scripted kind streams but has no incremental read: the gate says so.
+    raw.tables[1]!.source = 'app';
+    expect(errorOf(raw).message).toBe(
+      'tables[1].mode: public.items is mode: incremental, but the scripted driver (sources.app) has no incremental read (modes: cdc); set mode: cdc for this table',
+    );
+    expect(() => findIncrementalTable(spec, 'public.orders', 'tidemark run')).toThrow(
+      '--table: public.orders is a mode: cdc table; tidemark run handles mode: incremental tables only (cdc tables run under `tidemark cdc`, a later command)',
+    );
+    expect(findIncrementalTable(spec, 'public.items', 'tidemark run').cursor).toBe('updated_at');
   });
 });

@@ -5,7 +5,7 @@
  * report as `tidemark check` does (exit 1 when a check failed).
  */
 import { parseArgs } from 'node:util';
-import { findTable, loadSpecFile } from '../../../shared/config/spec.js';
+import { findIncrementalTable, findTable, loadSpecFile } from '../../../shared/config/spec.js';
 import { TidemarkError } from '../../../shared/contracts/errors.js';
 import type { CheckReport } from '../../../shared/pipeline/check.js';
 import { specPath, UsageError } from '../args.js';
@@ -40,7 +40,10 @@ export async function cmdInvoke(argv: string[]): Promise<void> {
   }
   const specFile = specPath(values);
   const spec = loadSpecFile(specFile);
-  if (values.table) findTable(spec, values.table);
+  if (values.table) {
+    if (handler === 'incremental') findIncrementalTable(spec, values.table, 'tidemark invoke incremental');
+    else findTable(spec, values.table);
+  }
   const { invokeLocal } = await import('../invoke.js');
   const out = await invokeLocal({
     handler: 'incremental',

@@ -1,12 +1,14 @@
 /**
  * `tidemark reset`: forgets a table's cursor; with a state that does not cover the lake, does
- * what the operator says to this writer's objects (shared/engine/incremental-reset.ts).
+ * what the operator says to this writer's objects (shared/engine/incremental-reset.ts). It is
+ * also the way out of a mode change (shared/pipeline/reset-table.ts): it retires the incremental
+ * state of a table the spec now says is `mode: cdc`, and takes a table the spec now says is
+ * `mode: incremental` out of its source's CDC state (with --delete-objects).
  */
 import { parseArgs } from 'node:util';
 import { findTable, tableTarget } from '../../../shared/config/spec.js';
-import { resetIncremental } from '../../../shared/engine/incremental-reset.js';
-import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
+import { resetTable } from '../../../shared/pipeline/reset-table.js';
 import { writerId } from '../../../shared/sink/layout.js';
 import { isProvablyDead, localOwner } from '../../../shared/state/lease-owner.js';
 import { specArg, UsageError } from '../args.js';
@@ -30,10 +32,7 @@ export async function cmdReset(argv: string[]): Promise<void> {
   const writer = writerId(spec.pipeline, t.source);
   const pipeline = await openPipeline(spec, { sourcesLazy: true });
   try {
-    const r = await resetIncremental({
-      key: incrementalStateKey(spec.pipeline, target),
-      lake: { table: target, writer },
-      cursorColumn: t.cursor,
+    const r = await resetTable(spec, t, {
       store: pipeline.store,
       sink: pipeline.sink,
       owner: localOwner(),
@@ -44,7 +43,15 @@ export async function cmdReset(argv: string[]): Promise<void> {
     const mb = (refs: readonly { bytes: number }[]) =>
       (refs.reduce((n, o) => n + o.bytes, 0) / 1e6).toFixed(1);
     const where = `${spec.lake.uri.replace(/\/+$/, '')}/${target}/`;
-    if (r.deleted.length > 0 || values['delete-objects']) {
+    if (r.kind === 'retired') {
+      console.log(
+        `${target}: incremental state retired (the spec says mode: cdc); ${r.deleted.length > 0 || values['delete-objects'] ? `deleted ${r.deleted.length} object(s) (${mb(r.deleted)} MB) of writer ${writer}` : `keeps ${r.kept.length} object(s) (${mb(r.kept)} MB) of writer ${writer} under ${where}; CDC rows sort after them`}`,
+      );
+    } else if (r.kind === 'left-cdc') {
+      console.log(
+        `${target}: taken out of the CDC state of sources.${t.source}; deleted ${r.deleted.length} object(s) (${mb(r.deleted)} MB) of writer ${writer} under ${where}; the next run syncs it incrementally from the start`,
+      );
+    } else if (r.deleted.length > 0 || values['delete-objects']) {
       console.log(
         `${target}: deleted ${r.deleted.length} object(s) (${mb(r.deleted)} MB) of writer ${writer} under ${where}; other writers' objects were not touched; the next run resyncs from the start`,
       );

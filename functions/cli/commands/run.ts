@@ -1,7 +1,8 @@
 /**
- * `tidemark run`: syncs a spec's tables locally until caught up. stdout carries the results
- * only: one line per table, or with `--json` exactly one JSON object per table (errors too);
- * logs and progress go to stderr.
+ * `tidemark run`: syncs a spec's incremental tables locally until caught up. `mode: cdc` tables
+ * are skipped with a note (they run under `tidemark cdc`, a later command); a spec may mix both.
+ * stdout carries the results only: one line per table, or with `--json` exactly one JSON object
+ * per table (errors and skipped cdc tables too); logs and progress go to stderr.
  *
  * Ctrl-C (SIGINT) or SIGTERM stops cleanly: the page being written still commits, the read in
  * flight is abandoned, the lease is released and the run records that it was interrupted;
@@ -9,7 +10,7 @@
  * (the lease then stays, and the next local run takes it over: its holder is gone).
  */
 import { parseArgs } from 'node:util';
-import { findTable, type Spec, tableTarget } from '../../../shared/config/spec.js';
+import { findIncrementalTable, isIncremental, type Spec, tableTarget } from '../../../shared/config/spec.js';
 import type { IncrementalSummary } from '../../../shared/engine/incremental-run.js';
 import { recordError } from '../../../shared/engine/incremental-state.js';
 import { createLogger, type Logger } from '../../../shared/observability/log.js';
@@ -39,7 +40,17 @@ type TableResult =
       readonly table: string;
       readonly status: 'not-started';
       readonly reason: 'interrupted';
+    }
+  | {
+      readonly pipeline: string;
+      readonly table: string;
+      readonly status: 'skipped';
+      readonly mode: 'cdc';
+      readonly reason: string;
     };
+
+/** Why `run` leaves a cdc table alone. */
+const CDC_SKIPPED = 'mode: cdc; it runs under `tidemark cdc` (a later command), not `tidemark run`';
 
 export async function cmdRun(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -54,7 +65,7 @@ export async function cmdRun(argv: string[]): Promise<void> {
   const json = values.json ?? false;
   try {
     const spec = specArg(values);
-    const tables = values.table ? [findTable(spec, values.table)] : spec.tables;
+    const tables = values.table ? [findIncrementalTable(spec, values.table, 'tidemark run')] : spec.tables;
     const maxPages = values['max-pages'] === undefined ? undefined : Number(values['max-pages']);
     if (maxPages !== undefined && !(Number.isInteger(maxPages) && maxPages > 0))
       throw new UsageError('--max-pages takes a positive integer');
@@ -81,6 +92,16 @@ async function runTables(
   try {
     for (const t of tables) {
       const target = tableTarget(t);
+      if (!isIncremental(t)) {
+        report(opts.json, {
+          pipeline: spec.pipeline,
+          table: target,
+          status: 'skipped',
+          mode: 'cdc',
+          reason: CDC_SKIPPED,
+        });
+        continue;
+      }
       if (interrupt.signal.aborted) {
         report(opts.json, {
           pipeline: spec.pipeline,
@@ -167,10 +188,14 @@ function report(json: boolean, r: TableResult): void {
   } else if (r.status === 'error') {
     // Errors often start with the table already: say it once (`t: t: ...` helps nobody).
     const prefix = `${r.table}: `;
-    const message = r.error.message.startsWith(prefix) ? r.error.message.slice(prefix.length) : r.error.message;
+    const message = r.error.message.startsWith(prefix)
+      ? r.error.message.slice(prefix.length)
+      : r.error.message;
     process.stderr.write(`tidemark: ${r.table}: ${message}\n`);
   } else if (r.status === 'not-started') {
     console.log(`${r.table}: not started (interrupted)`);
+  } else if (r.status === 'skipped') {
+    console.log(`${r.table}: skipped (${r.reason})`);
   } else if (r.status === 'lease-held') {
     const h = r.leaseHolder;
     const lease = h

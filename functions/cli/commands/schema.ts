@@ -4,7 +4,7 @@
  * docs/schema-changes.md). Prints what changed and the new schema version.
  */
 import { parseArgs } from 'node:util';
-import { findTable, tableTarget } from '../../../shared/config/spec.js';
+import { findIncrementalTable, tableTarget } from '../../../shared/config/spec.js';
 import { describeChange } from '../../../shared/dataplane/schema-rules.js';
 import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
 import { acceptSchema } from '../../../shared/engine/incremental-schema.js';
@@ -25,7 +25,7 @@ export async function cmdSchema(argv: string[]): Promise<void> {
   if (sub !== 'accept') throw new UsageError(`unknown schema command "${sub}"; use: schema accept --table T`);
   const spec = specArg(values);
   if (!values.table) throw new UsageError('missing --table T');
-  const t = findTable(spec, values.table);
+  const t = findIncrementalTable(spec, values.table, 'tidemark schema accept');
   const target = tableTarget(t);
   const pipeline = await openPipeline(spec);
   try {

@@ -9,7 +9,7 @@
  * lease meanwhile keeps it.
  */
 import { parseArgs } from 'node:util';
-import { findTable, tableTarget } from '../../../shared/config/spec.js';
+import { findIncrementalTable, tableTarget } from '../../../shared/config/spec.js';
 import { TidemarkError } from '../../../shared/contracts/errors.js';
 import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
@@ -36,7 +36,8 @@ export async function cmdUnlock(argv: string[]): Promise<void> {
   });
   const spec = specArg(values);
   if (!values.table) throw new UsageError('missing --table T');
-  const target = tableTarget(findTable(spec, values.table));
+  // A cdc table's lease is its source's (cdc#...), held by the CDC task: not this command's.
+  const target = tableTarget(findIncrementalTable(spec, values.table, 'tidemark unlock'));
   const key = incrementalStateKey(spec.pipeline, target);
   const pipeline = await openPipeline(spec, { sourcesLazy: true });
   try {

@@ -4,7 +4,7 @@
  * after the TM_CRASH_NTH page's object is durable in the lake and BEFORE the cursor commit: the
  * exact window the durability order has to survive. (Mode `random` is killed by the parent.)
  */
-import { parseSpec } from '../../../shared/config/spec.js';
+import { incrementalTables, parseSpec } from '../../../shared/config/spec.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
@@ -32,7 +32,7 @@ const crashing =
 // A short lease so the next attempt can take over from a killed one after LEASE_TTL_MS.
 const LEASE_TTL_MS = 1500;
 try {
-  await runTable(spec, spec.tables[0]!, crashing, {
+  await runTable(spec, incrementalTables(spec)[0]!, crashing, {
     logger: silentLogger,
     owner: `crash-${process.pid}`,
     leaseTtlMs: LEASE_TTL_MS,

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import mysql from 'mysql2/promise';
 import postgres from 'postgres';
-import { parseSpec, type Spec } from '../../../shared/config/spec.js';
+import { incrementalTables, parseSpec, type Spec } from '../../../shared/config/spec.js';
 import type { IncrementalSummary } from '../../../shared/engine/incremental-run.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.js';
@@ -352,7 +352,7 @@ export function runCli(
 export async function runOnce(spec: Spec, opts: Partial<RunTableOptions> = {}): Promise<IncrementalSummary> {
   const pipeline = await openPipeline(spec);
   try {
-    return await runTable(spec, spec.tables[0]!, pipeline, { logger: silentLogger, ...opts });
+    return await runTable(spec, incrementalTables(spec)[0]!, pipeline, { logger: silentLogger, ...opts });
   } finally {
     await pipeline.close();
   }

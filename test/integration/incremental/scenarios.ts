@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleHandler } from '../../../functions/bundle.js';
 import { invokeLocal } from '../../../functions/cli/invoke.js';
 import type { TidemarkError } from '../../../shared/contracts/errors.js';
-import { tableTarget } from '../../../shared/config/spec.js';
+import { incrementalTables, tableTarget } from '../../../shared/config/spec.js';
 import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.js';
@@ -454,7 +454,7 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
           },
         };
         try {
-          const err = await runTable(spec.spec, spec.spec.tables[0]!, stalled, {
+          const err = await runTable(spec.spec, incrementalTables(spec.spec)[0]!, stalled, {
             logger: silentLogger,
             pageTimeoutMs: 300,
           }).then(
@@ -521,7 +521,7 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         let reader: string;
         let err: { code?: string; message: string } | undefined;
         try {
-          const run = runTable(spec, spec.tables[0]!, stalled.pipeline, {
+          const run = runTable(spec, incrementalTables(spec)[0]!, stalled.pipeline, {
             logger: silentLogger,
             pageTimeoutMs: NEVER_MS,
           }).then(
@@ -565,7 +565,8 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         await fx.insertRange(1, 301, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
         await fx.exec(`INSERT INTO ${next} SELECT * FROM ${fx.table}`);
         const { spec, lakeDir } = localSpec(fx, { pageSize: 100 });
-        const tables = [spec.tables[0]!, { ...spec.tables[0]!, table: next }];
+        const first = incrementalTables(spec)[0]!;
+        const tables = [first, { ...first, table: next }];
         const base = await openPipeline(spec);
         // The page timeout's abort reaches the source only once the test has seen the statement
         // waiting, so the timeout can be short without racing the observation.

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Spec } from '../../../shared/config/spec.js';
-import { tableTarget } from '../../../shared/config/spec.js';
+import { incrementalTables, tableTarget } from '../../../shared/config/spec.js';
 import type { TidemarkError } from '../../../shared/contracts/errors.js';
 import type { Sink } from '../../../shared/contracts/sink.js';
 import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
@@ -259,7 +259,9 @@ export function schemaChangeScenarios(name: string, makeFixture: () => Promise<S
       };
       let e: TidemarkError;
       try {
-        e = await rejection(runTable(spec, spec.tables[0]!, { ...base, sink }, { logger: silentLogger }));
+        e = await rejection(
+          runTable(spec, incrementalTables(spec)[0]!, { ...base, sink }, { logger: silentLogger }),
+        );
       } finally {
         await base.close();
         await session.close();

@@ -1,0 +1,99 @@
+/**
+ * `tidemark reset` of one spec table: which reset applies, from the table's mode and its stored
+ * state. The reset itself is the engine's (shared/engine/incremental-reset.ts); this module adds
+ * the two ways out of a mode change (shared/pipeline/mode-change.ts):
+ *   - the spec says `cdc` and the table has incremental state: the incremental state is reset and
+ *     marked retired, so the mode check lets the cdc table start (its objects stay, or go with
+ *     `--delete-objects`; CDC positions sort after incremental ones);
+ *   - the spec says `incremental` and its source's CDC state lists it: under the source's CDC
+ *     lease, this writer's objects of the table are deleted and its incremental state starts
+ *     over, then the table's entry leaves the CDC state. Only with `--delete-objects`: kept CDC
+ *     rows would sort after every incremental row and win over them forever.
+ * Otherwise it is the incremental reset as before.
+ */
+import { type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js';
+import { ConfigError, TidemarkError } from '../contracts/errors.js';
+import type { Sink } from '../contracts/sink.js';
+import type { CursorStore } from '../contracts/state.js';
+import { cdcStateKey, cdcStateTables, dropCdcTable } from '../engine/cdc-state.js';
+import {
+  isRetiredIncrementalState,
+  type ResetResult,
+  resetIncremental,
+} from '../engine/incremental-reset.js';
+import { incrementalStateKey } from '../engine/incremental-run.js';
+import { parseIncrementalState } from '../engine/incremental-state.js';
+import { writerId } from '../sink/layout.js';
+
+export interface ResetTableOptions {
+  readonly store: CursorStore;
+  readonly sink: Sink;
+  readonly owner: string;
+  readonly isHolderDead?: (owner: string) => boolean;
+  readonly objects?: 'keep' | 'delete';
+  /** Epoch ms (the retired marker's time). */
+  readonly now?: () => number;
+}
+
+export interface ResetTableResult extends ResetResult {
+  /**
+   * `incremental`: the cursor was reset; `retired`: the incremental state was reset and retired
+   * (the spec says cdc); `left-cdc`: the table left its source's CDC state (the spec says
+   * incremental) and its incremental state starts over.
+   */
+  readonly kind: 'incremental' | 'retired' | 'left-cdc';
+}
+
+export async function resetTable(
+  spec: Spec,
+  t: TableSpecConfig,
+  opts: ResetTableOptions,
+): Promise<ResetTableResult> {
+  const target = tableTarget(t);
+  const key = incrementalStateKey(spec.pipeline, target);
+  const base = {
+    key,
+    lake: { table: target, writer: writerId(spec.pipeline, t.source) },
+    store: opts.store,
+    sink: opts.sink,
+    owner: opts.owner,
+    ...(opts.isHolderDead ? { isHolderDead: opts.isHolderDead } : {}),
+    ...(opts.objects ? { objects: opts.objects } : {}),
+  };
+  if (t.mode === 'cdc') {
+    const { value } = await opts.store.load(key);
+    if (value === undefined || isRetiredIncrementalState(value)) {
+      throw new ConfigError(
+        '--table',
+        `${target} is a mode: cdc table without incremental state to retire; resetting a cdc table's state arrives with \`tidemark cdc\``,
+      );
+    }
+    // The spec has no cursor for a cdc table: the reset state keeps the column it was taken on.
+    const { cursorColumn } = parseIncrementalState(value, '');
+    const now = opts.now ?? Date.now;
+    const r = await resetIncremental({ ...base, cursorColumn, retiredAt: new Date(now()).toISOString() });
+    return { ...r, kind: 'retired' };
+  }
+  const cdcKey = cdcStateKey(spec.pipeline, t.source);
+  if (cdcStateTables(cdcKey, (await opts.store.load(cdcKey)).value).includes(target)) {
+    if (opts.objects !== 'delete') {
+      throw new TidemarkError(
+        'RESET_NEEDS_CHOICE',
+        `${target}: the CDC state of its source (${cdcKey}) lists this table, and the spec says mode: incremental; leaving CDC needs --delete-objects: this writer's objects of the table are deleted first (kept, their CDC positions would sort after every incremental row, so readers would keep the old rows)`,
+      );
+    }
+    let r: ResetResult | undefined;
+    const left = await dropCdcTable({
+      store: opts.store,
+      key: cdcKey,
+      target,
+      owner: opts.owner,
+      ...(opts.isHolderDead ? { isHolderDead: opts.isHolderDead } : {}),
+      first: async () => {
+        r = await resetIncremental({ ...base, cursorColumn: t.cursor });
+      },
+    });
+    if (left && r) return { ...r, kind: 'left-cdc' };
+  }
+  return { ...(await resetIncremental({ ...base, cursorColumn: t.cursor })), kind: 'incremental' };
+}
