@@ -14,7 +14,7 @@
 import { type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js';
 import { TidemarkError } from '../contracts/errors.js';
 import type { CursorStore } from '../contracts/state.js';
-import { cdcStateKey, cdcStateTables } from '../engine/cdc-state.js';
+import { cdcStateKey, cdcStateTables } from '../engine/cdc/state-tables.js';
 import { isRetiredIncrementalState } from '../engine/incremental-reset.js';
 import { incrementalStateKey } from '../engine/incremental-run.js';
 

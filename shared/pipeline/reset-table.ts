@@ -15,7 +15,7 @@ import { type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js'
 import { ConfigError, TidemarkError } from '../contracts/errors.js';
 import type { Sink } from '../contracts/sink.js';
 import type { CursorStore } from '../contracts/state.js';
-import { cdcStateKey, cdcStateTables, dropCdcTable } from '../engine/cdc-state.js';
+import { cdcStateKey, cdcStateTables, dropCdcTable } from '../engine/cdc/state-tables.js';
 import {
   isRetiredIncrementalState,
   type ResetResult,

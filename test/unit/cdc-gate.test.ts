@@ -24,7 +24,7 @@ import {
   registerDriver,
   unregisterDriver,
 } from '../../shared/drivers/registry.js';
-import { cdcStateKey } from '../../shared/engine/cdc-state.js';
+import { cdcStateKey } from '../../shared/engine/cdc/state-tables.js';
 import { incrementalStateKey } from '../../shared/engine/incremental-run.js';
 import { silentLogger } from '../../shared/observability/log.js';
 import { checkPipeline } from '../../shared/pipeline/check.js';

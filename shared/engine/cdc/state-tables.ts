@@ -7,14 +7,11 @@
  * belongs to the CDC engine; this module only reads the map's keys, and removes one entry for
  * `tidemark reset` of a table that leaves CDC (every other field is kept as stored).
  */
-import { TidemarkError } from '../contracts/errors.js';
-import type { CursorStore, StateValue } from '../contracts/state.js';
-import { takeLease } from './lease.js';
+import { TidemarkError } from '../../contracts/errors.js';
+import type { CursorStore, StateValue } from '../../contracts/state.js';
+import { takeLease } from '../lease.js';
 
-/** The key of a source's CDC state item. */
-export function cdcStateKey(pipeline: string, source: string): string {
-  return `cdc#${pipeline}#${source}`;
-}
+export { cdcStateKey } from './state.js';
 
 /** The lake tables a stored CDC state value has entries for; none when there is no value. */
 export function cdcStateTables(key: string, value: StateValue | undefined): string[] {
