@@ -43,7 +43,7 @@ import {
 } from '../dataplane/schema-rules.js';
 import type { Logger } from '../observability/log.js';
 import { Progress } from '../observability/progress.js';
-import { incrementalPosPrefix } from '../position/position.js';
+import { incrementalPosPrefix, incrementalSeqOf, incrementalStepStart } from '../position/position.js';
 import { cursorTime, describeCursor } from './cursor-display.js';
 import {
   type IncrementalState,
@@ -258,6 +258,9 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
   }
   if (tookOverFrom !== undefined)
     log.warn('took over the lease of a run whose process is gone', { holder: tookOverFrom });
+  // This run's fence: every `__pos` it writes carries it, so at one page a later lease holder's
+  // rows win over what this run might still write after losing its lease (and vice versa).
+  const fence = record.lease!.fence;
 
   const durable: Durable = { version: record.version, state: undefined, rows: 0, pages: 0, bytes: 0 };
   try {
@@ -305,7 +308,7 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
 
     // Step 4 of the durability order: whatever of ours lies at or past the committed position
     // was written by an attempt that never committed; remove it before writing anything new.
-    const removed = await sink.recover(lake, incrementalPosPrefix(before.seq));
+    const removed = await sink.recover(lake, incrementalStepStart(before.seq));
     if (removed.length > 0)
       log.warn('removed uncommitted objects of a crashed attempt', { objects: removed.map((r) => r.uri) });
 
@@ -313,6 +316,7 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
       opts,
       log,
       key,
+      fence,
       durable,
       start,
       ref,
@@ -340,6 +344,7 @@ async function pageLoop(
   opts: IncrementalRunOptions,
   log: Logger,
   key: string,
+  fence: number,
   durable: Durable,
   before: IncrementalState,
   ref: TableRef,
@@ -377,7 +382,7 @@ async function pageLoop(
   let reading: AbortController | undefined;
   const readPage = (after: string, seq: number): Promise<PageResult> => {
     reading = new AbortController();
-    return readOnePage(opts, ref, schema, after, incrementalPosPrefix(seq), reading);
+    return readOnePage(opts, ref, schema, after, incrementalPosPrefix(seq, fence), reading);
   };
   const timeLeft = () => {
     if (!opts.remainingMs) return true;
@@ -430,7 +435,7 @@ async function pageLoop(
       pending.catch(() => {}); // surfaced when awaited; never an unhandled rejection meanwhile
     }
 
-    const startPosition = incrementalPosPrefix(state.seq);
+    const startPosition = incrementalPosPrefix(state.seq, fence);
     const refs: ObjectRef[] = await opts.sink.write(
       { table: table.target, writer: opts.writer },
       schema,
@@ -683,10 +688,17 @@ async function checkStateAgainstLake(
       renewTtlMs: leaseTtl(opts),
     });
   }
-  const limit = incrementalPosPrefix(state.seq + 1);
-  // A name whose position is unknown (a shortened name without its sidecar) cannot be placed
-  // here; recovery refuses such a name itself when it matters.
-  const ahead = ours.filter((o) => o.startPosition !== undefined && o.startPosition >= limit);
+  // Pages are compared by seq, for `j` positions and for legacy `i` ones alike (a backup from
+  // before fences behind a lake written before them). A position of another scheme is placed
+  // by plain order against the next page's start. A name whose position is unknown (a shortened
+  // name without its sidecar) cannot be placed here; recovery refuses such a name itself when
+  // it matters.
+  const limit = incrementalStepStart(state.seq + 1);
+  const ahead = ours.filter((o) => {
+    if (o.startPosition === undefined) return false;
+    const seq = incrementalSeqOf(o.startPosition);
+    return seq === undefined ? o.startPosition >= limit : seq > state.seq;
+  });
   if (ahead.length > 0)
     throw new StateBehindLakeError(key, lake.table, lake.writer, state.seq, ahead, ours.length);
   return record;

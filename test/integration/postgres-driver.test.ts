@@ -5,10 +5,14 @@
  * through cursor ties and microsecond neighbours, the safe upper bound holds late commits back,
  * and every refusal is a one-line SourceError saying what to do.
  */
-import { Table, tableToIPC, type RecordBatch } from 'apache-arrow';
+
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { type RecordBatch, Table, tableToIPC } from 'apache-arrow';
 import fc from 'fast-check';
 import postgres from 'postgres';
-import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DataError, SourceError } from '../../shared/contracts/errors.js';
 import type { TableRef } from '../../shared/contracts/source.js';
@@ -18,16 +22,13 @@ import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
 import { connect } from '../../shared/drivers/postgres/connect.js';
 import {
-  type CopyField,
   CopyBinaryDecoder,
+  type CopyField,
   numericBinaryToText,
 } from '../../shared/drivers/postgres/copy-binary.js';
 import { PostgresSource, type PostgresSourceOptions } from '../../shared/drivers/postgres/index.js';
 import { introspectTable } from '../../shared/drivers/postgres/introspect.js';
 import { quoteLiteral } from '../../shared/drivers/postgres/types.js';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { freePort } from '../../shared/local/free-port.js';
 import { decodeKey } from '../../shared/position/key-codec.js';
 import { incrementalPosPrefix } from '../../shared/position/position.js';
@@ -89,7 +90,7 @@ async function walkBoth(
   const tokens: string[] = [];
   let after = '';
   for (let seq = 1; ; seq++) {
-    const posPrefix = incrementalPosPrefix(seq);
+    const posPrefix = incrementalPosPrefix(seq, 1);
     const req = { table: ref, cursorColumn, after, pageSize, posPrefix, ordinalBase: 0 };
     const r = await src.incremental(req);
     const b = await src.incrementalBatch({ ...req, schema, writeMode: 'append' });
@@ -562,7 +563,7 @@ describe('connection health', () => {
           cursorColumn: 'id',
           after: '',
           pageSize,
-          posPrefix: incrementalPosPrefix(1),
+          posPrefix: incrementalPosPrefix(1, 1),
           ordinalBase: 0,
           schema,
           writeMode: 'append',
@@ -585,7 +586,7 @@ describe('values a lake cannot hold', () => {
       cursorColumn: cursor,
       after: '',
       pageSize: 10,
-      posPrefix: incrementalPosPrefix(1),
+      posPrefix: incrementalPosPrefix(1, 1),
       ordinalBase: 0,
     };
     await expect(src.incremental(req)).rejects.toThrow(DataError);
@@ -644,7 +645,7 @@ describe('safe upper bound', () => {
         cursorColumn: 'updated_at',
         after: '',
         pageSize: 100,
-        posPrefix: incrementalPosPrefix(1),
+        posPrefix: incrementalPosPrefix(1, 1),
         ordinalBase: 0,
       };
       const rowPage = await src.incremental(req);
@@ -682,7 +683,7 @@ describe('safe upper bound', () => {
         cursorColumn: 'id',
         after: '',
         pageSize: 100,
-        posPrefix: incrementalPosPrefix(1),
+        posPrefix: incrementalPosPrefix(1, 1),
         ordinalBase: 0,
       };
       const held = await src.incrementalBatch({ ...req, schema, writeMode: 'append' });
@@ -720,7 +721,7 @@ describe('safe upper bound', () => {
         cursorColumn: 'updated_at',
         after: '',
         pageSize: 10,
-        posPrefix: incrementalPosPrefix(1),
+        posPrefix: incrementalPosPrefix(1, 1),
         ordinalBase: 0,
       };
       const e = await oneLineSourceError(
@@ -768,7 +769,7 @@ async function walkFrom(
       cursorColumn: 'updated_at',
       after: token,
       pageSize: 1,
-      posPrefix: incrementalPosPrefix(seq),
+      posPrefix: incrementalPosPrefix(seq, 1),
       ordinalBase: 0,
     };
     const r = await src.incremental(req);
@@ -851,7 +852,7 @@ describe('refusals are one-line SourceErrors', () => {
         cursorColumn: 'updated_at',
         after: '',
         pageSize: 5,
-        posPrefix: incrementalPosPrefix(1),
+        posPrefix: incrementalPosPrefix(1, 1),
         ordinalBase: 0,
       }),
       'SOURCE_KEY_MISSING',
@@ -1005,7 +1006,7 @@ describe('infinities in the lake', () => {
       cursorColumn: 'id',
       after: '',
       pageSize: 10,
-      posPrefix: incrementalPosPrefix(1),
+      posPrefix: incrementalPosPrefix(1, 1),
       ordinalBase: 0,
       schema,
       writeMode: 'append',
@@ -1029,7 +1030,7 @@ describe('infinities in the lake', () => {
         await read(
           `SELECT epoch_us(tstz)::VARCHAR AS t, (d - DATE '1970-01-01')::VARCHAR AS d FROM '${file}' WHERE id = 2`,
         ),
-      // DuckDB gives no epoch for an infinite timestamp; the date keeps its day number.
+        // DuckDB gives no epoch for an infinite timestamp; the date keeps its day number.
       ).toEqual([{ t: null, d: String(DATE_NEG_INFINITY) }]);
       expect(
         await read(

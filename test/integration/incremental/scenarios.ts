@@ -9,13 +9,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleHandler } from '../../../functions/bundle.js';
 import { invokeLocal } from '../../../functions/cli/invoke.js';
-import type { TidemarkError } from '../../../shared/contracts/errors.js';
 import { tableTarget } from '../../../shared/config/spec.js';
+import type { TidemarkError } from '../../../shared/contracts/errors.js';
 import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
-import { incrementalPosPrefix } from '../../../shared/position/position.js';
+import { incrementalStepStart } from '../../../shared/position/position.js';
 import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
 import {
   eventually,
@@ -116,17 +116,21 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       }
     });
 
-    it('a wall-clock cursor stamped in the writers\' own zone keeps its late commits only with cursorTimeZone', async () => {
+    it("a wall-clock cursor stamped in the writers' own zone keeps its late commits only with cursorTimeZone", async () => {
       // Writers whose session zone is west of the database default (JDBC sets the JVM's zone)
       // stamp `timestamp` / DATETIME cursors hours behind the bound computed in the default zone.
       const t = `${fx.table}_wallclock`;
       await fx.exec(`DROP TABLE IF EXISTS ${t}`);
       const type = fx.kind === 'postgres' ? 'timestamp(6)' : 'DATETIME(6)';
-      await fx.exec(`CREATE TABLE ${t} (id bigint PRIMARY KEY, v int NOT NULL, note text, updated_at ${type} NOT NULL)`);
+      await fx.exec(
+        `CREATE TABLE ${t} (id bigint PRIMARY KEY, v int NOT NULL, note text, updated_at ${type} NOT NULL)`,
+      );
       await fx.exec(`CREATE INDEX ${t.split('.')[1]}_cursor ON ${t} (updated_at, id)`);
       const zone = '-05:00';
       const setZone =
-        fx.kind === 'postgres' ? `SET TIME ZONE INTERVAL '${zone}' HOUR TO MINUTE` : `SET time_zone = '${zone}'`;
+        fx.kind === 'postgres'
+          ? `SET TIME ZONE INTERVAL '${zone}' HOUR TO MINUTE`
+          : `SET time_zone = '${zone}'`;
       const naive = localSpec(fx, { pageSize: 50, table: t, target: 'public.naive' });
       const zoned = localSpec(fx, { pageSize: 50, table: t, target: 'public.zoned', cursorTimeZone: zone });
       const late = await fx.session();
@@ -137,7 +141,8 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         await late.exec('BEGIN');
         await late.exec(`INSERT INTO ${t} VALUES (1000001, 1, 'late', ${fx.now})`);
         await new Promise((r) => setTimeout(r, 50));
-        for (let i = 1; i <= 20; i++) await writer.exec(`INSERT INTO ${t} VALUES (${i}, ${i}, 'on time', ${fx.now})`);
+        for (let i = 1; i <= 20; i++)
+          await writer.exec(`INSERT INTO ${t} VALUES (${i}, ${i}, 'on time', ${fx.now})`);
         const first = { naive: await runOnce(naive.spec), zoned: await runOnce(zoned.spec) };
         // In the writers' zone the bound sits below the open transaction: nothing newer passes.
         expect(first.zoned.rows).toBe(0);
@@ -146,8 +151,11 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         await late.exec('COMMIT');
         await syncAll(naive.spec);
         await syncAll(zoned.spec);
-        const ids = async (s: typeof naive) => (await lakeRows(s.lakeDir, s.spec.tables[0]!.target!)).map((r) => r.id);
-        expect((await ids(zoned)).sort()).toEqual([...Array.from({ length: 20 }, (_, i) => String(i + 1)), '1000001'].sort());
+        const ids = async (s: typeof naive) =>
+          (await lakeRows(s.lakeDir, s.spec.tables[0]!.target!)).map((r) => r.id);
+        expect((await ids(zoned)).sort()).toEqual(
+          [...Array.from({ length: 20 }, (_, i) => String(i + 1)), '1000001'].sort(),
+        );
         // Without it, the late row is lost for good: the failure cursorTimeZone exists for.
         expect(await ids(naive)).not.toContain('1000001');
       } finally {
@@ -217,11 +225,11 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       const state = (await store.load(incrementalStateKey(spec.pipeline, target))).value as { seq: number };
       const names = readdirSync(join(lakeDir, target)).filter((f) => f.endsWith('.parquet'));
       expect(names.length).toBe(state.seq);
-      for (const n of names) expect(n < `test.db.${incrementalPosPrefix(state.seq)}`).toBe(true);
+      for (const n of names) expect(n < `test.db.${incrementalStepStart(state.seq)}`).toBe(true);
       expect(dir).toBeTruthy();
     });
 
-    it('two pipelines share a lake table: each run leaves the other writer\'s rows in place', async () => {
+    it("two pipelines share a lake table: each run leaves the other writer's rows in place", async () => {
       // Two shards of one logical table, synced by two pipelines into ONE lake table.
       const eu = `${fx.table}_eu`;
       const us = `${fx.table}_us`;
@@ -266,7 +274,10 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       const target = spec.tables[0]!.table;
       const key = incrementalStateKey(spec.pipeline, target);
       await syncAll(spec);
-      const objects = () => readdirSync(join(lakeDir, target)).filter((f) => f.endsWith('.parquet')).sort();
+      const objects = () =>
+        readdirSync(join(lakeDir, target))
+          .filter((f) => f.endsWith('.parquet'))
+          .sort();
       const before = objects();
       expect(before.length).toBe(6);
       const stateFiles = readdirSync(spec.state.dir!);
@@ -280,7 +291,9 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       rmSync(spec.state.dir!, { recursive: true, force: true });
       const lost = await runOnce(spec).catch((e: unknown) => e as TidemarkError);
       expect(lost).toMatchObject({ code: 'STATE_MISSING' });
-      expect(String((lost as Error).message)).toMatch(/no state under inc#test#.*6 object\(s\).*--keep-objects.*--delete-objects/);
+      expect(String((lost as Error).message)).toMatch(
+        /no state under inc#test#.*6 object\(s\).*--keep-objects.*--delete-objects/,
+      );
       expect(objects()).toEqual(before);
       expect(await store.load(key)).toMatchObject({ version: 0, value: undefined });
 
