@@ -364,6 +364,35 @@ describe('object stores', () => {
     expect((await store.list(prefix)).map((o) => o.key)).toEqual(keys.slice(5));
   });
 
+  it('list(prefix, startAfter) returns only the keys after startAfter: S3 across pages, a folder by filtering', async () => {
+    const dir = await mkdtemp(join(scratch, 'after-'));
+    const stores: [string, ObjectStore, string][] = [
+      [
+        's3',
+        new S3ObjectStore({ bucket: testServers().s3Bucket, client: s3Client(), listPageSize: 2 }),
+        `after-${randomUUID()}/`,
+      ],
+      ['file', new FileObjectStore(dir), 'after/'],
+    ];
+    for (const [name, store, prefix] of stores) {
+      const keys = ['a.0', 'a.1', 'a.1.x', 'a.2', 'a.20', 'a.3', 'b.0', 'sub/a.9'].map(
+        (k) => `${prefix}${k}`,
+      );
+      for (const k of keys) await store.put(k, Buffer.from(k));
+      const listAfter = async (p: string, start?: string) =>
+        (await store.list(prefix + p, start)).map((o) => o.key);
+      expect(await listAfter('a.', undefined), name).toEqual(keys.slice(0, 6));
+      // An existing key is excluded, a key that does not exist bounds just the same.
+      expect(await listAfter('a.', `${prefix}a.1`), name).toEqual(keys.slice(2, 6));
+      expect(await listAfter('a.', `${prefix}a.1.w`), name).toEqual(keys.slice(2, 6));
+      expect(await listAfter('a.', `${prefix}a.2`), name).toEqual(keys.slice(4, 6));
+      // Below the prefix: everything; past its last key: nothing; the prefix still applies.
+      expect(await listAfter('a.', prefix), name).toEqual(keys.slice(0, 6));
+      expect(await listAfter('a.', `${prefix}a.3`), name).toEqual([]);
+      expect(await listAfter('', `${prefix}a.3`), name).toEqual(keys.slice(6));
+    }
+  });
+
   it('file: hides temp files of a crashed put and never leaves its root', async () => {
     const dir = await mkdtemp(join(scratch, 'files-'));
     const store = new FileObjectStore(dir);
