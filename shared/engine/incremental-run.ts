@@ -9,9 +9,12 @@
  *   2. only then the cursor moves, in ONE conditional write that also checks our lease,
  *   3. on start, THIS writer's objects at or past its committed position (a crashed attempt's)
  *      are removed; other writers' objects of the same lake table are never considered.
- * A crash between any two steps loses nothing: the next run re-reads from the committed cursor
- * and overwrites the same object name. A state that is missing or older than the lake (lost,
- * restored from a backup, pointed at another store) stops the run before anything is deleted.
+ * A crash between any two steps loses nothing: the next run re-reads from the committed cursor;
+ * its object takes a new name (its lease has a higher fence) and recovery has removed the crashed
+ * attempt's. Every `__pos` and object name carries the run's lease fence, so what a run that lost
+ * its lease still writes sorts below, and never replaces, what the new holder wrote. A state
+ * that is missing or older than the lake (lost, restored from a backup, pointed at another
+ * store) stops the run before anything is deleted.
  *
  * Works only through the contracts: it never names a database client or a driver.
  */
@@ -436,8 +439,10 @@ async function pageLoop(
     }
 
     const startPosition = incrementalPosPrefix(state.seq, fence);
+    // Named with this run's fence: a retry of this run overwrites, while an object a run that
+    // lost its lease still writes from the same page lands beside a later holder's, never over it.
     const refs: ObjectRef[] = await opts.sink.write(
-      { table: table.target, writer: opts.writer },
+      { table: table.target, writer: opts.writer, fence },
       schema,
       startPosition,
       [page.page],

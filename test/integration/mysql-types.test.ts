@@ -105,7 +105,7 @@ beforeAll(async () => {
     expect(page.page!.record.numRows).toBe(4);
     const sink = openLakeSink({ uri: `file://${scratch}` });
     const [ref] = await sink.write(
-      { table: 'golden.mysql_types', writer: 'test.golden' },
+      { table: 'golden.mysql_types', writer: 'test.golden', fence: 1 },
       schema,
       incrementalPosPrefix(1, 1),
       [page.page!],
