@@ -438,9 +438,10 @@ async function pageLoop(
       pending.catch(() => {}); // surfaced when awaited; never an unhandled rejection meanwhile
     }
 
-    const startPosition = incrementalPosPrefix(state.seq, fence);
-    // Named with this run's fence: a retry of this run overwrites, while an object a run that
-    // lost its lease still writes from the same page lands beside a later holder's, never over it.
+    // The object starts at the step (below every row of it, whatever the fence) and is named with
+    // this run's fence beside it: a retry of this run overwrites, while an object a run that
+    // lost its lease still writes for the same page lands beside a later holder's, never over it.
+    const startPosition = incrementalStepStart(state.seq);
     const refs: ObjectRef[] = await opts.sink.write(
       { table: table.target, writer: opts.writer, fence },
       schema,

@@ -76,9 +76,11 @@ export function incrementalPosPrefix(seq: number, fence: number): string {
 }
 
 /**
- * The lowest incremental position of step `seq`: `j` + its 12 hex digits. Every object and row
- * of step `seq` (whatever its fence) sorts at or after it, everything of earlier steps (and
- * every legacy `i` position) before it. Recovery deletes from here; it is no object's name.
+ * The lowest incremental position of step `seq`: `j` + its 12 hex digits. Every row of step
+ * `seq` (whatever its fence) sorts after it, everything of earlier steps (and every legacy `i`
+ * position) before it. It is the start position the step's object is named by (the writing
+ * run's fence goes into the name beside it, shared/sink/layout.ts), and the committed position
+ * recovery deletes from.
  */
 export function incrementalStepStart(seq: number): string {
   return `j${fixedHex(seq, SEQ_WIDTH, 'incremental commit sequence')}`;
@@ -126,12 +128,13 @@ export function parseIncrementalPosition(pos: string): IncrementalPositionFields
 }
 
 /**
- * The commit step of an incremental object's start position or row position: `j` + seq +
- * fence (+ ordinal), or legacy `i` + seq (+ ordinal); undefined for any other scheme.
+ * The commit step of an incremental object's start position or a row position: `j` + seq
+ * (`incrementalStepStart`), + fence (`incrementalPosPrefix`), + ordinal (a row's `__pos`), or
+ * legacy `i` + seq (+ ordinal); undefined for any other scheme.
  */
 export function incrementalSeqOf(startPosition: string): number | undefined {
   const m =
-    /^j([0-9a-f]{12})[0-9a-f]{8}(?:[0-9a-f]{8})?$/.exec(startPosition) ??
+    /^j([0-9a-f]{12})(?:[0-9a-f]{8}){0,2}$/.exec(startPosition) ??
     /^i([0-9a-f]{12})(?:[0-9a-f]{8})?$/.exec(startPosition);
   return m ? Number.parseInt(m[1]!, 16) : undefined;
 }

@@ -75,6 +75,7 @@ describe('incremental positions', () => {
         expect(parseIncrementalPosition(a)).toEqual({ seq: s1, fence: f1, ordinal: o1 });
         expect(incrementalSeqOf(a)).toBe(s1);
         expect(incrementalSeqOf(incrementalPosPrefix(s1, f1))).toBe(s1);
+        expect(incrementalSeqOf(incrementalStepStart(s1))).toBe(s1);
       }),
       { numRuns: 5000 },
     );
