@@ -44,7 +44,11 @@ export function whenText(ms: number, now: number): string {
  * `free`, or `held by host:pid until 11:42:05 UTC (in 14 min)` with what is known of the holder:
  * a local process that is gone is said to be gone (the next local run takes the lease over).
  */
-export function leaseText(lease: Lease | undefined, now: number, liveness: HolderLiveness): string {
+export function leaseText(
+  lease: Pick<Lease, 'owner' | 'expiresAt'> | undefined,
+  now: number,
+  liveness: HolderLiveness,
+): string {
   if (lease === undefined) return 'free';
   const holder = parseLeaseOwner(lease.owner);
   if (lease.expiresAt <= now)

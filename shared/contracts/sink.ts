@@ -2,10 +2,11 @@
  * The batch-shaped sink contract: write a batch, get object references; the engine then commits
  * the position (and the refs) to the cursor store. The sink never touches state.
  *
- * Objects are named only from what the run knows before it writes (the writer's identity and its
- * committed start position), so a retry from the same position overwrites instead of adding a
- * copy, several writers can share one lake table, and `recover` can find what a crashed attempt
- * of ONE writer left past that writer's committed position without touching anyone else's.
+ * Objects are named only from what the run knows before it writes (the writer's identity, its
+ * committed start position and its lease fence), so a retry by the same run overwrites instead
+ * of adding a copy, a writer that lost its lease can never replace what a later holder wrote,
+ * several writers can share one lake table, and `recover` can find what a crashed attempt of ONE
+ * writer left past that writer's committed position without touching anyone else's.
  */
 import type { Batch } from '../dataplane/batch.js';
 import type { Schema } from '../dataplane/schema.js';
@@ -23,6 +24,17 @@ export interface LakeTable {
   readonly writer: string;
 }
 
+/**
+ * Where one write goes: the lake table and writer, and the fence of the lease the writing run
+ * holds (`Lease.fence`), which becomes part of the object's name. The same run retrying a write
+ * (same fence) replaces its object; a later run (higher fence) writing from the same start
+ * position creates another name, so an object of a writer that lost its lease but still runs can
+ * never replace the new holder's.
+ */
+export interface WriteTarget extends LakeTable {
+  readonly fence: number;
+}
+
 /** One durable object in the lake. */
 export interface ObjectRef {
   /** Full URI, e.g. `s3://bucket/prefix/public.orders/shop.app.i000000000001.parquet` or `file:///...`. */
@@ -34,31 +46,35 @@ export interface ObjectRef {
   readonly writer?: string;
   /** Its start position, when the name (or its sidecar) gives it. */
   readonly startPosition?: Position;
+  /** The lease fence of the run that wrote it; absent for names from before fences. */
+  readonly fence?: number;
 }
 
 export interface Sink {
   /**
-   * Writes the batches of one table as object(s) named from `startPosition`. Durable when the
-   * promise resolves (S3 PutObject acknowledged / file fsynced and renamed). `recorded` is the
-   * schema version the table writes (docs/schema-changes.md): its version, hash and the schema
-   * itself go into every object's footer.
+   * Writes the batches of one table as object(s) named from `startPosition` and `target.fence`.
+   * Durable when the promise resolves (S3 PutObject acknowledged / file fsynced and renamed).
+   * `recorded` is the schema version the table writes (docs/schema-changes.md): its version, hash
+   * and the schema itself go into every object's footer.
    */
   write(
-    target: LakeTable,
+    target: WriteTarget,
     schema: Schema,
     startPosition: Position,
     batches: readonly Batch[],
     recorded?: StoredSchema,
   ): Promise<ObjectRef[]>;
   /**
-   * Deletes the objects of `target.writer` in `target.table` whose start position is at or after
-   * `committed` (leftovers of that writer's attempt that crashed before its commit). Objects of
-   * other writers are never considered. Returns what it removed.
+   * Deletes the objects of `target.writer` in `target.table` whose start position has the scheme
+   * of `committed` (its first letter) and is at or after it, whatever their fence (leftovers of
+   * that writer's attempts that never committed). Lists from `committed` onwards, never the
+   * whole folder; objects of other writers are never considered. Returns what it removed.
    */
   recover(target: LakeTable, committed: Position): Promise<ObjectRef[]>;
   /**
-   * Lists the table's objects: those of `writer` in start-position order, or (no writer) every
-   * writer's, ordered by writer then position. Names this layout did not write are left out.
+   * Lists the table's objects: those of `writer` in start-position order (then by fence), or (no
+   * writer) every writer's, ordered by writer then position. Names this layout did not write are
+   * left out.
    */
   list(table: string, writer?: string): Promise<ObjectRef[]>;
   /**

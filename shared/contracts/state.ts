@@ -8,6 +8,9 @@
  *   holds an unexpired lease; it then stores the value with version + 1 in ONE atomic step.
  * - `acquire` takes the lease only when it is free, expired, or already ours; `takeOver` also
  *   when it is held by one exact owner the caller proved dead.
+ * - Every acquisition (`acquire`, `takeOver`) hands out the key's next fence number, one more
+ *   than any the key ever had, stored with the record (not in the value); renew and commit keep
+ *   it, release keeps it too, so a fence is never handed out twice (cursor-rules.ts).
  * - A loser gets a typed error (CursorConflictError, LeaseHeldError, LeaseLostError) and the
  *   stored state is untouched.
  * Time comes from the injected clock, so tests can move it.
@@ -21,6 +24,15 @@ export interface Lease {
   readonly owner: string;
   /** Epoch milliseconds after which anyone may take it over. */
   readonly expiresAt: number;
+  /**
+   * The fence number of this acquisition: per state key, every `acquire` or `takeOver` gets one
+   * more than the last one handed out (the first is 1), renew and commit keep it, and none is
+   * ever handed out twice, not even after a release. A writer puts it into what it writes
+   * (object names, incremental `__pos`), so whatever a writer that lost its lease still writes
+   * sorts below, and never takes the name of, what a later holder writes (docs/decisions/0001).
+   * 0 only on a lease taken before fences existed, until its next acquisition.
+   */
+  readonly fence: number;
 }
 
 export interface StateRecord {

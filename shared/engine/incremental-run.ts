@@ -9,9 +9,12 @@
  *   2. only then the cursor moves, in ONE conditional write that also checks our lease,
  *   3. on start, THIS writer's objects at or past its committed position (a crashed attempt's)
  *      are removed; other writers' objects of the same lake table are never considered.
- * A crash between any two steps loses nothing: the next run re-reads from the committed cursor
- * and overwrites the same object name. A state that is missing or older than the lake (lost,
- * restored from a backup, pointed at another store) stops the run before anything is deleted.
+ * A crash between any two steps loses nothing: the next run re-reads from the committed cursor;
+ * its object takes a new name (its lease has a higher fence) and recovery has removed the crashed
+ * attempt's. Every `__pos` and object name carries the run's lease fence, so what a run that lost
+ * its lease still writes sorts below, and never replaces, what the new holder wrote. A state
+ * that is missing or older than the lake (lost, restored from a backup, pointed at another
+ * store) stops the run before anything is deleted.
  *
  * Works only through the contracts: it never names a database client or a driver.
  */
@@ -43,7 +46,7 @@ import {
 } from '../dataplane/schema-rules.js';
 import type { Logger } from '../observability/log.js';
 import { Progress } from '../observability/progress.js';
-import { incrementalPosPrefix } from '../position/position.js';
+import { incrementalPosPrefix, incrementalSeqOf, incrementalStepStart } from '../position/position.js';
 import { cursorTime, describeCursor } from './cursor-display.js';
 import {
   type IncrementalState,
@@ -258,6 +261,9 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
   }
   if (tookOverFrom !== undefined)
     log.warn('took over the lease of a run whose process is gone', { holder: tookOverFrom });
+  // This run's fence: every `__pos` it writes carries it, so at one page a later lease holder's
+  // rows win over what this run might still write after losing its lease (and vice versa).
+  const fence = record.lease!.fence;
 
   const durable: Durable = { version: record.version, state: undefined, rows: 0, pages: 0, bytes: 0 };
   try {
@@ -305,7 +311,7 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
 
     // Step 4 of the durability order: whatever of ours lies at or past the committed position
     // was written by an attempt that never committed; remove it before writing anything new.
-    const removed = await sink.recover(lake, incrementalPosPrefix(before.seq));
+    const removed = await sink.recover(lake, incrementalStepStart(before.seq));
     if (removed.length > 0)
       log.warn('removed uncommitted objects of a crashed attempt', { objects: removed.map((r) => r.uri) });
 
@@ -313,6 +319,7 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
       opts,
       log,
       key,
+      fence,
       durable,
       start,
       ref,
@@ -340,6 +347,7 @@ async function pageLoop(
   opts: IncrementalRunOptions,
   log: Logger,
   key: string,
+  fence: number,
   durable: Durable,
   before: IncrementalState,
   ref: TableRef,
@@ -377,7 +385,7 @@ async function pageLoop(
   let reading: AbortController | undefined;
   const readPage = (after: string, seq: number): Promise<PageResult> => {
     reading = new AbortController();
-    return readOnePage(opts, ref, schema, after, incrementalPosPrefix(seq), reading);
+    return readOnePage(opts, ref, schema, after, incrementalPosPrefix(seq, fence), reading);
   };
   const timeLeft = () => {
     if (!opts.remainingMs) return true;
@@ -430,9 +438,12 @@ async function pageLoop(
       pending.catch(() => {}); // surfaced when awaited; never an unhandled rejection meanwhile
     }
 
-    const startPosition = incrementalPosPrefix(state.seq);
+    // The object starts at the step (below every row of it, whatever the fence) and is named with
+    // this run's fence beside it: a retry of this run overwrites, while an object a run that
+    // lost its lease still writes for the same page lands beside a later holder's, never over it.
+    const startPosition = incrementalStepStart(state.seq);
     const refs: ObjectRef[] = await opts.sink.write(
-      { table: table.target, writer: opts.writer },
+      { table: table.target, writer: opts.writer, fence },
       schema,
       startPosition,
       [page.page],
@@ -683,10 +694,17 @@ async function checkStateAgainstLake(
       renewTtlMs: leaseTtl(opts),
     });
   }
-  const limit = incrementalPosPrefix(state.seq + 1);
-  // A name whose position is unknown (a shortened name without its sidecar) cannot be placed
-  // here; recovery refuses such a name itself when it matters.
-  const ahead = ours.filter((o) => o.startPosition !== undefined && o.startPosition >= limit);
+  // Pages are compared by seq, for `j` positions and for legacy `i` ones alike (a backup from
+  // before fences behind a lake written before them). A position of another scheme is placed
+  // by plain order against the next page's start. A name whose position is unknown (a shortened
+  // name without its sidecar) cannot be placed here; recovery refuses such a name itself when
+  // it matters.
+  const limit = incrementalStepStart(state.seq + 1);
+  const ahead = ours.filter((o) => {
+    if (o.startPosition === undefined) return false;
+    const seq = incrementalSeqOf(o.startPosition);
+    return seq === undefined ? o.startPosition >= limit : seq > state.seq;
+  });
   if (ahead.length > 0)
     throw new StateBehindLakeError(key, lake.table, lake.writer, state.seq, ahead, ours.length);
   return record;

@@ -9,9 +9,16 @@
  * `key-codec.ts`. Every field is fixed-width lowercase hex, so lexicographic order is numeric
  * order field by field, and a one-letter scheme tag leads so a position says where it came from:
  *
- *   incremental   `i` + seq (12 hex) + ordinal (8 hex)                       21 chars
+ *   incremental   `j` + seq (12 hex) + fence (8 hex) + ordinal (8 hex)       29 chars
  *                 seq: the table's commit sequence, +1 per committed sync step;
+ *                 fence: the writing run's lease fence (shared/contracts/state.ts `Lease.fence`),
+ *                 so at one seq the row versions of a later lease holder win over what a holder
+ *                 that lost its lease still wrote (a re-read of the same page, older versions);
  *                 ordinal: the row's index within that step.
+ *   (legacy)      `i` + seq (12 hex) + ordinal (8 hex)                       21 chars
+ *                 written before fences (decision 0003, amendment); still parsed. Every `j`
+ *                 position sorts after every `i` one, so a lake written in both keeps its order:
+ *                 a table's new rows come after all its old ones, no migration.
  *   Postgres CDC  `p` + commit LSN (16 hex) + ordinal (8 hex)                 25 chars
  *                 the COMMIT's LSN, not the change's: change LSNs of concurrent transactions
  *                 interleave, commit LSNs are in commit order; ordinal = change index in the
@@ -24,12 +31,15 @@
  *                 binlog file's numeric suffix. offset: where the transaction's event group
  *                 starts in that file (transactions are written whole, in commit order).
  *
- * Positions of different schemes are not comparable in meaning (`i...` < `m...` < `p...` only by
- * letter): a table's positions come from one scheme; changing a table's scheme is a resync.
+ * Positions of different schemes are not comparable in meaning (`i...` < `j...` < `m...` <
+ * `p...` only by letter): a table's positions come from one scheme; changing a table's scheme is
+ * a resync. The one intended exception is `i` -> `j`: the same incremental steps before and after
+ * fences, where "every `j` after every `i`" is exactly the order wanted.
  */
 import { DataError } from '../contracts/errors.js';
 
 const SEQ_WIDTH = 12;
+const FENCE_WIDTH = 8;
 const ORDINAL_WIDTH = 8;
 const LSN_WIDTH = 16;
 const EPOCH_WIDTH = 8;
@@ -40,8 +50,15 @@ const OFFSET_WIDTH = 16;
 export const MAX_SEQ = 2 ** (SEQ_WIDTH * 4) - 1;
 /** The largest ordinal within a step or transaction (2^32 - 1). */
 export const MAX_ORDINAL = 2 ** (ORDINAL_WIDTH * 4) - 1;
+/** The largest lease fence a position can carry (2^32 - 1 acquisitions of one table's lease). */
+export const MAX_FENCE = 2 ** (FENCE_WIDTH * 4) - 1;
 
-const INCREMENTAL = /^i([0-9a-f]{12})([0-9a-f]{8})$/;
+/** The scheme letter of incremental positions, and of those written before fences. */
+export const INCREMENTAL_SCHEME = 'j';
+export const LEGACY_INCREMENTAL_SCHEME = 'i';
+
+const INCREMENTAL = /^j([0-9a-f]{12})([0-9a-f]{8})([0-9a-f]{8})$/;
+const LEGACY_INCREMENTAL = /^i([0-9a-f]{12})([0-9a-f]{8})$/;
 const PG = /^p([0-9a-f]{16})([0-9a-f]{8})$/;
 const MYSQL = /^m([0-9a-f]{8})([0-9a-f]{8})([0-9a-f]{16})([0-9a-f]{8})$/;
 const LSN_TEXT = /^([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/;
@@ -49,11 +66,24 @@ const LSN_TEXT = /^([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/;
 // incremental ---------------------------------------------------------------------------------
 
 /**
- * The prefix of every `__pos` written by incremental commit step `seq`: `i` + 12 hex digits.
- * `__pos` of row i of the step is `incrementalPosPrefix(seq) + ordinalHex(i)`.
+ * The prefix of every `__pos` written by incremental commit step `seq` under the lease with
+ * fence `fence`: `j` + 12 hex digits of seq + 8 of the fence. `__pos` of row i of the step is
+ * `incrementalPosPrefix(seq, fence) + ordinalHex(i)`, so positions order by (seq, fence,
+ * ordinal): a later step always wins, and at one step the higher fence (the later lease holder).
  */
-export function incrementalPosPrefix(seq: number): string {
-  return `i${fixedHex(seq, SEQ_WIDTH, 'incremental commit sequence')}`;
+export function incrementalPosPrefix(seq: number, fence: number): string {
+  return `j${fixedHex(seq, SEQ_WIDTH, 'incremental commit sequence')}${fixedHex(fence, FENCE_WIDTH, 'lease fence')}`;
+}
+
+/**
+ * The lowest incremental position of step `seq`: `j` + its 12 hex digits. Every row of step
+ * `seq` (whatever its fence) sorts after it, everything of earlier steps (and every legacy `i`
+ * position) before it. It is the start position the step's object is named by (the writing
+ * run's fence goes into the name beside it, shared/sink/layout.ts), and the committed position
+ * recovery deletes from.
+ */
+export function incrementalStepStart(seq: number): string {
+  return `j${fixedHex(seq, SEQ_WIDTH, 'incremental commit sequence')}`;
 }
 
 /** An ordinal as 8 hex digits (0 <= n < 2^32), the fixed-width tail of every position. */
@@ -62,27 +92,50 @@ export function ordinalHex(n: number): string {
 }
 
 /**
- * The position an object written by incremental step `seq` starts at (its first row's `__pos`,
- * `ordinal` 0 unless the step writes several objects). Objects are named by it, so a retry of the
- * same step overwrites, and every object of a later step sorts after every object of this one.
+ * The position of row `ordinal` of incremental step `seq` under fence `fence` (an object's
+ * first row: `ordinal` 0). Every object and row of a later step sorts after every one of this
+ * step, and at this step those of a higher fence after those of a lower one.
  */
-export function objectStartPosition(seq: number, ordinal = 0): string {
-  return incrementalPosPrefix(seq) + ordinalHex(ordinal);
+export function objectStartPosition(seq: number, fence: number, ordinal = 0): string {
+  return incrementalPosPrefix(seq, fence) + ordinalHex(ordinal);
 }
 
-/** Parses an incremental position (`objectStartPosition` / a row's `__pos`) back. */
-export function parseIncrementalPosition(pos: string): { seq: number; ordinal: number } {
-  const m = INCREMENTAL.exec(pos);
-  if (!m) throw malformed(pos, `'i' + ${SEQ_WIDTH} + ${ORDINAL_WIDTH} lowercase hex digits`);
-  return { seq: Number.parseInt(m[1]!, 16), ordinal: Number.parseInt(m[2]!, 16) };
+/** An incremental position's fields; `fence` is undefined for a legacy `i` position. */
+export interface IncrementalPositionFields {
+  readonly seq: number;
+  readonly fence: number | undefined;
+  readonly ordinal: number;
+}
+
+/** Parses an incremental position (a row's `__pos`, `j` or legacy `i`) back to its fields. */
+export function parseIncrementalPosition(pos: string): IncrementalPositionFields {
+  const j = INCREMENTAL.exec(pos);
+  if (j) {
+    return {
+      seq: Number.parseInt(j[1]!, 16),
+      fence: Number.parseInt(j[2]!, 16),
+      ordinal: Number.parseInt(j[3]!, 16),
+    };
+  }
+  const i = LEGACY_INCREMENTAL.exec(pos);
+  if (!i) {
+    throw malformed(
+      pos,
+      `'j' + ${SEQ_WIDTH} + ${FENCE_WIDTH} + ${ORDINAL_WIDTH} (or, written before fences, 'i' + ${SEQ_WIDTH} + ${ORDINAL_WIDTH}) lowercase hex digits`,
+    );
+  }
+  return { seq: Number.parseInt(i[1]!, 16), fence: undefined, ordinal: Number.parseInt(i[2]!, 16) };
 }
 
 /**
- * The commit step of an incremental object's start position (`i` + 12 hex digits, with or
- * without an ordinal), or undefined for a position of another scheme.
+ * The commit step of an incremental object's start position or a row position: `j` + seq
+ * (`incrementalStepStart`), + fence (`incrementalPosPrefix`), + ordinal (a row's `__pos`), or
+ * legacy `i` + seq (+ ordinal); undefined for any other scheme.
  */
 export function incrementalSeqOf(startPosition: string): number | undefined {
-  const m = /^i([0-9a-f]{12})(?:[0-9a-f]{8})?$/.exec(startPosition);
+  const m =
+    /^j([0-9a-f]{12})(?:[0-9a-f]{8}){0,2}$/.exec(startPosition) ??
+    /^i([0-9a-f]{12})(?:[0-9a-f]{8})?$/.exec(startPosition);
   return m ? Number.parseInt(m[1]!, 16) : undefined;
 }
 

@@ -78,7 +78,8 @@ export class FileObjectStore implements ObjectStore {
     }
   }
 
-  async list(prefix: string): Promise<StoredObject[]> {
+  /** `startAfter` is emulated: the folder is read whole, then names at or below it are dropped. */
+  async list(prefix: string, startAfter?: string): Promise<StoredObject[]> {
     const folder = prefix.slice(0, prefix.lastIndexOf('/') + 1);
     const out: StoredObject[] = [];
     const walk = async (dir: string): Promise<void> => {
@@ -95,7 +96,8 @@ export class FileObjectStore implements ObjectStore {
           await walk(full);
         } else if (entry.isFile() && !(entry.name.startsWith('.') && entry.name.endsWith(TEMP_SUFFIX))) {
           const key = relative(this.root, full).split(sep).join('/');
-          if (key.startsWith(prefix)) out.push({ key, size: (await stat(full)).size });
+          if (key.startsWith(prefix) && (startAfter === undefined || key > startAfter))
+            out.push({ key, size: (await stat(full)).size });
         }
       }
     };
@@ -145,9 +147,14 @@ export class FileObjectStore implements ObjectStore {
         { cause },
       );
     }
-    return new SinkError('SINK_STORE_FAILED', '', `cannot ${op} ${path} (${why}); check lake.uri (${this.root})`, {
-      cause,
-    });
+    return new SinkError(
+      'SINK_STORE_FAILED',
+      '',
+      `cannot ${op} ${path} (${why}); check lake.uri (${this.root})`,
+      {
+        cause,
+      },
+    );
   }
 
   /** Maps a key to a path under root; refuses keys that would escape it. */

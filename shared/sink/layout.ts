@@ -1,15 +1,23 @@
 /**
  * Object layout of the lake: where the object a writer starts at a position lives, and back.
- * `<prefix>/<table>/<writer>.<startPosition>.parquet` (docs/decisions/0002-object-layout.md and
- * its amendment 0007), where `writer` is `<pipeline>.<source>`.
+ * `<prefix>/<table>/<writer>.<startPosition>.f<fence>.parquet` (docs/decisions/0002-object-layout.md
+ * and its amendments), where `writer` is `<pipeline>.<source>` and `fence` the writing run's
+ * lease fence as 8 lowercase hex digits.
  *
- * Owns: the ASCII-safe, deterministic, reversible encoding of table names, writer identities and
- * start positions into object keys. Names derive ONLY from the table, the writer and the
- * committed start position, so a retry from the same position overwrites its own object, two
- * writers (pipelines, shards) can share one lake table, and recovery can tell from a listing
- * which objects are its own and start at or after its committed position. Never uses the wall
- * clock, a random id or the attempt's identity in a data object's name (only `tidemark check`'s
- * test object, outside every table folder, has one: `probeKey`).
+ * Owns: the ASCII-safe, deterministic, reversible encoding of table names, writer identities,
+ * start positions and fences into object keys. Names derive ONLY from the table, the writer, the
+ * committed start position and the lease fence, so a retry by the same run (same fence)
+ * overwrites its own object, a writer that lost its lease (lower fence) can never take the name
+ * of what a later holder wrote from the same position, two writers (pipelines, shards) can share
+ * one lake table, and recovery can tell from a listing which objects are its own and start at or
+ * after its committed position. Never uses the wall clock, a random id or the attempt's identity
+ * in a data object's name (only `tidemark check`'s test object, outside every table folder, has
+ * one: `probeKey`).
+ *
+ * Fence: `.f` + 8 hex digits right before `.parquet` (never `~` + 16 hex, which is a shortened
+ * name's hash). Names written before fences (`<writer>.<startPosition>.parquet`) still parse, with
+ * no fence. A position never contains `.` (position.ts: `[a-z0-9]`), so a legacy name is never
+ * mistaken for a fenced one.
  *
  * Encoding of one path segment: bytes of the UTF-8 text in [a-z0-9._-] stay, every other byte
  * (uppercase letters included, so the encoding stays injective) becomes `%XX` (uppercase hex).
@@ -22,11 +30,22 @@
  * before writers were named) parse as foreign: no writer ever deletes them.
  *
  * Long positions: a position whose encoded form exceeds `MAX_PLAIN_NAME` characters is named
- * `<writer>.<first 80 encoded chars>~<16 hex of sha256(position)>.parquet` (file names stay far below the
- * 255-byte limit of local file systems). `~` sorts after every plain character, and the visible
- * prefix still orders the name against most positions; when it cannot (another position shares
- * that prefix), the full position is read from the object's sidecar `_<stem>.pos`, a hidden
- * object readers skip (see `parquet-sink.ts`).
+ * `<writer>.<first 80 encoded chars>~<16 hex of sha256(position)>.f<fence>.parquet` (file names
+ * stay far below the 255-byte limit of local file systems). `~` sorts after every plain
+ * character, and the visible prefix still orders the name against most positions; when it cannot
+ * (another position shares that prefix), the full position is read from the object's sidecar
+ * `_<stem>.pos` (the stem includes the fence), a hidden object readers skip (see
+ * `parquet-sink.ts`).
+ *
+ * Name order: the position schemes (position.ts) use only `[a-z0-9]`, which encoding keeps as
+ * is. For such a position C, `<writer>.<C>` (`positionListBound`) sorts below the name of every
+ * object of the writer starting at or after C (a name continues past its position with `.f`,
+ * `.parquet`, `~` or more position characters, and where its position differs from C it is
+ * greater) and above every plain name starting before C (its position ends with `.`, which sorts
+ * below every position character, or differs downwards). So recovery lists from there (S3
+ * StartAfter) instead of the whole folder; a shortened name starting before C may still follow
+ * the bound, and recovery places every listed name exactly. A position with escaped characters
+ * (no scheme writes one) could sort below the bound and would then be kept, never deleted.
  */
 import { createHash } from 'node:crypto';
 import { SinkError } from '../contracts/errors.js';
@@ -45,6 +64,12 @@ export const HASHED_PREFIX_LENGTH = 80;
 /** Separator between the visible prefix and the hash; sorts after every encoded character. */
 export const HASH_SEPARATOR = '~';
 const HASH_HEX_LENGTH = 16;
+/** What precedes the fence's 8 hex digits at the end of a name's stem. */
+export const FENCE_MARK = '.f';
+const FENCE_HEX_LENGTH = 8;
+/** The largest fence a name can carry (2^32 - 1, as in `__pos`). */
+export const MAX_NAME_FENCE = 2 ** (FENCE_HEX_LENGTH * 4) - 1;
+const FENCE_TAIL = /\.f([0-9a-f]{8})$/;
 
 const SAFE_BYTE = /[a-z0-9._-]/;
 const PLAIN_NAME = /^(?:[a-z0-9._-]|%[0-9A-F]{2})+$/;
@@ -116,14 +141,35 @@ export function probeKey(prefix: string, id: string): string {
 
 /** How a writer's start position appears in an object name. */
 export interface ObjectName {
-  /** The name without its folder, e.g. `shop.app.i000000000001.parquet`. */
+  /** The name without its folder, e.g. `shop.app.j00000000000100000003.f00000003.parquet`. */
   readonly name: string;
   /** Set when the name is shortened: the name of the sidecar that holds the full position. */
   readonly sidecar: string | undefined;
 }
 
-/** Names the object `writer` starts at `startPosition` (and its sidecar, when shortened). */
-export function objectName(table: string, writer: string, startPosition: Position): ObjectName {
+/** A fence as it appears in a name: `.f` + 8 lowercase hex digits. */
+export function fenceSuffix(table: string, fence: number): string {
+  if (!Number.isSafeInteger(fence) || fence < 1 || fence > MAX_NAME_FENCE) {
+    throw new SinkError(
+      'SINK_FENCE',
+      table,
+      `cannot name an object of ${table} for fence ${fence}: a fence is the writing run's lease fence, an integer in 1..${MAX_NAME_FENCE}`,
+    );
+  }
+  return FENCE_MARK + fence.toString(16).padStart(FENCE_HEX_LENGTH, '0');
+}
+
+/**
+ * Names the object `writer` starts at `startPosition` under lease fence `fence` (and its
+ * sidecar, when shortened). `fence` undefined gives the name an object had before fences, for
+ * recognising such names only: every write passes its fence.
+ */
+export function objectName(
+  table: string,
+  writer: string,
+  startPosition: Position,
+  fence: number | undefined,
+): ObjectName {
   if (!WRITER.test(writer)) {
     throw new SinkError(
       'SINK_WRITER_NAME',
@@ -138,15 +184,16 @@ export function objectName(table: string, writer: string, startPosition: Positio
       `cannot name an object of ${table} for an empty start position; the engine must pass the committed position`,
     );
   }
+  const tail = fence === undefined ? '' : fenceSuffix(table, fence);
   const encoded = encodeSegment(startPosition);
   if (encoded.length <= MAX_PLAIN_NAME)
-    return { name: `${writer}.${encoded}${PARQUET_SUFFIX}`, sidecar: undefined };
+    return { name: `${writer}.${encoded}${tail}${PARQUET_SUFFIX}`, sidecar: undefined };
   let cut = HASHED_PREFIX_LENGTH;
   // Never cut a %XX escape in half: the visible prefix must decode to a prefix of the position.
   const lastEscape = encoded.lastIndexOf('%', cut - 1);
   if (lastEscape >= 0 && lastEscape > cut - 3) cut = lastEscape;
   const hash = createHash('sha256').update(startPosition, 'utf8').digest('hex').slice(0, HASH_HEX_LENGTH);
-  const stem = `${writer}.${encoded.slice(0, cut)}${HASH_SEPARATOR}${hash}`;
+  const stem = `${writer}.${encoded.slice(0, cut)}${HASH_SEPARATOR}${hash}${tail}`;
   return { name: stem + PARQUET_SUFFIX, sidecar: SIDECAR_PREFIX + stem + SIDECAR_SUFFIX };
 }
 
@@ -156,24 +203,48 @@ export function writerPrefix(prefix: string, table: string, writer: string): str
 }
 
 /**
- * The full key of the object `writer` starts at `startPosition`, and of its sidecar when
- * shortened.
+ * The lower bound of a listing that must return every object (or, with `sidecars`, every
+ * sidecar) of `writer` starting at or after `position`: `<table folder><writer>.<position>`,
+ * itself no object's key (see "Name order" in the module comment). For S3's StartAfter.
+ */
+export function positionListBound(
+  prefix: string,
+  table: string,
+  writer: string,
+  position: Position,
+  sidecars = false,
+): string {
+  return `${tablePrefix(prefix, table)}${sidecars ? SIDECAR_PREFIX : ''}${writer}.${encodeSegment(position)}`;
+}
+
+/**
+ * The full key of the object `writer` starts at `startPosition` under `fence` (undefined: the
+ * name from before fences), and of its sidecar when shortened.
  */
 export function objectKey(
   prefix: string,
   table: string,
   writer: string,
   startPosition: Position,
+  fence: number | undefined,
 ): { key: string; sidecarKey: string | undefined } {
   const dir = tablePrefix(prefix, table);
-  const { name, sidecar } = objectName(table, writer, startPosition);
+  const { name, sidecar } = objectName(table, writer, startPosition, fence);
   return { key: dir + name, sidecarKey: sidecar === undefined ? undefined : dir + sidecar };
 }
 
-/** What an object name says about its writer and start position. */
+/**
+ * What an object name says about its writer, start position and fence (`fence` undefined: a
+ * name from before fences).
+ */
 export type ParsedName =
   /** The whole start position. */
-  | { readonly kind: 'plain'; readonly writer: string; readonly position: Position }
+  | {
+      readonly kind: 'plain';
+      readonly writer: string;
+      readonly position: Position;
+      readonly fence: number | undefined;
+    }
   /**
    * A shortened name: `visible` is a proper prefix of the start position, `hash` the first 16 hex
    * digits of its sha256, `sidecar` the sidecar's name in the same folder.
@@ -184,6 +255,7 @@ export type ParsedName =
       readonly visible: string;
       readonly hash: string;
       readonly sidecar: string;
+      readonly fence: number | undefined;
     };
 
 /**
@@ -197,20 +269,35 @@ export function parseObjectName(name: string): ParsedName | undefined {
   if (!w) return undefined;
   const writer = w[1]!;
   const full = name.slice(0, -PARQUET_SUFFIX.length);
-  const stem = full.slice(writer.length + 1);
+  let stem = full.slice(writer.length + 1);
+  let fence: number | undefined;
+  const f = FENCE_TAIL.exec(stem);
+  if (f) {
+    fence = Number.parseInt(f[1]!, 16);
+    // Fence 0 is never handed out: such a name is not ours.
+    if (fence === 0) return undefined;
+    stem = stem.slice(0, -(FENCE_MARK.length + FENCE_HEX_LENGTH));
+  }
   if (PLAIN_NAME.test(stem)) {
     // Reject non-canonical spellings (e.g. `%61` for `a`): they cannot be ours, and accepting
     // them would let two keys claim one position.
     const position = safeDecode(stem);
     if (position === undefined || encodeSegment(position) !== stem || stem.length > MAX_PLAIN_NAME)
       return undefined;
-    return { kind: 'plain', writer, position };
+    return { kind: 'plain', writer, position, fence };
   }
   const m = HASHED_NAME.exec(stem);
   if (!m) return undefined;
   const visible = safeDecode(m[1]!);
   if (visible === undefined || encodeSegment(visible) !== m[1]) return undefined;
-  return { kind: 'hashed', writer, visible, hash: m[2]!, sidecar: SIDECAR_PREFIX + full + SIDECAR_SUFFIX };
+  return {
+    kind: 'hashed',
+    writer,
+    visible,
+    hash: m[2]!,
+    sidecar: SIDECAR_PREFIX + full + SIDECAR_SUFFIX,
+    fence,
+  };
 }
 
 /** If `name` is a sidecar, the name of the data object it belongs to. */

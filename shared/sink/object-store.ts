@@ -25,8 +25,13 @@ export interface ObjectStore {
   put(key: string, bytes: Uint8Array): Promise<void>;
   /** The object's bytes, or undefined when there is none. */
   get(key: string): Promise<Uint8Array | undefined>;
-  /** Every object whose key starts with `prefix` (plain string prefix), sorted by key. */
-  list(prefix: string): Promise<StoredObject[]>;
+  /**
+   * Every object whose key starts with `prefix` (plain string prefix), sorted by key; with
+   * `startAfter`, only those whose key sorts strictly after it (S3 ListObjectsV2 `StartAfter`:
+   * the listing begins there instead of at the prefix, so a caller that needs only the tail of a
+   * long folder never pages through the rest). `startAfter` need not be a key that exists.
+   */
+  list(prefix: string, startAfter?: string): Promise<StoredObject[]>;
   /** Deletes the keys; keys that do not exist are fine. Durable when the promise resolves. */
   delete(keys: readonly string[]): Promise<void>;
 }

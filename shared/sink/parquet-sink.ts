@@ -1,6 +1,7 @@
 /**
  * The Parquet lake sink (`Sink` in shared/contracts/sink.ts): one write = one Parquet object named
- * from the write's start position (`layout.ts`), stored through an `ObjectStore` (S3 or a folder).
+ * from the write's start position and lease fence (`layout.ts`), stored through an `ObjectStore`
+ * (S3 or a folder).
  *
  * Owns: turning a table's batches into one durable object (upsert collapse, lake cast, Parquet
  * encoding), the position-based recovery of a crashed attempt's objects, and the table listing.
@@ -14,7 +15,7 @@
  */
 import { util } from 'apache-arrow';
 import { SinkError } from '../contracts/errors.js';
-import type { LakeTable, ObjectRef, Sink, SinkProbe } from '../contracts/sink.js';
+import type { LakeTable, ObjectRef, Sink, SinkProbe, WriteTarget } from '../contracts/sink.js';
 import type { Position } from '../contracts/source.js';
 import { type Batch, BatchError, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
 import { toLakeRecord } from '../dataplane/lake.js';
@@ -26,9 +27,11 @@ import { collapseToLatest } from './collapse.js';
 import {
   compareNameToPosition,
   compareStrings,
+  fenceSuffix,
   objectKey,
   type ParsedName,
   parseObjectName,
+  positionListBound,
   probeKey,
   SIDECAR_PREFIX,
   sidecarTarget,
@@ -54,6 +57,8 @@ export const FOOTER_START_POSITION = 'tidemark.start_position';
 export const FOOTER_TABLE = 'tidemark.table';
 export const FOOTER_WRITE_MODE = 'tidemark.write_mode';
 export const FOOTER_WRITER = 'tidemark.writer';
+/** The lease fence of the run that wrote the object (decimal). */
+export const FOOTER_FENCE = 'tidemark.fence';
 /** The schema the object was written with (docs/schema-changes.md): version, hash, JSON. */
 export const FOOTER_SCHEMA_VERSION = 'tidemark.schema_version';
 export const FOOTER_SCHEMA_HASH = 'tidemark.schema_hash';
@@ -79,19 +84,22 @@ export class ParquetSink implements Sink, SinkProbe {
   }
 
   /**
-   * Writes all rows of `batches` as ONE object named from `startPosition`, replacing any object
-   * of an earlier attempt from the same position. In upsert mode the rows are first collapsed to
-   * the last change per primary key. Durable when it resolves. An empty write stores nothing and
-   * returns [].
+   * Writes all rows of `batches` as ONE object named from `startPosition` and `target.fence`,
+   * replacing an object of an earlier attempt of the same run (same fence) from the same
+   * position; an object another run (another fence) wrote from there keeps its own name. In
+   * upsert mode the rows are first collapsed to the last change per primary key. Durable when it
+   * resolves. An empty write stores nothing and returns [].
    */
   async write(
-    target: LakeTable,
+    target: WriteTarget,
     schema: Schema,
     startPosition: Position,
     batches: readonly Batch[],
     recorded?: StoredSchema,
   ): Promise<ObjectRef[]> {
-    const { table, writer } = target;
+    const { table, writer, fence } = target;
+    // Checked before any work: a missing fence must never produce a legacy (unfenced) name.
+    fenceSuffix(table, fence);
     const live = batches.filter((b) => b.record.numRows > 0);
     if (live.length === 0) return [];
     const writeMode = checkBatches(table, schema, live);
@@ -112,6 +120,7 @@ export class ParquetSink implements Sink, SinkProbe {
         [FOOTER_START_POSITION]: startPosition,
         [FOOTER_WRITE_MODE]: writeMode,
         [FOOTER_WRITER]: writer,
+        [FOOTER_FENCE]: String(fence),
         ...(recorded
           ? {
               [FOOTER_SCHEMA_VERSION]: String(recorded.version),
@@ -121,11 +130,11 @@ export class ParquetSink implements Sink, SinkProbe {
           : {}),
       },
     });
-    const { key, sidecarKey } = objectKey(this.prefix, table, writer, startPosition);
+    const { key, sidecarKey } = objectKey(this.prefix, table, writer, startPosition, fence);
     // The sidecar goes first: whenever a shortened object exists, its full position does too.
     if (sidecarKey) await this.store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
     await this.store.put(key, bytes);
-    return [{ uri: this.store.uri(key), bytes: bytes.byteLength, rows, writer, startPosition }];
+    return [{ uri: this.store.uri(key), bytes: bytes.byteLength, rows, writer, startPosition, fence }];
   }
 
   /**
@@ -153,19 +162,36 @@ export class ParquetSink implements Sink, SinkProbe {
   }
 
   /**
-   * Deletes the writer's objects of the table whose start position is at or after `committed`
-   * (plain string order), and the sidecars that belong to them. Other writers' objects are not
-   * even listed. Returns the deleted data objects.
+   * Deletes the writer's objects of the table whose start position has the scheme of
+   * `committed` (its first letter) and is at or after it (plain string order), whatever their
+   * fence, and the sidecars that belong to them. Lists only from `committed` onwards (S3
+   * StartAfter, layout.ts `positionListBound`), so its cost follows what is past the committed
+   * position, not the table's history; other writers' objects are not even listed. An object of
+   * another scheme (a legacy `i` object past a `j` position) is not this position's to judge and
+   * stays. Returns the deleted data objects.
    *
-   * @throws SinkError `SINK_SIDECAR_MISSING` when a shortened name can only be placed through its
-   *   sidecar and the sidecar is gone or does not match; nothing is deleted then.
+   * @throws SinkError `SINK_START_POSITION` for an empty `committed` (it has no scheme);
+   *   `SINK_SIDECAR_MISSING` when a shortened name can only be placed through its sidecar and the
+   *   sidecar is gone or does not match; nothing is deleted then.
    */
   async recover(target: LakeTable, committed: Position): Promise<ObjectRef[]> {
     const { table, writer } = target;
+    if (committed.length === 0) {
+      throw new SinkError(
+        'SINK_START_POSITION',
+        table,
+        `cannot recover ${table} from an empty committed position; the engine must pass the committed position (deleting all of a writer's objects is discard)`,
+      );
+    }
+    const scheme = committed[0]!;
     const dir = tablePrefix(this.prefix, table);
-    const { placed, sidecars } = await this.scan(dir, writer);
+    const { placed, sidecars } = await this.scan(dir, writer, {
+      data: positionListBound(this.prefix, table, writer, committed),
+      sidecars: positionListBound(this.prefix, table, writer, committed, true),
+    });
     const doomed: PlacedObject[] = [];
     for (const p of placed) {
+      if ((p.parsed.kind === 'plain' ? p.parsed.position : p.parsed.visible)[0] !== scheme) continue;
       let cmp = compareNameToPosition(p.parsed, committed);
       if (cmp === undefined) {
         const full = await this.readSidecar(dir, p, table);
@@ -187,8 +213,9 @@ export class ParquetSink implements Sink, SinkProbe {
     for (const [name, object] of sidecars) {
       const target = sidecarTarget(name);
       if (target === undefined || names.has(target)) continue;
-      const full = await this.store.get(object.key);
-      if (full !== undefined && compareStrings(Buffer.from(full).toString('utf8'), committed) >= 0)
+      const bytes = await this.store.get(object.key);
+      const full = bytes === undefined ? undefined : Buffer.from(bytes).toString('utf8');
+      if (full !== undefined && full[0] === scheme && compareStrings(full, committed) >= 0)
         orphans.push(object.key);
     }
     // Data objects first, then their sidecars: an interrupted recovery never leaves a shortened
@@ -202,8 +229,8 @@ export class ParquetSink implements Sink, SinkProbe {
   }
 
   /**
-   * Lists the table's data objects: one writer's in start-position order, or every writer's
-   * ordered by writer, then position.
+   * Lists the table's data objects: one writer's in start-position order (then by fence, a
+   * name from before fences first), or every writer's ordered by writer, then position.
    */
   async list(table: string, writer?: string): Promise<ObjectRef[]> {
     const dir = tablePrefix(this.prefix, table);
@@ -225,7 +252,8 @@ export class ParquetSink implements Sink, SinkProbe {
       .sort(
         (a, b) =>
           compareStrings(a.parsed.writer, b.parsed.writer) ||
-          compareStrings(sortKeys.get(a)!, sortKeys.get(b)!),
+          compareStrings(sortKeys.get(a)!, sortKeys.get(b)!) ||
+          (a.parsed.fence ?? 0) - (b.parsed.fence ?? 0),
       )
       .map((p) => this.ref(p.object, p.parsed, positions.get(p)));
   }
@@ -240,12 +268,14 @@ export class ParquetSink implements Sink, SinkProbe {
   }
 
   /**
-   * Lists a table folder (or, with a writer, only that writer's names in it): the data objects
-   * (parsed) and sidecars by name. Other writers' objects are never returned for a writer.
+   * Lists a table folder (or, with a writer, only that writer's names in it, and with `after`
+   * only those past the given bounds): the data objects (parsed) and sidecars by name. Other
+   * writers' objects are never returned for a writer.
    */
   private async scan(
     dir: string,
     writer: string | undefined,
+    after?: { readonly data: string; readonly sidecars: string },
   ): Promise<{ placed: PlacedObject[]; sidecars: Map<string, StoredObject> }> {
     const placed: PlacedObject[] = [];
     const sidecars = new Map<string, StoredObject>();
@@ -254,8 +284,8 @@ export class ParquetSink implements Sink, SinkProbe {
         ? await this.store.list(dir)
         : // Two listings by key prefix: the writer's data objects, and its sidecars (`_<writer>.`).
           [
-            ...(await this.store.list(`${dir}${writer}.`)),
-            ...(await this.store.list(`${dir}${SIDECAR_PREFIX}${writer}.`)),
+            ...(await this.store.list(`${dir}${writer}.`, after?.data)),
+            ...(await this.store.list(`${dir}${SIDECAR_PREFIX}${writer}.`, after?.sidecars)),
           ];
     for (const object of listing) {
       const name = object.key.slice(dir.length);
@@ -278,7 +308,7 @@ export class ParquetSink implements Sink, SinkProbe {
     const bytes = await this.store.get(dir + p.parsed.sidecar);
     if (bytes === undefined) return undefined;
     const full = Buffer.from(bytes).toString('utf8');
-    const expected = objectKey(this.prefix, table, p.parsed.writer, full).key;
+    const expected = objectKey(this.prefix, table, p.parsed.writer, full, p.parsed.fence).key;
     return expected === p.object.key ? full : undefined;
   }
 
@@ -290,6 +320,7 @@ export class ParquetSink implements Sink, SinkProbe {
       rows: -1,
       writer: parsed.writer,
       ...(startPosition !== undefined ? { startPosition } : {}),
+      ...(parsed.fence !== undefined ? { fence: parsed.fence } : {}),
     };
   }
 }

@@ -4,7 +4,7 @@
  *
  * Owns: the S3 calls of the sink. PutObject sends the body as bytes with its ContentLength and
  * Content-MD5 (never a stream: a streamed body is sent aws-chunked, which some emulators store
- * verbatim); ListObjectsV2 follows continuation tokens; DeleteObjects goes in chunks of 1000 keys
+ * verbatim); ListObjectsV2 follows continuation tokens and passes `StartAfter`; DeleteObjects goes in chunks of 1000 keys
  * (the API limit) and fails loudly on any per-key error. Never retries by itself beyond the SDK's
  * own retry policy, and never creates buckets.
  */
@@ -101,7 +101,7 @@ export class S3ObjectStore implements ObjectStore {
     }
   }
 
-  async list(prefix: string): Promise<StoredObject[]> {
+  async list(prefix: string, startAfter?: string): Promise<StoredObject[]> {
     const out: StoredObject[] = [];
     let token: string | undefined;
     try {
@@ -111,7 +111,12 @@ export class S3ObjectStore implements ObjectStore {
             Bucket: this.bucket,
             Prefix: prefix,
             MaxKeys: this.listPageSize,
-            ...(token ? { ContinuationToken: token } : {}),
+            // S3 ignores StartAfter once a continuation token is given; send it on the first page.
+            ...(token
+              ? { ContinuationToken: token }
+              : startAfter !== undefined
+                ? { StartAfter: startAfter }
+                : {}),
           }),
         );
         for (const o of page.Contents ?? []) {
@@ -122,8 +127,11 @@ export class S3ObjectStore implements ObjectStore {
     } catch (e) {
       throw this.failed('ListObjectsV2', prefix, e);
     }
-    // S3 lists in UTF-8 byte order; sort anyway so every store keeps the same contract.
-    return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    // S3 lists in UTF-8 byte order; sort (and bound) anyway so every store and emulator keeps the
+    // same contract.
+    return out
+      .filter((o) => startAfter === undefined || o.key > startAfter)
+      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
   async delete(keys: readonly string[]): Promise<void> {

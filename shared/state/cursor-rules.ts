@@ -20,6 +20,15 @@
  *   version is not `expectedVersion`). A win stores the value with version + 1.
  * - release: drops the lease if its owner is the caller (live or not); otherwise nothing.
  * - The version only moves on commit; a lease change never touches it.
+ * - Fence: every successful acquire and takeOver (a re-acquire by the holder included) sets the
+ *   key's fence to its last fence + 1 and puts it on the new lease; a key never acquired, or
+ *   stored before fences existed, has last fence 0, so its next acquisition gets 1. renew and
+ *   commit keep it; release drops the lease and keeps the fence, so the next acquisition still
+ *   counts on from it. A fence is never handed out twice for one key, and a later acquisition
+ *   always has a higher one. Stores persist it beside the lease (DynamoDB attribute `fence`, the
+ *   file store's `fence` field), never inside the value, and increment it in the same atomic
+ *   step that takes the lease (DynamoDB: `ADD fence :one` in the acquire's conditional write;
+ *   file and memory stores: under their lock). A lease's fence always equals the key's fence.
  */
 import { CursorConflictError, LeaseHeldError, LeaseLostError, StateError } from '../contracts/errors.js';
 import type { CommitRequest, Lease, StateValue } from '../contracts/state.js';
@@ -36,10 +45,18 @@ export interface StoredState {
   readonly version: number;
   readonly value: StateValue | undefined;
   readonly lease: Lease | undefined;
+  /** The last fence handed out for the key (0: none yet); `lease.fence` equals it. */
+  readonly fence: number;
 }
 
 /** The state of a key nothing was ever written for. */
-export const EMPTY_STATE: StoredState = { version: 0, value: undefined, lease: undefined };
+export const EMPTY_STATE: StoredState = { version: 0, value: undefined, lease: undefined, fence: 0 };
+
+/** The state after a successful acquisition by `owner`: a new lease with the next fence. */
+function acquired(state: StoredState, owner: string, ttlMs: number, now: number): StoredState {
+  const fence = state.fence + 1;
+  return { ...state, fence, lease: { owner, expiresAt: now + ttlMs, fence } };
+}
 
 /** True when `owner` holds a lease that is still live at `now`. */
 export function holdsLiveLease(lease: Lease | undefined, owner: string, now: number): boolean {
@@ -110,7 +127,7 @@ export function decideAcquire(
   if (heldByOther(state.lease, owner, now)) {
     throw new LeaseHeldError(key, state.lease.owner, state.lease.expiresAt);
   }
-  return { ...state, lease: { owner, expiresAt: now + ttlMs } };
+  return acquired(state, owner, ttlMs, now);
 }
 
 /** Applies `takeOver`: `acquire`, except that a live lease of exactly `from` is replaced too. */
@@ -125,10 +142,10 @@ export function decideTakeOver(
   if (heldByOther(state.lease, owner, now) && state.lease.owner !== from) {
     throw new LeaseHeldError(key, state.lease.owner, state.lease.expiresAt);
   }
-  return { ...state, lease: { owner, expiresAt: now + ttlMs } };
+  return acquired(state, owner, ttlMs, now);
 }
 
-/** Applies `renew`; throws LeaseLostError unless our lease is live. */
+/** Applies `renew` (the fence stays); throws LeaseLostError unless our lease is live. */
 export function decideRenew(
   key: string,
   state: StoredState,
@@ -137,7 +154,7 @@ export function decideRenew(
   now: number,
 ): StoredState {
   if (!holdsLiveLease(state.lease, owner, now)) throw new LeaseLostError(key, owner);
-  return { ...state, lease: { owner, expiresAt: now + ttlMs } };
+  return { ...state, lease: { ...state.lease!, expiresAt: now + ttlMs } };
 }
 
 /**
@@ -150,11 +167,14 @@ export function decideCommit(key: string, state: StoredState, req: CommitRequest
     throw new CursorConflictError(key, req.expectedVersion, state.version);
   }
   const lease =
-    req.renewTtlMs === undefined ? state.lease : { owner: req.owner, expiresAt: now + req.renewTtlMs };
-  return { version: state.version + 1, value: req.value, lease };
+    req.renewTtlMs === undefined ? state.lease : { ...state.lease!, expiresAt: now + req.renewTtlMs };
+  return { version: state.version + 1, value: req.value, lease, fence: state.fence };
 }
 
-/** Applies `release`; returns undefined when there is nothing to change (not our lease). */
+/**
+ * Applies `release`; returns undefined when there is nothing to change (not our lease). The
+ * fence stays: the next acquisition counts on from it.
+ */
 export function decideRelease(state: StoredState, owner: string): StoredState | undefined {
   if (state.lease === undefined || state.lease.owner !== owner) return undefined;
   return { ...state, lease: undefined };

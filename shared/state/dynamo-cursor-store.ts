@@ -6,6 +6,9 @@
  *   value (S)            the state value as JSON; absent until the first commit
  *   leaseOwner (S)       absent when nobody holds the lease
  *   leaseExpiresAt (N)   epoch ms (injected clock) after which anyone may take the lease
+ *   fence (N)            the last fence handed out (cursor-rules.ts): `ADD fence :one` in the
+ *                        same conditional write that takes the lease; kept by release; absent
+ *                        on items from before fences (read as 0, so the next acquisition gets 1)
  *   updatedAt (N)        epoch ms (injected clock) of the last change
  * Never changes state with more than ONE conditional PutItem/UpdateItem per operation: DynamoDB
  * Local emulators (dynalite) have no transactions, and one item written once is one atomic step
@@ -18,6 +21,8 @@
  * clock: writers' clocks must agree to well within the lease TTL (Lambda clocks are NTP-synced;
  * the TTL is 20 min for a 15 min maximum run).
  */
+
+import { randomUUID } from 'node:crypto';
 import {
   type AttributeValue,
   ConditionalCheckFailedException,
@@ -31,7 +36,7 @@ import {
   UpdateItemCommand,
   type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
-import { randomUUID } from 'node:crypto';
+import { classifyAwsError } from '../aws/errors.js';
 import { StateError } from '../contracts/errors.js';
 import type {
   Clock,
@@ -52,7 +57,6 @@ import {
   type StoredState,
   serializeValue,
 } from './cursor-rules.js';
-import { classifyAwsError } from '../aws/errors.js';
 
 /** How the store is built. The client carries region, endpoint and credentials. */
 export interface DynamoCursorStoreOptions {
@@ -107,7 +111,8 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
         );
       } catch (err) {
         // Another process created it between our describe and create: fine, wait for it.
-        if ((err as Error).name !== 'ResourceInUseException') throw this.#explain('', err, 'dynamodb:CreateTable');
+        if ((err as Error).name !== 'ResourceInUseException')
+          throw this.#explain('', err, 'dynamodb:CreateTable');
       }
     }
     const deadline = Date.now() + TABLE_ACTIVE_TIMEOUT_MS;
@@ -165,8 +170,10 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
     for (let attempt = 1; ; attempt++) {
       const now = this.#clock();
       const updated = await this.#update(key, {
+        // ADD increments the fence atomically with the lease (a missing attribute counts as 0),
+        // and only when the condition passes, so no two acquisitions ever get the same fence.
         UpdateExpression:
-          'SET leaseOwner = :owner, leaseExpiresAt = :expiresAt, updatedAt = :now, version = if_not_exists(version, :zero)',
+          'SET leaseOwner = :owner, leaseExpiresAt = :expiresAt, updatedAt = :now, version = if_not_exists(version, :zero) ADD fence :one',
         // Prevents two runs holding the lease at once: both read "free", both write their
         // name, the second silently overwrites the first and both sync the table. The write
         // passes only if, at write time, the item is new, has no lease, has an expired one,
@@ -178,6 +185,7 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
           ':expiresAt': num(now + ttlMs),
           ':now': num(now),
           ':zero': num(0),
+          ':one': num(1),
         },
       });
       if (updated !== undefined) return toRecord(key, updated);
@@ -195,8 +203,10 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
     for (let attempt = 1; ; attempt++) {
       const now = this.#clock();
       const updated = await this.#update(key, {
+        // ADD increments the fence atomically with the lease (a missing attribute counts as 0),
+        // and only when the condition passes, so no two acquisitions ever get the same fence.
         UpdateExpression:
-          'SET leaseOwner = :owner, leaseExpiresAt = :expiresAt, updatedAt = :now, version = if_not_exists(version, :zero)',
+          'SET leaseOwner = :owner, leaseExpiresAt = :expiresAt, updatedAt = :now, version = if_not_exists(version, :zero) ADD fence :one',
         // acquire's condition plus `leaseOwner = :from`. The caller checked that `from` is dead
         // BEFORE this write; a run that took the lease in between (now holding it under its own
         // name) fails the condition, so a takeover can only ever displace the holder it checked.
@@ -208,6 +218,7 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
           ':expiresAt': num(now + ttlMs),
           ':now': num(now),
           ':zero': num(0),
+          ':one': num(1),
         },
       });
       if (updated !== undefined) return toRecord(key, updated);
@@ -375,7 +386,7 @@ function isMissingTable(err: unknown): boolean {
 
 /** Decodes an item; an absent item is the empty state. */
 function fromItem(key: string, item: Item | undefined): StoredState {
-  if (item === undefined) return { version: 0, value: undefined, lease: undefined };
+  if (item === undefined) return { version: 0, value: undefined, lease: undefined, fence: 0 };
   const version = Number(item.version?.N ?? '0');
   let value: StateValue | undefined;
   if (item.value?.S !== undefined) {
@@ -390,11 +401,14 @@ function fromItem(key: string, item: Item | undefined): StoredState {
       );
     }
   }
+  const fence = Number(item.fence?.N ?? '0');
   const owner = item.leaseOwner?.S;
   const expiresAt = item.leaseExpiresAt?.N;
   const lease =
-    owner !== undefined && expiresAt !== undefined ? { owner, expiresAt: Number(expiresAt) } : undefined;
-  return { version, value, lease };
+    owner !== undefined && expiresAt !== undefined
+      ? { owner, expiresAt: Number(expiresAt), fence }
+      : undefined;
+  return { version, value, lease, fence };
 }
 
 function toRecord(key: string, state: StoredState): StateRecord {

@@ -6,7 +6,8 @@
  * Owns: the state files of its directory, their lock files and leftover temp files.
  * Never leaves a torn state file: every write goes to a temp file that is fsynced and renamed
  * over the old one (then the directory is fsynced), so a crash leaves the old or the new file.
- * Never decides a rule itself: it reads, applies cursor-rules.ts, and writes, all under a lock.
+ * Never decides a rule itself: it reads, applies cursor-rules.ts, and writes, all under a lock
+ * (so the fence an acquisition hands out is read, incremented and written in one locked step).
  *
  * Locking. The read-check-write of acquire/renew/commit/release is serialized across processes by
  * `<state file>.lock`, created exclusively (staged content hard-linked into place, which fails
@@ -103,7 +104,13 @@ interface StateFile {
   readonly key: string;
   readonly version: number;
   readonly value?: StateValue;
-  readonly lease?: Lease;
+  /** The lease's fence is the file's `fence`, so it is stored once, there. */
+  readonly lease?: Omit<Lease, 'fence'>;
+  /**
+   * The last fence handed out for the key (cursor-rules.ts); absent in files written before
+   * fences existed (read as 0) and until the first acquisition.
+   */
+  readonly fence?: number;
   /** Injected-clock epoch ms of the last write. */
   readonly updatedAt: number;
 }
@@ -263,7 +270,13 @@ export class FileCursorStore implements CursorStore, CursorStoreProbe {
     if (parsed.key !== key) {
       throw corrupt(key, path, `it holds the state of another key (${JSON.stringify(parsed.key)})`);
     }
-    return { version: parsed.version, value: parsed.value, lease: parsed.lease };
+    const fence = parsed.fence ?? 0;
+    if (!Number.isSafeInteger(fence) || fence < 0) throw corrupt(key, path, 'it has no valid fence');
+    const lease =
+      parsed.lease === undefined
+        ? undefined
+        : { owner: parsed.lease.owner, expiresAt: parsed.lease.expiresAt, fence };
+    return { version: parsed.version, value: parsed.value, lease, fence };
   }
 
   /**
@@ -276,7 +289,10 @@ export class FileCursorStore implements CursorStore, CursorStoreProbe {
       key,
       version: state.version,
       ...(state.value === undefined ? {} : { value: state.value }),
-      ...(state.lease === undefined ? {} : { lease: state.lease }),
+      ...(state.lease === undefined
+        ? {}
+        : { lease: { owner: state.lease.owner, expiresAt: state.lease.expiresAt } }),
+      ...(state.fence === 0 ? {} : { fence: state.fence }),
       updatedAt: this.#clock(),
     };
     const tmp = `${path}.tmp-${process.pid}-${randomUUID()}`;

@@ -3,7 +3,7 @@
  * same guarantees as the file and DynamoDB stores (see cursor-rules.ts), including the value size
  * limit and JSON round-trip of values, so a test against it says something about the others.
  *
- * Owns: a map of key -> state. Never shares a stored value object with a caller (a value goes in
+ * Owns: a map of key -> state (with its fence). Never shares a stored value object with a caller (a value goes in
  * through JSON, as the other stores store it, and comes out as a copy), never reads the wall
  * clock (time comes from the injected Clock).
  */

@@ -7,7 +7,8 @@
  *
  * Modes:
  * - `lease`: each iteration takes the lease (retrying while another process holds it), commits
- *   counter + 1 on the version it loaded, and releases. Prints {successes, conflicts, heldRetries}.
+ *   counter + 1 on the version it loaded, and releases. Prints {successes, conflicts,
+ *   heldRetries, fences} (`fences`: the fence of every lease it got).
  * - `shared-owner`: every process uses the same owner, so the lease fences nothing and only the
  *   version compare-and-set under the file lock prevents lost updates. Prints the same counts.
  * - `crash`: takes the lease, prints `ready`, then commits large values forever until killed;
@@ -35,11 +36,13 @@ async function leaseMode(): Promise<void> {
   let successes = 0;
   let conflicts = 0;
   let heldRetries = 0;
+  const fences: number[] = [];
   for (let i = 0; i < iterations; i++) {
     let record: Awaited<ReturnType<FileCursorStore['acquire']>>;
     for (;;) {
       try {
         record = await store.acquire(key!, owner!, 30_000);
+        fences.push(record.lease!.fence);
         break;
       } catch (err) {
         if (!(err instanceof LeaseHeldError)) throw err;
@@ -61,7 +64,7 @@ async function leaseMode(): Promise<void> {
       await store.release(key!, owner!);
     }
   }
-  process.stdout.write(`${JSON.stringify({ successes, conflicts, heldRetries })}\n`);
+  process.stdout.write(`${JSON.stringify({ successes, conflicts, heldRetries, fences })}\n`);
 }
 
 async function sharedOwnerMode(): Promise<void> {

@@ -11,7 +11,7 @@ import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type DynamoDBClient, GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -129,7 +129,7 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
       key,
       version: 0,
       value: undefined,
-      lease: { owner: 'A', expiresAt: clock.now + TTL },
+      lease: { owner: 'A', expiresAt: clock.now + TTL, fence: 1 },
     });
 
     const value = { cursor: ['2024-01-01 00:00:00.000001', 42], seq: 1, note: 'ünïcødé ✓' };
@@ -140,7 +140,7 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
       key,
       version: 1,
       value,
-      lease: { owner: 'A', expiresAt: clock.now + TTL },
+      lease: { owner: 'A', expiresAt: clock.now + TTL, fence: 1 },
     });
 
     const second = await store.commit(key, { owner: 'A', expectedVersion: 1, value: { seq: 2 } });
@@ -221,9 +221,10 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
       LeaseLostError,
     );
     expect(await store.load(key)).toEqual(before);
-    // The holder may re-acquire (a restarted run with the same id): it extends the lease.
+    // The holder may re-acquire (a restarted run with the same id): it extends the lease, and
+    // as every acquisition it gets a new fence (the earlier incarnation may still write).
     const again = await store.acquire(key, 'A', TTL);
-    expect(again.lease).toEqual({ owner: 'A', expiresAt: clock.now + TTL });
+    expect(again.lease).toEqual({ owner: 'A', expiresAt: clock.now + TTL, fence: 2 });
   });
 
   it('an expired lease is taken over by another owner, at exactly expiresAt', async () => {
@@ -233,7 +234,7 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
     await rejection(() => store.acquire(key, 'B', TTL), LeaseHeldError);
     clock.now = lease!.expiresAt;
     const taken = await store.acquire(key, 'B', TTL);
-    expect(taken.lease).toEqual({ owner: 'B', expiresAt: clock.now + TTL });
+    expect(taken.lease).toEqual({ owner: 'B', expiresAt: clock.now + TTL, fence: 2 });
     await rejection(() => store.acquire(key, 'A', TTL), LeaseHeldError);
   });
 
@@ -252,7 +253,7 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
       key,
       version: 1,
       value: { seq: 1 },
-      lease: { owner: 'B', expiresAt: clock.now + TTL },
+      lease: { owner: 'B', expiresAt: clock.now + TTL, fence: 2 },
     });
     // The displaced holder is fenced: no commit, no renew, and its release frees nothing.
     await rejection(
@@ -269,6 +270,7 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
     expect((await store.takeOver(key, 'C', TTL, 'A')).lease).toEqual({
       owner: 'C',
       expiresAt: clock.now + TTL,
+      fence: 3,
     });
     clock.advance(TTL);
     expect((await store.takeOver(key, 'D', TTL, 'A')).lease?.owner).toBe('D');
@@ -290,6 +292,84 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
       }
     }
     expect((await store.load(key)).lease?.owner).toBe(winners[0]);
+  });
+
+  it('every acquisition gets the next fence, across release, takeOver and expiry; renew, commit and refusals keep it', async () => {
+    const { clock, store, key } = await started('fence');
+    const a1 = await store.acquire(key, 'A', TTL);
+    expect(a1.lease?.fence).toBe(1);
+    expect((await store.renew(key, 'A', TTL)).fence).toBe(1);
+    const c1 = await store.commit(key, {
+      owner: 'A',
+      expectedVersion: 0,
+      value: { seq: 1 },
+      renewTtlMs: TTL,
+    });
+    expect(c1.lease?.fence).toBe(1);
+    expect(
+      (await store.commit(key, { owner: 'A', expectedVersion: 1, value: { seq: 2 } })).lease?.fence,
+    ).toBe(1);
+    // Refused acquisitions and takeovers hand out nothing.
+    await rejection(() => store.acquire(key, 'B', TTL), LeaseHeldError);
+    await rejection(() => store.takeOver(key, 'B', TTL, 'C'), LeaseHeldError);
+    expect((await store.load(key)).lease).toEqual({ owner: 'A', expiresAt: clock.now + TTL, fence: 1 });
+    // Released and taken again, even by the same owner: the next fence, never the old one.
+    await store.release(key, 'A');
+    expect((await store.load(key)).lease).toBeUndefined();
+    expect((await store.acquire(key, 'A', TTL)).lease?.fence).toBe(2);
+    await store.release(key, 'A');
+    expect((await store.acquire(key, 'B', TTL)).lease?.fence).toBe(3);
+    // takeOver from a holder the caller proved dead.
+    expect((await store.takeOver(key, 'C', TTL, 'B')).lease?.fence).toBe(4);
+    // Expiry: another owner takes the expired lease.
+    clock.advance(TTL);
+    const d = await store.acquire(key, 'D', TTL);
+    expect(d.lease).toEqual({ owner: 'D', expiresAt: clock.now + TTL, fence: 5 });
+    // The displaced holder's fence is below the new one, and it cannot renew its way back.
+    await rejection(() => store.renew(key, 'C', TTL), LeaseLostError);
+    expect(
+      (await store.commit(key, { owner: 'D', expectedVersion: 2, value: { seq: 3 } })).lease?.fence,
+    ).toBe(5);
+    // Lease changes never move the version; the fence never moves on a commit.
+    expect(await store.load(key)).toMatchObject({ version: 3, lease: { owner: 'D', fence: 5 } });
+  });
+
+  it('concurrent acquirers never get the same fence', async () => {
+    const { store, key } = await started('fence_race');
+    const owners = ['o0', 'o1', 'o2', 'o3', 'o4', 'o5'];
+    const ROUNDS = 4;
+    // Six owners take turns as fast as they can: acquire (retrying while another holds it),
+    // release, again. Every success is one acquisition.
+    const got = await Promise.all(
+      owners.map(async (owner) => {
+        const fences: number[] = [];
+        for (let i = 0; i < ROUNDS; i++) {
+          for (;;) {
+            try {
+              fences.push((await store.acquire(key, owner, TTL)).lease!.fence);
+              break;
+            } catch (err) {
+              // Held by another; or (DynamoDB) released between its failed write and its read.
+              if (!(err instanceof LeaseHeldError || (err as StateError).code === 'STATE_CONTENDED'))
+                throw err;
+              await new Promise((r) => setTimeout(r, Math.random() * 3));
+            }
+          }
+          await store.release(key, owner);
+        }
+        return fences;
+      }),
+    );
+    const all = got.flat().sort((x, y) => x - y);
+    // Distinct, and exactly 1..n: no fence reused, none skipped by a refused attempt.
+    expect(all).toEqual(Array.from({ length: owners.length * ROUNDS }, (_, i) => i + 1));
+    // One owner re-acquiring its own lease 8 times at once: 8 acquisitions, 8 new fences.
+    const base = all.length;
+    const again = await Promise.all(Array.from({ length: 8 }, () => store.acquire(key, 'same', TTL)));
+    expect(again.map((r) => r.lease!.fence).sort((x, y) => x - y)).toEqual(
+      Array.from({ length: 8 }, (_, i) => base + i + 1),
+    );
+    expect((await store.load(key)).lease?.fence).toBe(base + 8);
   });
 
   it('the holder may commit and renew until expiresAt - 1, not at expiresAt', async () => {
@@ -344,7 +424,7 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
     await store.acquire(key, 'A', TTL);
     clock.advance(TTL - 10);
     const renewed: Lease = await store.renew(key, 'A', TTL);
-    expect(renewed).toEqual({ owner: 'A', expiresAt: clock.now + TTL });
+    expect(renewed).toEqual({ owner: 'A', expiresAt: clock.now + TTL, fence: 1 });
     clock.advance(TTL - 10); // past the first expiry, inside the renewed one
     await rejection(() => store.acquire(key, 'B', TTL), LeaseHeldError);
     const committed = await store.commit(key, {
@@ -353,7 +433,7 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
       value: { seq: 1 },
       renewTtlMs: 5_000,
     });
-    expect(committed.lease).toEqual({ owner: 'A', expiresAt: clock.now + 5_000 });
+    expect(committed.lease).toEqual({ owner: 'A', expiresAt: clock.now + 5_000, fence: 1 });
     expect((await store.load(key)).lease).toEqual(committed.lease);
     await rejection(() => store.renew(key, 'B', TTL), LeaseLostError);
   });
@@ -448,6 +528,8 @@ class ReferenceModel {
   version = 0;
   value: StateValue | undefined = undefined;
   lease: Lease | undefined = undefined;
+  /** How many acquisitions succeeded: the last fence handed out. */
+  acquisitions = 0;
   constructor(private readonly key: string) {}
 
   live(owner: string, now: number): boolean {
@@ -457,7 +539,7 @@ class ReferenceModel {
     if (this.lease && this.lease.owner !== owner && now < this.lease.expiresAt) {
       throw new LeaseHeldError(this.key, this.lease.owner, this.lease.expiresAt);
     }
-    this.lease = { owner, expiresAt: now + ttl };
+    this.lease = { owner, expiresAt: now + ttl, fence: ++this.acquisitions };
     return this.record();
   }
   takeOver(owner: string, ttl: number, from: string, now: number): StateRecord {
@@ -465,12 +547,12 @@ class ReferenceModel {
     if (this.lease && holder !== owner && holder !== from && now < this.lease.expiresAt) {
       throw new LeaseHeldError(this.key, this.lease.owner, this.lease.expiresAt);
     }
-    this.lease = { owner, expiresAt: now + ttl };
+    this.lease = { owner, expiresAt: now + ttl, fence: ++this.acquisitions };
     return this.record();
   }
   renew(owner: string, ttl: number, now: number): Lease {
     if (!this.live(owner, now)) throw new LeaseLostError(this.key, owner);
-    this.lease = { owner, expiresAt: now + ttl };
+    this.lease = { owner, expiresAt: now + ttl, fence: this.lease!.fence };
     return this.lease;
   }
   commit(
@@ -484,7 +566,7 @@ class ReferenceModel {
     if (expected !== this.version) throw new CursorConflictError(this.key, expected, this.version);
     this.version += 1;
     this.value = value;
-    if (renewTtl !== undefined) this.lease = { owner, expiresAt: now + renewTtl };
+    if (renewTtl !== undefined) this.lease = { owner, expiresAt: now + renewTtl, fence: this.lease!.fence };
     return this.record();
   }
   release(owner: string): void {
@@ -640,6 +722,8 @@ interface WorkerCounts {
   readonly successes: number;
   readonly conflicts: number;
   readonly heldRetries: number;
+  /** `lease` mode: the fence of every lease the worker got. */
+  readonly fences?: readonly number[];
 }
 
 function startWorker(args: string[]): ChildProcess {
@@ -715,6 +799,9 @@ describe('FileCursorStore across processes', () => {
     expect(record.lease).toBeUndefined();
     // The workers really competed for the lease.
     expect(results.reduce((s, r) => s + r.heldRetries, 0)).toBeGreaterThan(0);
+    // 100 acquisitions by 4 processes: fences 1..100, each handed out once.
+    const fences = results.flatMap((r) => r.fences ?? []).sort((x, y) => x - y);
+    expect(fences).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
     console.info(
       `lease mode: ${successes} commits, ${results.reduce((s, r) => s + r.heldRetries, 0)} LeaseHeld retries`,
     );
@@ -789,7 +876,10 @@ describe('FileCursorStore across processes', () => {
     // passing late (no wall-clock bound asserted; a loaded machine only makes it slower).
     const LOCK_TIMEOUT_MS = 60_000;
     const STALE_MS = 30 * 60_000;
-    const store = new FileCursorStore(dir, clock.read, { lockStaleMs: STALE_MS, lockTimeoutMs: LOCK_TIMEOUT_MS });
+    const store = new FileCursorStore(dir, clock.read, {
+      lockStaleMs: STALE_MS,
+      lockTimeoutMs: LOCK_TIMEOUT_MS,
+    });
     const key = freshKey('stale_lock');
     const lockPath = `${store.pathOf(key)}.lock`;
     const deadPid = await new Promise<number>((resolve) => {
@@ -863,6 +953,32 @@ describe('FileCursorStore across processes', () => {
     expect((await store.load(lookalike)).value).toEqual({ keep: true });
   });
 
+  it('a state file written before fences existed: its lease reads as fence 0, its next acquisition gets 1', async () => {
+    const clock = new ManualClock();
+    const store = new FileCursorStore(dir, clock.read);
+    const key = freshKey('legacy');
+    await writeFile(
+      store.pathOf(key),
+      JSON.stringify({
+        key,
+        version: 4,
+        value: { seq: 4 },
+        lease: { owner: 'old-run', expiresAt: clock.now + TTL },
+        updatedAt: clock.now,
+      }),
+    );
+    expect(await store.load(key)).toEqual({
+      key,
+      version: 4,
+      value: { seq: 4 },
+      lease: { owner: 'old-run', expiresAt: clock.now + TTL, fence: 0 },
+    });
+    expect((await store.takeOver(key, 'new-run', TTL, 'old-run')).lease?.fence).toBe(1);
+    await store.release(key, 'new-run');
+    expect((await store.acquire(key, 'next-run', TTL)).lease?.fence).toBe(2);
+    expect(await store.load(key)).toMatchObject({ version: 4, value: { seq: 4 } });
+  });
+
   it('reports a corrupt state file as STATE_CORRUPT with what to do', async () => {
     const store = new FileCursorStore(dir);
     const key = freshKey('corrupt');
@@ -912,6 +1028,7 @@ describe('DynamoCursorStore item and table', () => {
       value: { S: '{"seq":1,"cursor":"abc"}' },
       leaseOwner: { S: 'run-1' },
       leaseExpiresAt: { N: String(clock.now - 7 + TTL) },
+      fence: { N: '1' },
       updatedAt: { N: String(clock.now) },
     });
     await store.release(key, 'run-1');
@@ -921,5 +1038,40 @@ describe('DynamoCursorStore item and table', () => {
     expect(after.Item?.leaseOwner).toBeUndefined();
     expect(after.Item?.leaseExpiresAt).toBeUndefined();
     expect(after.Item?.version).toEqual({ N: '1' });
+    // The fence outlives the lease, so the next acquisition counts on.
+    expect(after.Item?.fence).toEqual({ N: '1' });
+    expect((await store.acquire(key, 'run-2', TTL)).lease?.fence).toBe(2);
+  });
+
+  it('an item stored before fences existed: its lease reads as fence 0, its next acquisition gets 1', async () => {
+    const clock = new ManualClock();
+    const store = new DynamoCursorStore({ client, tableName: table, clock: clock.read });
+    await store.ensureTable();
+    const key = freshKey('legacy');
+    await client.send(
+      new PutItemCommand({
+        TableName: table,
+        Item: {
+          pk: { S: key },
+          version: { N: '4' },
+          value: { S: '{"seq":4}' },
+          leaseOwner: { S: 'old-run' },
+          leaseExpiresAt: { N: String(clock.now + TTL) },
+          updatedAt: { N: String(clock.now) },
+        },
+      }),
+    );
+    expect(await store.load(key)).toEqual({
+      key,
+      version: 4,
+      value: { seq: 4 },
+      lease: { owner: 'old-run', expiresAt: clock.now + TTL, fence: 0 },
+    });
+    expect((await store.takeOver(key, 'new-run', TTL, 'old-run')).lease).toEqual({
+      owner: 'new-run',
+      expiresAt: clock.now + TTL,
+      fence: 1,
+    });
+    expect((await store.load(key)).version).toBe(4);
   });
 });

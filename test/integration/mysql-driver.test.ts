@@ -92,7 +92,7 @@ async function walkBoth(
   const tokens: string[] = [];
   let after = '';
   for (let seq = 1; ; seq++) {
-    const posPrefix = incrementalPosPrefix(seq);
+    const posPrefix = incrementalPosPrefix(seq, 1);
     const req = { table: ref, cursorColumn, after, pageSize, posPrefix, ordinalBase: 0 };
     // Each read computes its own safe upper bound; on the shared harness server another test
     // file's transaction can move it between the two reads. A real path difference repeats, so
@@ -146,7 +146,7 @@ const page1 = (ref: TableRef, cursorColumn: string, pageSize = 100) => ({
   cursorColumn,
   after: '',
   pageSize,
-  posPrefix: incrementalPosPrefix(1),
+  posPrefix: incrementalPosPrefix(1, 1),
   ordinalBase: 0,
 });
 
@@ -689,7 +689,7 @@ describe('schema changes between pages (issue 9: never silent, never a wrong val
     const p1 = await src.incrementalBatch({ ...page1(ref, 'updated_at', 1), schema, writeMode: 'append' });
     expect(p1.page!.record.numRows).toBe(1);
     expect(p1.more).toBe(true);
-    const req2 = { ...page1(ref, 'updated_at', 1), after: p1.next, posPrefix: incrementalPosPrefix(2) };
+    const req2 = { ...page1(ref, 'updated_at', 1), after: p1.next, posPrefix: incrementalPosPrefix(2, 1) };
     return { src, ref, schema, req2 };
   }
 
@@ -885,7 +885,7 @@ describe('safe upper bound', () => {
       const notes: unknown[] = [];
       let token = rowPage.next;
       for (let seq = 2, deadline = Date.now() + 60_000; notes.length < 3 && Date.now() < deadline; seq++) {
-        const r = { ...req, after: token, pageSize: 1, posPrefix: incrementalPosPrefix(seq) };
+        const r = { ...req, after: token, pageSize: 1, posPrefix: incrementalPosPrefix(seq, 1) };
         const rows = await src.incremental(r);
         const batch = await src.incrementalBatch({ ...r, schema, writeMode: 'append' });
         expect(batch.next).toBe(rows.next);
@@ -1088,7 +1088,7 @@ describe('throughput (measured, logged)', () => {
           cursorColumn: 'updated_at',
           after,
           pageSize: 50_000,
-          posPrefix: incrementalPosPrefix(seq),
+          posPrefix: incrementalPosPrefix(seq, 1),
           ordinalBase: 0,
         };
         const r = batch
@@ -1118,7 +1118,7 @@ describe('throughput (measured, logged)', () => {
       cursorColumn: 'updated_at',
       after: '',
       pageSize: 200_000,
-      posPrefix: incrementalPosPrefix(1),
+      posPrefix: incrementalPosPrefix(1, 1),
       ordinalBase: 0,
     };
     const aborted = src.incrementalBatch({ ...req, schema, writeMode: 'append', signal: controller.signal });

@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url';
 import { type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Schema } from '../../shared/dataplane/schema.js';
 import { glueType } from '../../shared/dataplane/lake.js';
+import type { Schema } from '../../shared/dataplane/schema.js';
 import { MysqlSource } from '../../shared/drivers/mysql/index.js';
 import { incrementalPosPrefix } from '../../shared/position/position.js';
 import { openLakeSink } from '../../shared/sink/open-lake.js';
@@ -97,14 +97,19 @@ beforeAll(async () => {
       cursorColumn: 'id',
       after: '',
       pageSize: 100,
-      posPrefix: incrementalPosPrefix(1),
+      posPrefix: incrementalPosPrefix(1, 1),
       ordinalBase: 0,
       schema,
       writeMode: 'append',
     });
     expect(page.page!.record.numRows).toBe(4);
     const sink = openLakeSink({ uri: `file://${scratch}` });
-    const [ref] = await sink.write({ table: 'golden.mysql_types', writer: 'test.golden' }, schema, incrementalPosPrefix(1), [page.page!]);
+    const [ref] = await sink.write(
+      { table: 'golden.mysql_types', writer: 'test.golden', fence: 1 },
+      schema,
+      incrementalPosPrefix(1, 1),
+      [page.page!],
+    );
     file = ref!.uri.startsWith('file://') ? fileURLToPath(ref!.uri) : join(scratch, ref!.uri);
   } finally {
     await src.close();

@@ -9,7 +9,7 @@
  *
  * Values are built server-side (repeat of md5 text) so the tables are quick to fill.
  */
-import { Table, tableToIPC, type RecordBatch } from 'apache-arrow';
+import { type RecordBatch, Table, tableToIPC } from 'apache-arrow';
 import mysql from 'mysql2/promise';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -62,7 +62,7 @@ async function walkBoth(
   const pages: Record<string, unknown>[][] = [];
   let after = '';
   for (let seq = 1; seq < 1000; seq++) {
-    const posPrefix = incrementalPosPrefix(seq);
+    const posPrefix = incrementalPosPrefix(seq, 1);
     const req = { table: ref, cursorColumn: 'u', after, pageSize, pageBytes, posPrefix, ordinalBase: 0 };
     const r = await src.incremental(req);
     const b = await src.incrementalBatch({ ...req, schema, writeMode: 'append' });
@@ -90,19 +90,28 @@ async function walkBoth(
 }
 
 /** Each page but the last closes at pageSize rows or at the first row that reaches pageBytes. */
-function expectClosedByTheRule(schema: Schema, pages: Record<string, unknown>[][], pageSize: number, pageBytes: number) {
+function expectClosedByTheRule(
+  schema: Schema,
+  pages: Record<string, unknown>[][],
+  pageSize: number,
+  pageBytes: number,
+) {
   pages.forEach((page, p) => {
     const sizes = page.map((row) => rowBytes(schema, row));
     const total = sizes.reduce((a, b) => a + b, 0);
     // No row before the last reached the budget: the page did not close too late ...
     expect(total - sizes.at(-1)!, `page ${p}`).toBeLessThan(pageBytes);
     // ... nor too early.
-    if (p < pages.length - 1 && page.length < pageSize) expect(total, `page ${p}`).toBeGreaterThanOrEqual(pageBytes);
+    if (p < pages.length - 1 && page.length < pageSize)
+      expect(total, `page ${p}`).toBeGreaterThanOrEqual(pageBytes);
   });
 }
 
 /** The checks every driver must pass, on a table `t(id, u, v)` filled with `size(i)` values. */
-function byteBudgetSuite(name: string, open: () => Promise<{ src: () => AnySource; qualified: (t: string) => string }>) {
+function byteBudgetSuite(
+  name: string,
+  open: () => Promise<{ src: () => AnySource; qualified: (t: string) => string }>,
+) {
   describe(name, () => {
     let ctx: Awaited<ReturnType<typeof open>>;
     beforeAll(async () => {
@@ -121,7 +130,9 @@ function byteBudgetSuite(name: string, open: () => Promise<{ src: () => AnySourc
         expect(lengths).toEqual(Array.from({ length: ROWS }, (_, i) => size(i + 1)));
         if (pageSize === 1000) {
           // The budget, not the row count, split the table.
-          expect(pages.length).toBeGreaterThanOrEqual(Math.floor(lengths.reduce((a, b) => a + b, 0) / (BUDGET + 1.5 * MiB)));
+          expect(pages.length).toBeGreaterThanOrEqual(
+            Math.floor(lengths.reduce((a, b) => a + b, 0) / (BUDGET + 1.5 * MiB)),
+          );
           expect(pages.length).toBeGreaterThan(5);
           // A row larger than the budget is alone in its page when it comes first in it.
           for (const page of pages) {
@@ -140,7 +151,7 @@ function byteBudgetSuite(name: string, open: () => Promise<{ src: () => AnySourc
         cursorColumn: 'u',
         after: '',
         pageSize: 1000,
-        posPrefix: incrementalPosPrefix(1),
+        posPrefix: incrementalPosPrefix(1, 1),
         ordinalBase: 0,
         schema,
         writeMode: 'append',
@@ -159,10 +170,13 @@ function byteBudgetSuite(name: string, open: () => Promise<{ src: () => AnySourc
         pageSize: 1000,
         pageBytes: 64 * MiB,
         maxRowBytes: MiB,
-        posPrefix: incrementalPosPrefix(1),
+        posPrefix: incrementalPosPrefix(1, 1),
         ordinalBase: 0,
       };
-      for (const read of [() => src.incremental(req), () => src.incrementalBatch({ ...req, schema, writeMode: 'append' })]) {
+      for (const read of [
+        () => src.incremental(req),
+        () => src.incrementalBatch({ ...req, schema, writeMode: 'append' }),
+      ]) {
         const e = await read().then(
           () => undefined,
           (x: unknown) => x,
@@ -204,7 +218,8 @@ byteBudgetSuite('Postgres', async () => {
   pgAdmin = postgres(pgDb.url, { max: 1, onnotice: () => {} });
   await pgAdmin.unsafe(`CREATE TABLE t (id int PRIMARY KEY, u timestamptz NOT NULL, v text)`);
   for (let i = 1; i <= ROWS; i++) {
-    const v = size(i) === 0 ? 'NULL' : `substr(repeat(md5('${i}'), ${Math.ceil(size(i) / 32)}), 1, ${size(i)})`;
+    const v =
+      size(i) === 0 ? 'NULL' : `substr(repeat(md5('${i}'), ${Math.ceil(size(i) / 32)}), 1, ${size(i)})`;
     await pgAdmin.unsafe(
       `INSERT INTO t VALUES (${i}, timestamptz '2024-01-01 00:00:00+00' + ${Math.floor(i / 2)} * interval '1 second', ${v})`,
     );
@@ -224,9 +239,12 @@ byteBudgetSuite('MySQL', async () => {
   myDb = await freshMysqlDatabase('page_bytes');
   myAdmin = await mysql.createConnection({ uri: myDb.url });
   await myAdmin.query("SET time_zone = '+00:00'");
-  await myAdmin.query('CREATE TABLE t (id INT PRIMARY KEY, u DATETIME(6) NOT NULL, v LONGTEXT, INDEX (u, id))');
+  await myAdmin.query(
+    'CREATE TABLE t (id INT PRIMARY KEY, u DATETIME(6) NOT NULL, v LONGTEXT, INDEX (u, id))',
+  );
   for (let i = 1; i <= ROWS; i++) {
-    const v = size(i) === 0 ? 'NULL' : `SUBSTR(REPEAT(MD5('${i}'), ${Math.ceil(size(i) / 32)}), 1, ${size(i)})`;
+    const v =
+      size(i) === 0 ? 'NULL' : `SUBSTR(REPEAT(MD5('${i}'), ${Math.ceil(size(i) / 32)}), 1, ${size(i)})`;
     await myAdmin.query(
       `INSERT INTO t VALUES (${i}, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL ${Math.floor(i / 2)} SECOND, ${v})`,
     );

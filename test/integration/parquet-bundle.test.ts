@@ -38,7 +38,7 @@ const enc = new BatchEncoder(schema, { phase: 'incremental' });
 for (let i = 0n; i < 3n; i++) { enc.appendRow({ id: i }); enc.appendMeta(1, 'i01' + i, null, false); }
 const record = enc.finish(0n);
 const sink = openLakeSink({ uri: 'file://' + process.argv[2] });
-sink.write({ table: 'public.t', writer: 'test.bundle' }, schema, 'i01', [newBatch({ table: 'public.t', record, watermark: 'i012', writeMode: 'upsert' })])
+sink.write({ table: 'public.t', writer: 'test.bundle', fence: 1 }, schema, 'i01', [newBatch({ table: 'public.t', record, watermark: 'i012', writeMode: 'upsert' })])
   .then((refs) => console.log(JSON.stringify(refs)));
 `,
   );
@@ -55,16 +55,21 @@ sink.write({ table: 'public.t', writer: 'test.bundle' }, schema, 'i01', [newBatc
     nodePaths: [join(repo, 'node_modules')],
     logLevel: 'silent',
   });
-  const wasm = join(dirname(createRequire(join(repo, 'package.json')).resolve('parquet-wasm')), 'parquet_wasm_bg.wasm');
+  const wasm = join(
+    dirname(createRequire(join(repo, 'package.json')).resolve('parquet-wasm')),
+    'parquet_wasm_bg.wasm',
+  );
   await copyFile(wasm, join(outDir, 'parquet_wasm_bg.wasm'));
 
   const lake = join(scratch, 'lake');
   const { stdout } = await run(process.execPath, [bundle, lake], { cwd: scratch });
   const [ref] = JSON.parse(stdout) as { uri: string; rows: number }[];
-  expect(ref).toMatchObject({ uri: `file://${lake}/public.t/test.bundle.i01.parquet`, rows: 3 });
+  expect(ref).toMatchObject({ uri: `file://${lake}/public.t/test.bundle.i01.f00000001.parquet`, rows: 3 });
   const conn = await (await DuckDBInstance.create(':memory:')).connect();
   const rows = (
-    await conn.runAndReadAll(`SELECT id::VARCHAR AS id, __op FROM read_parquet('${lake}/public.t/test.bundle.i01.parquet') ORDER BY id`)
+    await conn.runAndReadAll(
+      `SELECT id::VARCHAR AS id, __op FROM read_parquet('${lake}/public.t/test.bundle.i01.f00000001.parquet') ORDER BY id`,
+    )
   ).getRowObjects();
   conn.closeSync();
   expect(rows).toEqual([

@@ -107,11 +107,11 @@ async function writeGolden(compression: 'zstd' | 'snappy'): Promise<string> {
   const dir = join(scratch, compression);
   const sink = new ParquetSink({ store: new FileObjectStore(dir), compression });
   const table = 'golden.types';
-  const [ref] = await sink.write({ table, writer: 'test.golden' }, SCHEMA, 'i0000', [
+  const [ref] = await sink.write({ table, writer: 'test.golden', fence: 1 }, SCHEMA, 'i0000', [
     newBatch({ table, record, watermark: 'i0006', writeMode: 'append' }),
   ]);
   expect(ref!.rows).toBe(ROWS);
-  return join(dir, objectKey('', table, 'test.golden', 'i0000').key);
+  return join(dir, objectKey('', table, 'test.golden', 'i0000', 1).key);
 }
 
 describe.each(['zstd', 'snappy'] as const)('lake types through DuckDB (%s)', (compression) => {

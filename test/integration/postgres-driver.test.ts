@@ -91,7 +91,7 @@ async function walkBoth(
   const tokens: string[] = [];
   let after = '';
   for (let seq = 1; ; seq++) {
-    const posPrefix = incrementalPosPrefix(seq);
+    const posPrefix = incrementalPosPrefix(seq, 1);
     const req = { table: ref, cursorColumn, after, pageSize, posPrefix, ordinalBase: 0 };
     const r = await src.incremental(req);
     const b = await src.incrementalBatch({ ...req, schema, writeMode: 'append' });
@@ -564,7 +564,7 @@ describe('connection health', () => {
           cursorColumn: 'id',
           after: '',
           pageSize,
-          posPrefix: incrementalPosPrefix(1),
+          posPrefix: incrementalPosPrefix(1, 1),
           ordinalBase: 0,
           schema,
           writeMode: 'append',
@@ -587,7 +587,7 @@ describe('values a lake cannot hold', () => {
       cursorColumn: cursor,
       after: '',
       pageSize: 10,
-      posPrefix: incrementalPosPrefix(1),
+      posPrefix: incrementalPosPrefix(1, 1),
       ordinalBase: 0,
     };
     await expect(src.incremental(req)).rejects.toThrow(DataError);
@@ -641,7 +641,7 @@ describe('schema changes between pages of a run (issue 9)', () => {
       cursorColumn: 'id',
       after,
       pageSize: 1,
-      posPrefix: incrementalPosPrefix(1),
+      posPrefix: incrementalPosPrefix(1, 1),
       ordinalBase: 0,
     });
     const rows1 = await src.incremental(req(''));
@@ -799,7 +799,7 @@ describe('safe upper bound', () => {
         cursorColumn: 'updated_at',
         after: '',
         pageSize: 100,
-        posPrefix: incrementalPosPrefix(1),
+        posPrefix: incrementalPosPrefix(1, 1),
         ordinalBase: 0,
       };
       const rowPage = await src.incremental(req);
@@ -837,7 +837,7 @@ describe('safe upper bound', () => {
         cursorColumn: 'id',
         after: '',
         pageSize: 100,
-        posPrefix: incrementalPosPrefix(1),
+        posPrefix: incrementalPosPrefix(1, 1),
         ordinalBase: 0,
       };
       const held = await src.incrementalBatch({ ...req, schema, writeMode: 'append' });
@@ -875,7 +875,7 @@ describe('safe upper bound', () => {
         cursorColumn: 'updated_at',
         after: '',
         pageSize: 10,
-        posPrefix: incrementalPosPrefix(1),
+        posPrefix: incrementalPosPrefix(1, 1),
         ordinalBase: 0,
       };
       const e = await oneLineSourceError(
@@ -923,7 +923,7 @@ async function walkFrom(
       cursorColumn: 'updated_at',
       after: token,
       pageSize: 1,
-      posPrefix: incrementalPosPrefix(seq),
+      posPrefix: incrementalPosPrefix(seq, 1),
       ordinalBase: 0,
     };
     const r = await src.incremental(req);
@@ -1006,7 +1006,7 @@ describe('refusals are one-line SourceErrors', () => {
         cursorColumn: 'updated_at',
         after: '',
         pageSize: 5,
-        posPrefix: incrementalPosPrefix(1),
+        posPrefix: incrementalPosPrefix(1, 1),
         ordinalBase: 0,
       }),
       'SOURCE_KEY_MISSING',
@@ -1160,7 +1160,7 @@ describe('infinities in the lake', () => {
       cursorColumn: 'id',
       after: '',
       pageSize: 10,
-      posPrefix: incrementalPosPrefix(1),
+      posPrefix: incrementalPosPrefix(1, 1),
       ordinalBase: 0,
       schema,
       writeMode: 'append',

@@ -2,7 +2,9 @@
  * Position schemes: string order (plain `<`) must equal the numeric order of their fields, and
  * every position must parse back to the fields it was made from. Crash cleanup deletes objects
  * by comparing these strings, so the order properties run over the full field ranges and their
- * edges (carries from one hex digit width to the next, 2^32 ordinals, 2^48 sequences).
+ * edges (carries from one hex digit width to the next, 2^32 ordinals and fences, 2^48
+ * sequences), and the incremental scheme of fences (`j`) must sort after every position written
+ * before it (`i`), so existing lakes keep their order without a migration.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -11,6 +13,9 @@ import {
   binlogFileIndex,
   formatLsn,
   incrementalPosPrefix,
+  incrementalSeqOf,
+  incrementalStepStart,
+  MAX_FENCE,
   MAX_ORDINAL,
   MAX_SEQ,
   mysqlPosition,
@@ -52,50 +57,123 @@ const bigField = (bits: number) =>
     fc.constant((1n << BigInt(bits)) - 1n),
   );
 
+/** A legacy incremental position (written before fences), built here independently of the codec. */
+const legacyPosition = (seq: number, ordinal: number) =>
+  `i${seq.toString(16).padStart(12, '0')}${ordinal.toString(16).padStart(8, '0')}`;
+
 describe('incremental positions', () => {
-  const fields = fc.tuple(field(MAX_SEQ), field(MAX_ORDINAL));
-  it('sort like (seq, ordinal) and parse back', () => {
+  const fields = fc.tuple(field(MAX_SEQ), field(MAX_FENCE), field(MAX_ORDINAL));
+  it('sort like (seq, fence, ordinal) and parse back', () => {
     fc.assert(
-      fc.property(fields, fields, ([s1, o1], [s2, o2]) => {
-        const a = incrementalPosPrefix(s1) + ordinalHex(o1);
-        const b = incrementalPosPrefix(s2) + ordinalHex(o2);
-        expect(cmp(a, b)).toBe(cmpFields([s1, o1], [s2, o2]));
-        expect(a).toHaveLength(21);
-        expect(a).toMatch(/^i[0-9a-f]{20}$/);
-        expect(parseIncrementalPosition(a)).toEqual({ seq: s1, ordinal: o1 });
+      fc.property(fields, fields, ([s1, f1, o1], [s2, f2, o2]) => {
+        const a = incrementalPosPrefix(s1, f1) + ordinalHex(o1);
+        const b = incrementalPosPrefix(s2, f2) + ordinalHex(o2);
+        expect(cmp(a, b)).toBe(cmpFields([s1, f1, o1], [s2, f2, o2]));
+        expect(a).toHaveLength(29);
+        expect(a).toMatch(/^j[0-9a-f]{28}$/);
+        expect(objectStartPosition(s1, f1, o1)).toBe(a);
+        expect(parseIncrementalPosition(a)).toEqual({ seq: s1, fence: f1, ordinal: o1 });
+        expect(incrementalSeqOf(a)).toBe(s1);
+        expect(incrementalSeqOf(incrementalPosPrefix(s1, f1))).toBe(s1);
+        expect(incrementalSeqOf(incrementalStepStart(s1))).toBe(s1);
       }),
       { numRuns: 5000 },
     );
   });
 
-  it('every row of a later step sorts after every row and object start of an earlier one', () => {
+  it('at one step, every row of a higher fence sorts after every row of a lower one', () => {
     fc.assert(
-      fc.property(field(MAX_SEQ - 1), field(MAX_ORDINAL), field(MAX_ORDINAL), (seq, lastRow, firstRow) => {
-        const lastOfStep = incrementalPosPrefix(seq) + ordinalHex(lastRow);
-        const nextObject = objectStartPosition(seq + 1);
-        expect(lastOfStep < nextObject).toBe(true);
-        expect(nextObject <= incrementalPosPrefix(seq + 1) + ordinalHex(firstRow)).toBe(true);
-        expect(objectStartPosition(seq) <= lastOfStep).toBe(true);
+      fc.property(
+        field(MAX_SEQ),
+        fc.tuple(field(MAX_FENCE), field(MAX_FENCE)),
+        field(MAX_ORDINAL),
+        field(MAX_ORDINAL),
+        (seq, [x, y], o1, o2) => {
+          fc.pre(x !== y);
+          const [low, high] = x < y ? [x, y] : [y, x];
+          // The stale writer's last row against the new holder's first: the new holder still wins.
+          expect(objectStartPosition(seq, low, o1) < objectStartPosition(seq, high, o2)).toBe(true);
+        },
+      ),
+      { numRuns: 5000 },
+    );
+  });
+
+  it('every j position sorts after every legacy i position, which still parses', () => {
+    const legacy = fc.tuple(field(MAX_SEQ), field(MAX_ORDINAL));
+    fc.assert(
+      fc.property(legacy, legacy, fields, ([ls, lo], [ls2, lo2], [s, f, o]) => {
+        const old = legacyPosition(ls, lo);
+        const now = objectStartPosition(s, f, o);
+        expect(old < now).toBe(true);
+        expect(old < incrementalStepStart(s)).toBe(true);
+        // Legacy positions keep their own (seq, ordinal) order.
+        expect(cmp(old, legacyPosition(ls2, lo2))).toBe(cmpFields([ls, lo], [ls2, lo2]));
+        expect(parseIncrementalPosition(old)).toEqual({ seq: ls, fence: undefined, ordinal: lo });
+        expect(incrementalSeqOf(old)).toBe(ls);
+        expect(incrementalSeqOf(old.slice(0, 13))).toBe(ls);
       }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it('every row of a later step sorts after every row and object start of an earlier one, whatever the fences', () => {
+    fc.assert(
+      fc.property(
+        field(MAX_SEQ - 1),
+        fc.tuple(field(MAX_FENCE), field(MAX_FENCE)),
+        field(MAX_ORDINAL),
+        field(MAX_ORDINAL),
+        (seq, [f1, f2], lastRow, firstRow) => {
+          const lastOfStep = objectStartPosition(seq, f1, lastRow);
+          const nextStep = incrementalStepStart(seq + 1);
+          const nextObject = objectStartPosition(seq + 1, f2);
+          // The step start separates the steps, for any fence on either side.
+          expect(lastOfStep < nextStep).toBe(true);
+          expect(nextStep < nextObject).toBe(true);
+          expect(nextObject <= objectStartPosition(seq + 1, f2, firstRow)).toBe(true);
+          expect(incrementalStepStart(seq) < objectStartPosition(seq, f1)).toBe(true);
+          expect(objectStartPosition(seq, f1) <= lastOfStep).toBe(true);
+        },
+      ),
       { numRuns: 5000 },
     );
   });
 
   it('refuses out-of-range fields and foreign strings', () => {
-    expect(() => incrementalPosPrefix(-1)).toThrow(DataError);
-    expect(() => incrementalPosPrefix(MAX_SEQ + 1)).toThrow(DataError);
-    expect(() => incrementalPosPrefix(1.5)).toThrow(DataError);
+    expect(() => incrementalPosPrefix(-1, 1)).toThrow(DataError);
+    expect(() => incrementalPosPrefix(MAX_SEQ + 1, 1)).toThrow(DataError);
+    expect(() => incrementalPosPrefix(1.5, 1)).toThrow(DataError);
+    expect(() => incrementalPosPrefix(1, -1)).toThrow(DataError);
+    expect(() => incrementalPosPrefix(1, MAX_FENCE + 1)).toThrow(DataError);
+    expect(() => incrementalPosPrefix(1, 2.5)).toThrow(DataError);
+    expect(() => incrementalStepStart(MAX_SEQ + 1)).toThrow(DataError);
     expect(() => ordinalHex(MAX_ORDINAL + 1)).toThrow(DataError);
     expect(ordinalHex(MAX_ORDINAL)).toBe('ffffffff');
-    expect(objectStartPosition(1)).toBe('i00000000000100000000');
+    expect(MAX_FENCE).toBe(2 ** 32 - 1);
+    expect(objectStartPosition(1, 2)).toBe('j0000000000010000000200000000');
+    expect(incrementalPosPrefix(1, 2)).toBe('j00000000000100000002');
+    expect(incrementalStepStart(1)).toBe('j000000000001');
     for (const bad of [
       '',
       'i0000000000010000000',
       'I00000000000100000000',
       'i0000000000010000000G',
+      'j000000000001000000020000000',
+      'j00000000000100000002000000000',
+      'J0000000000010000000200000000',
       'p00000000000000000000000',
     ]) {
       expect(() => parseIncrementalPosition(bad), bad).toThrow(DataError);
+    }
+    for (const other of [
+      'p000000000000000000000000',
+      'm0',
+      'j00000000000',
+      'j0000000000010000000',
+      'i00000000000100',
+    ]) {
+      expect(incrementalSeqOf(other), other).toBeUndefined();
     }
   });
 });

@@ -269,6 +269,8 @@ class CdcRun {
   private fenceTimer: NodeJS.Timeout | undefined;
   private readonly stopping = new AbortController();
   private released = false;
+  /** This acquisition's fence number: part of every object name this run writes. */
+  private readonly fenceNumber: number;
 
   constructor(
     private readonly opts: CdcRunOptions,
@@ -277,6 +279,7 @@ class CdcRun {
     record: StateRecord,
   ) {
     this.version = record.version;
+    this.fenceNumber = record.lease?.fence ?? 0;
     this.state = record.value === undefined ? initialCdcState() : parseCdcState(record.value);
     this.lastCommitAt = opts.clock();
   }
@@ -415,8 +418,9 @@ class CdcRun {
     }
     for (const t of this.tables.values()) {
       const lake: LakeTable = { table: t.config.target, writer };
+      const next = this.state.tables[t.config.target]?.next;
       // Without a `next` the table never committed an object: all of ours are leftovers.
-      const removed = await sink.recover(lake, this.state.tables[t.config.target]?.next ?? '');
+      const removed = next === undefined ? await sink.discard(lake) : await sink.recover(lake, next);
       if (removed.length > 0)
         this.log.warn('removed uncommitted objects of a crashed attempt', {
           table: t.config.target,
@@ -581,7 +585,7 @@ class CdcRun {
       cuts.map(async ({ t, batch }) => {
         const first = firstPosition(batch);
         const refs = await this.opts.sink.write(
-          { table: t.config.target, writer: this.opts.writer },
+          { table: t.config.target, writer: this.opts.writer, fence: this.fenceNumber },
           t.schema,
           first,
           [batch],

@@ -4,19 +4,39 @@
  * the Lambda deadline, and bad input. Each scenario uses its own table and temp dirs.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleHandler } from '../../../functions/bundle.js';
 import { invokeLocal } from '../../../functions/cli/invoke.js';
-import type { TidemarkError } from '../../../shared/contracts/errors.js';
 import { incrementalTables, tableTarget } from '../../../shared/config/spec.js';
+import type { TidemarkError } from '../../../shared/contracts/errors.js';
+import type { Sink } from '../../../shared/contracts/sink.js';
+import type { CursorStore } from '../../../shared/contracts/state.js';
 import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
-import { incrementalPosPrefix } from '../../../shared/position/position.js';
+import { incrementalSeqOf, incrementalStepStart } from '../../../shared/position/position.js';
+import { FileObjectStore } from '../../../shared/sink/file-object-store.js';
+import { objectKey, tablePrefix, writerId } from '../../../shared/sink/layout.js';
+import type { ObjectStore } from '../../../shared/sink/object-store.js';
+import { ParquetSink } from '../../../shared/sink/parquet-sink.js';
+import { S3ObjectStore } from '../../../shared/sink/s3-object-store.js';
+import { DynamoCursorStore } from '../../../shared/state/dynamo-cursor-store.js';
 import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
+import { dynamoClient, s3Client } from '../../harness/aws.js';
+import { testServers } from '../../harness/servers.js';
 import {
   eventually,
   lakeRows,
@@ -116,17 +136,21 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       }
     });
 
-    it('a wall-clock cursor stamped in the writers\' own zone keeps its late commits only with cursorTimeZone', async () => {
+    it("a wall-clock cursor stamped in the writers' own zone keeps its late commits only with cursorTimeZone", async () => {
       // Writers whose session zone is west of the database default (JDBC sets the JVM's zone)
       // stamp `timestamp` / DATETIME cursors hours behind the bound computed in the default zone.
       const t = `${fx.table}_wallclock`;
       await fx.exec(`DROP TABLE IF EXISTS ${t}`);
       const type = fx.kind === 'postgres' ? 'timestamp(6)' : 'DATETIME(6)';
-      await fx.exec(`CREATE TABLE ${t} (id bigint PRIMARY KEY, v int NOT NULL, note text, updated_at ${type} NOT NULL)`);
+      await fx.exec(
+        `CREATE TABLE ${t} (id bigint PRIMARY KEY, v int NOT NULL, note text, updated_at ${type} NOT NULL)`,
+      );
       await fx.exec(`CREATE INDEX ${t.split('.')[1]}_cursor ON ${t} (updated_at, id)`);
       const zone = '-05:00';
       const setZone =
-        fx.kind === 'postgres' ? `SET TIME ZONE INTERVAL '${zone}' HOUR TO MINUTE` : `SET time_zone = '${zone}'`;
+        fx.kind === 'postgres'
+          ? `SET TIME ZONE INTERVAL '${zone}' HOUR TO MINUTE`
+          : `SET time_zone = '${zone}'`;
       const naive = localSpec(fx, { pageSize: 50, table: t, target: 'public.naive' });
       const zoned = localSpec(fx, { pageSize: 50, table: t, target: 'public.zoned', cursorTimeZone: zone });
       const late = await fx.session();
@@ -137,7 +161,8 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         await late.exec('BEGIN');
         await late.exec(`INSERT INTO ${t} VALUES (1000001, 1, 'late', ${fx.now})`);
         await new Promise((r) => setTimeout(r, 50));
-        for (let i = 1; i <= 20; i++) await writer.exec(`INSERT INTO ${t} VALUES (${i}, ${i}, 'on time', ${fx.now})`);
+        for (let i = 1; i <= 20; i++)
+          await writer.exec(`INSERT INTO ${t} VALUES (${i}, ${i}, 'on time', ${fx.now})`);
         const first = { naive: await runOnce(naive.spec), zoned: await runOnce(zoned.spec) };
         // In the writers' zone the bound sits below the open transaction: nothing newer passes.
         expect(first.zoned.rows).toBe(0);
@@ -146,8 +171,11 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         await late.exec('COMMIT');
         await syncAll(naive.spec);
         await syncAll(zoned.spec);
-        const ids = async (s: typeof naive) => (await lakeRows(s.lakeDir, s.spec.tables[0]!.target!)).map((r) => r.id);
-        expect((await ids(zoned)).sort()).toEqual([...Array.from({ length: 20 }, (_, i) => String(i + 1)), '1000001'].sort());
+        const ids = async (s: typeof naive) =>
+          (await lakeRows(s.lakeDir, s.spec.tables[0]!.target!)).map((r) => r.id);
+        expect((await ids(zoned)).sort()).toEqual(
+          [...Array.from({ length: 20 }, (_, i) => String(i + 1)), '1000001'].sort(),
+        );
         // Without it, the late row is lost for good: the failure cursorTimeZone exists for.
         expect(await ids(naive)).not.toContain('1000001');
       } finally {
@@ -217,11 +245,198 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       const state = (await store.load(incrementalStateKey(spec.pipeline, target))).value as { seq: number };
       const names = readdirSync(join(lakeDir, target)).filter((f) => f.endsWith('.parquet'));
       expect(names.length).toBe(state.seq);
-      for (const n of names) expect(n < `test.db.${incrementalPosPrefix(state.seq)}`).toBe(true);
+      for (const n of names) expect(n < `test.db.${incrementalStepStart(state.seq)}`).toBe(true);
       expect(dir).toBeTruthy();
     });
 
-    it('two pipelines share a lake table: each run leaves the other writer\'s rows in place', async () => {
+    describe('a writer that lost its lease but still writes loses to the new holder', () => {
+      /** Where a variant keeps state and lake; `make` puts them into a pipeline. */
+      interface Variant {
+        readonly name: string;
+        open(
+          spec: Parameters<typeof runOnce>[0],
+          lakeDir: string,
+        ): Promise<{
+          store: CursorStore;
+          objects: ObjectStore;
+          prefix: string;
+          make(base: OpenPipeline): OpenPipeline;
+        }>;
+      }
+      const variants: Variant[] = [
+        {
+          name: 'file state, file lake',
+          async open(spec, lakeDir) {
+            return {
+              store: new FileCursorStore(spec.state.dir!),
+              objects: new FileObjectStore(lakeDir),
+              prefix: '',
+              make: (p) => p,
+            };
+          },
+        },
+        {
+          name: 'DynamoDB (dynalite), S3 (s3rver)',
+          async open() {
+            const store = new DynamoCursorStore({
+              client: dynamoClient(),
+              tableName: `tidemark_stale_${randomUUID().slice(0, 8)}`,
+            });
+            await store.ensureTable();
+            const objects = new S3ObjectStore({
+              bucket: testServers().s3Bucket,
+              client: s3Client(),
+              listPageSize: 2,
+            });
+            const prefix = `stale-writer-${randomUUID()}`;
+            const sink = new ParquetSink({ store: objects, prefix });
+            return { store, objects, prefix, make: (p) => ({ ...p, store, sink }) };
+          },
+        },
+      ];
+
+      /** A sink whose first write waits at a gate: after its page was read, before its PUT. */
+      function pausedAtFirstWrite(sink: Sink) {
+        let arrived!: (fence: number) => void;
+        const atWrite = new Promise<number>((r) => {
+          arrived = r;
+        });
+        let open!: () => void;
+        const gate = new Promise<void>((r) => {
+          open = r;
+        });
+        let first = true;
+        const paused: Sink = {
+          write: async (target, schema, start, batches, recorded) => {
+            if (first) {
+              first = false;
+              arrived(target.fence);
+              await gate;
+            }
+            return sink.write(target, schema, start, batches, recorded);
+          },
+          recover: sink.recover.bind(sink),
+          list: sink.list.bind(sink),
+          discard: sink.discard.bind(sink),
+        };
+        return { sink: paused, atWrite, open };
+      }
+
+      /** Every row version of the lake table, read with DuckDB from a copy of its objects. */
+      async function readLake(objects: ObjectStore, prefix: string, target: string) {
+        const copy = mkdtempSync(join(tmpdir(), 'tidemark-lake-copy-'));
+        mkdirSync(join(copy, target));
+        const dir = tablePrefix(prefix, target);
+        for (const o of await objects.list(dir)) {
+          const name = o.key.slice(dir.length);
+          if (name.endsWith('.parquet') && !name.includes('/'))
+            writeFileSync(join(copy, target, name), (await objects.get(o.key))!);
+        }
+        try {
+          return await lakeRows(copy, target);
+        } finally {
+          rmSync(copy, { recursive: true, force: true });
+        }
+      }
+
+      // Mutation check: with fences removed from object names (layout.ts objectName ignoring
+      // its `fence`), A's late PUT of page 1 takes the name of B's committed page-1 object and
+      // replaces it: B's bytes are gone (the first assertion after A wakes up fails), one
+      // page-1 object is left, A's, and the lake's latest versions of ids 101..200 would be A's
+      // stale ones. Verified by hand once, on both variants.
+      it.each(variants)('$name', async (variant) => {
+        await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+        await fx.createTable();
+        await fx.insertRange(1, 301, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
+        const { spec, lakeDir } = localSpec(fx, { pageSize: 100 });
+        const table = incrementalTables(spec)[0]!;
+        const target = table.table;
+        const writer = writerId(spec.pipeline, table.source);
+        const key = incrementalStateKey(spec.pipeline, target);
+        const { store, objects, prefix, make } = await variant.open(spec, lakeDir);
+        // Two processes' worth of pipelines: A's and B's own source connections.
+        const baseA = await openPipeline(spec);
+        const baseB = await openPipeline(spec);
+        const pipelineB = make(baseB);
+        const sink = pipelineB.sink;
+        try {
+          // Page 0 is committed by an earlier run; page 1 is next.
+          const warmup = await runTable(spec, table, pipelineB, {
+            logger: silentLogger,
+            owner: 'warmup',
+            maxPages: 1,
+          });
+          expect(warmup.seqAfter).toBe(1);
+
+          // Writer A reads page 1 and stalls right before its PUT (a frozen Lambda, a
+          // partitioned task), holding a short lease.
+          const a = pausedAtFirstWrite(make(baseA).sink);
+          const runA = runTable(
+            spec,
+            table,
+            { ...make(baseA), sink: a.sink },
+            { logger: silentLogger, owner: 'run-a', leaseTtlMs: 1_500 },
+          ).then(
+            () => undefined,
+            (e: unknown) => e as TidemarkError,
+          );
+          const fenceA = await a.atWrite;
+          // Meanwhile page 1's rows change at the source (newer versions, same cursor values),
+          // and A's lease runs out.
+          await fx.exec(`UPDATE ${fx.table} SET v = v + 500 WHERE id BETWEEN 101 AND 200`);
+          const held = await store.load(key);
+          expect(held.lease).toMatchObject({ owner: 'run-a', fence: fenceA });
+          await new Promise((r) => setTimeout(r, Math.max(0, held.lease!.expiresAt - Date.now()) + 50));
+
+          // Writer B takes the expired lease (a higher fence), re-reads page 1 with the newer
+          // versions, commits it and catches up.
+          const b = await runTable(spec, table, pipelineB, { logger: silentLogger, owner: 'run-b' });
+          expect(b).toMatchObject({ status: 'ok', seqBefore: 1, recovered: 0, more: false });
+          // Page 1's objects, found by name prefix alone (whatever the rest of the name says).
+          const dir = tablePrefix(prefix, target);
+          const page1Keys = async () =>
+            (await objects.list(`${dir}${writer}.${incrementalStepStart(1)}`)).map((o) => o.key);
+          const [bKey, ...none] = await page1Keys();
+          expect(none).toEqual([]);
+          const bBytes = await objects.get(bKey!);
+          expect(bBytes).toBeDefined();
+
+          // A wakes up: its late PUT of page 1 goes through (S3 cannot fence it), its commit
+          // does not.
+          a.open();
+          expect(await runA).toMatchObject({ name: 'LeaseLostError', code: 'LEASE_LOST' });
+
+          // A's late PUT did not replace B's object, which is byte for byte as B wrote it, and
+          // both page-1 objects exist, named by their fences (B's the higher).
+          expect(await objects.get(bKey!)).toEqual(bBytes);
+          expect(await page1Keys()).toHaveLength(2);
+          const page1 = (await sink.list(target, writer)).filter(
+            (r) => r.startPosition === incrementalStepStart(1),
+          );
+          expect(page1.map((r) => r.fence)).toEqual([fenceA, expect.any(Number)]);
+          const fenceB = page1[1]!.fence!;
+          expect(fenceB).toBeGreaterThan(fenceA);
+          expect(bKey).toBe(objectKey(prefix, target, writer, incrementalStepStart(1), fenceB).key);
+          // Readers' latest version per key (max __pos) is B's: at the same page the higher
+          // fence wins, although A's stale versions of ids 101..200 are in the lake too.
+          const rows = await readLake(objects, prefix, target);
+          expect(latest(rows)).toEqual(await fx.rows());
+          const versions = rows.filter((r) => r.id === '150');
+          expect(versions.map((r) => r.v)).toEqual([150, 650]);
+          expect(versions.map((r) => incrementalSeqOf(r.pos))).toEqual([1, 1]);
+          // A later run neither recovers nor rewrites anything: A's object lies below the
+          // committed position, a duplicate readers outrank.
+          const after = await runTable(spec, table, pipelineB, { logger: silentLogger, owner: 'run-c' });
+          expect(after).toMatchObject({ status: 'ok', rows: 0, recovered: 0 });
+          expect(latest(await readLake(objects, prefix, target))).toEqual(await fx.rows());
+        } finally {
+          await baseA.close();
+          await baseB.close();
+        }
+      });
+    });
+
+    it("two pipelines share a lake table: each run leaves the other writer's rows in place", async () => {
       // Two shards of one logical table, synced by two pipelines into ONE lake table.
       const eu = `${fx.table}_eu`;
       const us = `${fx.table}_us`;
@@ -266,7 +481,10 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       const target = spec.tables[0]!.table;
       const key = incrementalStateKey(spec.pipeline, target);
       await syncAll(spec);
-      const objects = () => readdirSync(join(lakeDir, target)).filter((f) => f.endsWith('.parquet')).sort();
+      const objects = () =>
+        readdirSync(join(lakeDir, target))
+          .filter((f) => f.endsWith('.parquet'))
+          .sort();
       const before = objects();
       expect(before.length).toBe(6);
       const stateFiles = readdirSync(spec.state.dir!);
@@ -280,7 +498,9 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       rmSync(spec.state.dir!, { recursive: true, force: true });
       const lost = await runOnce(spec).catch((e: unknown) => e as TidemarkError);
       expect(lost).toMatchObject({ code: 'STATE_MISSING' });
-      expect(String((lost as Error).message)).toMatch(/no state under inc#test#.*6 object\(s\).*--keep-objects.*--delete-objects/);
+      expect(String((lost as Error).message)).toMatch(
+        /no state under inc#test#.*6 object\(s\).*--keep-objects.*--delete-objects/,
+      );
       expect(objects()).toEqual(before);
       expect(await store.load(key)).toMatchObject({ version: 0, value: undefined });
 
