@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs';
 import { loadSpecFile, type Spec } from '../../shared/config/spec.js';
 import { ConfigError, TidemarkError } from '../../shared/contracts/errors.js';
-import { type RecordedError, recordError } from '../../shared/engine/incremental-state.js';
+import { type RecordedError, recordError } from '../../shared/engine/incremental/state.js';
 import { redact } from '../../shared/observability/redact.js';
 
 /** The exit codes of `tidemark`, as the usage text and docs/errors.md list them. */

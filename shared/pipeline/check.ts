@@ -29,7 +29,7 @@ import type { Clock } from '../contracts/state.js';
 import { BatchError, requireUpsertKey } from '../dataplane/batch.js';
 import { findColumn } from '../dataplane/schema.js';
 import type { ClosableIncrementalSource } from '../drivers/registry.js';
-import { NullCursorError } from '../engine/incremental-run.js';
+import { NullCursorError } from '../engine/incremental/run.js';
 import { redact } from '../observability/redact.js';
 import { findModeChanges } from './mode-change.js';
 import { type OpenSources, openLake, openSources, openStateStore } from './open.js';

@@ -1,6 +1,6 @@
 /**
  * `tidemark reset` of one spec table: which reset applies, from the table's mode and its stored
- * state. The reset itself is the engine's (shared/engine/incremental-reset.ts); this module adds
+ * state. The reset itself is the engine's (shared/engine/incremental/reset.ts); this module adds
  * the two ways out of a mode change (shared/pipeline/mode-change.ts):
  *   - the spec says `cdc` and the table has incremental state: the incremental state is reset and
  *     marked retired, so the mode check lets the cdc table start (its objects stay, or go with
@@ -20,9 +20,9 @@ import {
   isRetiredIncrementalState,
   type ResetResult,
   resetIncremental,
-} from '../engine/incremental-reset.js';
-import { incrementalStateKey } from '../engine/incremental-run.js';
-import { parseIncrementalState } from '../engine/incremental-state.js';
+} from '../engine/incremental/reset.js';
+import { incrementalStateKey } from '../engine/incremental/run.js';
+import { parseIncrementalState } from '../engine/incremental/state.js';
 import { writerId } from '../sink/layout.js';
 
 export interface ResetTableOptions {

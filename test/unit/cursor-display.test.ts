@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Schema } from '../../shared/dataplane/schema.js';
-import { cursorTime, describeCursor } from '../../shared/engine/cursor-display.js';
+import { cursorTime, describeCursor } from '../../shared/engine/incremental/cursor-display.js';
 import { encodeKey } from '../../shared/position/key-codec.js';
 
 const schema: Schema = {

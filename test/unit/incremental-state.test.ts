@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TidemarkError } from '../../shared/contracts/errors.js';
-import { parseIncrementalState, recordError } from '../../shared/engine/incremental-state.js';
+import { parseIncrementalState, recordError } from '../../shared/engine/incremental/state.js';
 
 describe('incremental state value', () => {
   it('reads a value stored before the 2026-12-01 shape: lastObjects becomes objects', () => {

@@ -1,6 +1,6 @@
 /**
  * `tidemark reset`: forgets a table's cursor; with a state that does not cover the lake, does
- * what the operator says to this writer's objects (shared/engine/incremental-reset.ts). It is
+ * what the operator says to this writer's objects (shared/engine/incremental/reset.ts). It is
  * also the way out of a mode change (shared/pipeline/reset-table.ts): it retires the incremental
  * state of a table the spec now says is `mode: cdc`, and takes a table the spec now says is
  * `mode: incremental` out of its source's CDC state (with --delete-objects).

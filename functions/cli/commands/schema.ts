@@ -1,13 +1,13 @@
 /**
  * `tidemark schema accept`: records a table's current schema as the one it writes, after a
- * schema change the rules stopped on (shared/engine/incremental-schema.ts,
+ * schema change the rules stopped on (shared/engine/incremental/schema.ts,
  * docs/schema-changes.md). Prints what changed and the new schema version.
  */
 import { parseArgs } from 'node:util';
 import { findIncrementalTable, tableTarget } from '../../../shared/config/spec.js';
 import { describeChange } from '../../../shared/dataplane/schema-rules.js';
-import { incrementalStateKey } from '../../../shared/engine/incremental-run.js';
-import { acceptSchema } from '../../../shared/engine/incremental-schema.js';
+import { incrementalStateKey } from '../../../shared/engine/incremental/run.js';
+import { acceptSchema } from '../../../shared/engine/incremental/schema.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { isProvablyDead, localOwner } from '../../../shared/state/lease-owner.js';
 import { specArg, UsageError } from '../args.js';

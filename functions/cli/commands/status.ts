@@ -1,13 +1,13 @@
 /**
  * `tidemark status`: per table the last run and the last error, the lease holder, the cursor,
  * row versions written against this pipeline's objects in the lake, and freshness
- * (shared/engine/incremental-status.ts). A block per table for people, or with `--json` exactly
+ * (shared/engine/incremental/status.ts). A block per table for people, or with `--json` exactly
  * one JSON object per table on stdout (a table whose state cannot be read is an error object).
  */
 import { parseArgs } from 'node:util';
 import { findIncrementalTable, isIncremental, tableTarget } from '../../../shared/config/spec.js';
-import { recordError } from '../../../shared/engine/incremental-state.js';
-import { incrementalStatus, type TableStatus } from '../../../shared/engine/incremental-status.js';
+import { recordError } from '../../../shared/engine/incremental/state.js';
+import { incrementalStatus, type TableStatus } from '../../../shared/engine/incremental/status.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { writerId } from '../../../shared/sink/layout.js';
 import { holderLiveness, parseLeaseOwner } from '../../../shared/state/lease-owner.js';

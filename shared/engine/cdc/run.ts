@@ -48,6 +48,7 @@ import {
   type WidenPolicy,
 } from '../../dataplane/schema-rules.js';
 import type { Logger } from '../../observability/log.js';
+import { durableStep, recoverUncommitted } from '../durable-step.js';
 import { takeLease } from '../lease.js';
 import { AckTracker } from './ack.js';
 import {
@@ -420,7 +421,7 @@ class CdcRun {
       const lake: LakeTable = { table: t.config.target, writer };
       const next = this.state.tables[t.config.target]?.next;
       // Without a `next` the table never committed an object: all of ours are leftovers.
-      const removed = next === undefined ? await sink.discard(lake) : await sink.recover(lake, next);
+      const removed = await recoverUncommitted(sink, lake, next);
       if (removed.length > 0)
         this.log.warn('removed uncommitted objects of a crashed attempt', {
           table: t.config.target,
@@ -580,52 +581,70 @@ class CdcRun {
       // A stopped table's changes are dropped: counted durable, never written.
       if (batch && !t.stopped) cuts.push({ t, batch });
     }
-    await this.opts.faults?.('before-write');
-    const written = await Promise.all(
-      cuts.map(async ({ t, batch }) => {
-        const first = firstPosition(batch);
-        const refs = await this.opts.sink.write(
-          { table: t.config.target, writer: this.opts.writer, fence: this.fenceNumber },
-          t.schema,
-          first,
-          [batch],
-          t.recorded,
-        );
-        return { t, batch, refs };
-      }),
-    );
-    await this.opts.faults?.('after-write');
     const position = this.tracker.resumeIf(marks);
     const at = new Date(now).toISOString();
-    const tables: Record<string, CdcTableState> = { ...this.state.tables };
     let rows = 0;
-    for (const { t, batch, refs } of written) {
-      const prev = tables[t.config.target] ?? { rows: 0, objects: 0 };
-      const n = batch.record.numRows;
-      rows += n;
-      tables[t.config.target] = {
-        ...prev,
-        next: positionAfter(batch.watermark!),
-        rows: prev.rows + n,
-        objects: prev.objects + refs.length,
-        lastFlushAt: at,
-        schemaHash: t.recorded.hash,
-        schemaVersion: t.recorded.version,
-        ...(t.lastCommitTimeMs !== undefined ? { lagMs: Math.max(0, now - t.lastCommitTimeMs) } : {}),
-      };
-      this.objects += refs.length;
-    }
-    await this.commit({ ...this.state, tables, ...(position ? { position } : {}) });
-    this.tracker.markDurable(marks);
-    this.rows += rows;
-    this.flushes += 1;
-    await this.opts.faults?.('after-commit');
+    let next: CdcState | undefined;
+    // One durable step: every due table's object in parallel, then ONE conditional commit of
+    // their `next` and the resume point, then the ack (shared/engine/durable-step.ts).
+    await durableStep({
+      sink: this.opts.sink,
+      store: this.opts.store,
+      key: this.key,
+      owner: this.opts.owner,
+      expectedVersion: this.version,
+      renewTtlMs: this.opts.leaseTtlMs,
+      writes: cuts.map(({ t, batch }) => ({
+        target: { table: t.config.target, writer: this.opts.writer, fence: this.fenceNumber },
+        schema: t.schema,
+        startPosition: firstPosition(batch),
+        batches: [batch],
+        recorded: t.recorded,
+        t,
+        batch,
+      })),
+      value: (written) => {
+        this.checkFence();
+        const tables: Record<string, CdcTableState> = { ...this.state.tables };
+        for (const { write, refs } of written) {
+          const { t, batch } = write;
+          const prev = tables[t.config.target] ?? { rows: 0, objects: 0 };
+          const n = batch.record.numRows;
+          rows += n;
+          tables[t.config.target] = {
+            ...prev,
+            next: positionAfter(batch.watermark!),
+            rows: prev.rows + n,
+            objects: prev.objects + refs.length,
+            lastFlushAt: at,
+            schemaHash: t.recorded.hash,
+            schemaVersion: t.recorded.version,
+            ...(t.lastCommitTimeMs !== undefined ? { lagMs: Math.max(0, now - t.lastCommitTimeMs) } : {}),
+          };
+          this.objects += refs.length;
+        }
+        next = {
+          ...this.state,
+          tables,
+          ...(position ? { position } : {}),
+          lastCommitAt: new Date(this.opts.clock()).toISOString(),
+        };
+        return next as unknown as Record<string, unknown>;
+      },
+      committed: (record) => {
+        this.committedAs(record, next!);
+        this.tracker.markDurable(marks);
+        this.rows += rows;
+        this.flushes += 1;
+      },
+      at: (point) => this.opts.faults?.(point),
+      ...(position ? { ack: () => this.ack(position) } : {}),
+    });
     this.log.debug('flushed', {
-      tables: written.length,
+      tables: cuts.length,
       rows,
       position: position?.display ?? position?.value,
     });
-    if (position) await this.ack(position);
   }
 
   private async ack(position: SourcePosition): Promise<void> {
@@ -634,7 +653,7 @@ class CdcRun {
     await this.opts.faults?.('after-ack');
   }
 
-  /** The single conditional write of a cycle: fails if another writer moved the state or took the lease. */
+  /** A commit outside a flush (an idle position, an event): one conditional write under the lease. */
   private async commit(value: CdcState): Promise<void> {
     this.checkFence();
     const next: CdcState = { ...value, lastCommitAt: new Date(this.opts.clock()).toISOString() };
@@ -644,8 +663,13 @@ class CdcRun {
       value: next as unknown as Record<string, unknown>,
       renewTtlMs: this.opts.leaseTtlMs,
     });
-    this.version = committed.version;
-    this.state = next;
+    this.committedAs(committed, next);
+  }
+
+  /** After a commit: its version and value are the state now, and the lease was renewed by it. */
+  private committedAs(record: StateRecord, value: CdcState): void {
+    this.version = record.version;
+    this.state = value;
     this.lastCommitAt = this.opts.clock();
     this.scheduleFence();
   }

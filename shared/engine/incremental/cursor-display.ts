@@ -4,10 +4,10 @@
  * instead of the opaque token, and the token's cursor value as a time, for freshness. Display
  * only: the token stays the source of truth.
  */
-import type { LogicalType, Schema } from '../dataplane/schema.js';
-import { findColumn } from '../dataplane/schema.js';
-import { decodeKey } from '../position/key-codec.js';
-import { daysToDateText, microsToTimestampText } from '../position/time-text.js';
+import type { LogicalType, Schema } from '../../dataplane/schema.js';
+import { findColumn } from '../../dataplane/schema.js';
+import { decodeKey } from '../../position/key-codec.js';
+import { daysToDateText, microsToTimestampText } from '../../position/time-text.js';
 
 function show(t: LogicalType, v: unknown): string {
   if (t.kind === 'timestamp' && typeof v === 'bigint') return microsToTimestampText(v, t.utc);

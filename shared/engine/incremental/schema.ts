@@ -8,9 +8,9 @@
  * `describeSchemaChange` is the read-only half: what changed and what the rules say, with no
  * lease and no write (`tidemark status` and the accept command's output use it).
  */
-import { TidemarkError } from '../contracts/errors.js';
-import type { Introspector, TableSpec } from '../contracts/source.js';
-import type { CursorStore } from '../contracts/state.js';
+import { TidemarkError } from '../../contracts/errors.js';
+import type { Introspector, TableSpec } from '../../contracts/source.js';
+import type { CursorStore } from '../../contracts/state.js';
 import {
   compareSchemas,
   type SchemaChange,
@@ -19,9 +19,9 @@ import {
   schemaVerdict,
   storedSchema,
   type WidenPolicy,
-} from '../dataplane/schema-rules.js';
-import { parseIncrementalState } from './incremental-state.js';
-import { takeLease } from './lease.js';
+} from '../../dataplane/schema-rules.js';
+import { parseIncrementalState } from './state.js';
+import { takeLease } from '../lease.js';
 
 export interface AcceptSchemaOptions {
   readonly key: string;

@@ -7,8 +7,8 @@
  * `cursor` and `seq` are what a run resumes from; everything else is what `tidemark status`
  * shows, and a stored value whose display fields are missing or malformed still runs.
  */
-import { TidemarkError } from '../contracts/errors.js';
-import { parseStoredSchema, type StoredSchema } from '../dataplane/schema-rules.js';
+import { TidemarkError } from '../../contracts/errors.js';
+import { parseStoredSchema, type StoredSchema } from '../../dataplane/schema-rules.js';
 
 /** Why a run stopped reading. */
 export type StopReason = 'caught-up' | 'deadline' | 'max-pages' | 'interrupted' | 'error';

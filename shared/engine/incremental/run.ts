@@ -19,8 +19,13 @@
  * Works only through the contracts: it never names a database client or a driver.
  */
 
-import { CursorConflictError, LeaseHeldError, LeaseLostError, TidemarkError } from '../contracts/errors.js';
-import type { LakeTable, ObjectRef, Sink } from '../contracts/sink.js';
+import {
+  CursorConflictError,
+  LeaseHeldError,
+  LeaseLostError,
+  TidemarkError,
+} from '../../contracts/errors.js';
+import type { LakeTable, ObjectRef, Sink } from '../../contracts/sink.js';
 import type {
   BatchIncrementalSource,
   IncrementalResult,
@@ -31,10 +36,10 @@ import type {
   TableRef,
   WallClockZone,
   Warning,
-} from '../contracts/source.js';
-import type { Clock, CursorStore, StateRecord } from '../contracts/state.js';
-import { type Batch, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
-import { findColumn, type Schema } from '../dataplane/schema.js';
+} from '../../contracts/source.js';
+import type { Clock, CursorStore, StateRecord } from '../../contracts/state.js';
+import { type Batch, requireUpsertKey, type WriteMode } from '../../dataplane/batch.js';
+import { findColumn, type Schema } from '../../dataplane/schema.js';
 import {
   changeAdvice,
   describeChange,
@@ -43,10 +48,12 @@ import {
   type StoredSchema,
   storedSchema,
   type WidenPolicy,
-} from '../dataplane/schema-rules.js';
-import type { Logger } from '../observability/log.js';
-import { Progress } from '../observability/progress.js';
-import { incrementalPosPrefix, incrementalSeqOf, incrementalStepStart } from '../position/position.js';
+} from '../../dataplane/schema-rules.js';
+import type { Logger } from '../../observability/log.js';
+import { Progress } from '../../observability/progress.js';
+import { incrementalPosPrefix, incrementalSeqOf, incrementalStepStart } from '../../position/position.js';
+import { durableStep, recoverUncommitted } from '../durable-step.js';
+import { takeLease } from '../lease.js';
 import { cursorTime, describeCursor } from './cursor-display.js';
 import {
   type IncrementalState,
@@ -55,8 +62,7 @@ import {
   parseIncrementalState,
   recordError,
   type StopReason,
-} from './incremental-state.js';
-import { takeLease } from './lease.js';
+} from './state.js';
 
 /** What the engine needs of a source for incremental runs. */
 export type IncrementalCapableSource = Introspector &
@@ -311,7 +317,7 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
 
     // Step 4 of the durability order: whatever of ours lies at or past the committed position
     // was written by an attempt that never committed; remove it before writing anything new.
-    const removed = await sink.recover(lake, incrementalStepStart(before.seq));
+    const removed = await recoverUncommitted(sink, lake, incrementalStepStart(before.seq));
     if (removed.length > 0)
       log.warn('removed uncommitted objects of a crashed attempt', { objects: removed.map((r) => r.uri) });
 
@@ -442,41 +448,52 @@ async function pageLoop(
     // this run's fence beside it: a retry of this run overwrites, while an object a run that
     // lost its lease still writes for the same page lands beside a later holder's, never over it.
     const startPosition = incrementalStepStart(state.seq);
-    const refs: ObjectRef[] = await opts.sink.write(
-      { table: table.target, writer: opts.writer, fence },
-      schema,
-      startPosition,
-      [page.page],
-      state.schema,
-    );
+    let next: IncrementalState | undefined;
+    let pageBytes = 0;
     const pageRows = page.page.record.numRows;
-    const pageBytes = refs.reduce((s, r) => s + r.bytes, 0);
-    const cursorText = describeCursor(schema, table.cursor, page.next);
-    const time = cursorTime(schema, table.cursor, page.next);
-    const newestCursorMs = time && 'utc' in time ? epochMsOf(time.utc) : undefined;
-    const next: IncrementalState = {
-      ...state,
-      cursor: page.next,
-      ...(cursorText ? { cursorText } : {}),
-      seq: state.seq + 1,
-      rowsTotal: state.rowsTotal + pageRows,
-      lastCommitAt: new Date(opts.clock()).toISOString(),
-      // A wall-clock cursor keeps the previous instant until the run's final commit asks the
-      // source (one query per run, not one per page on the connection that reads pages).
-      ...(newestCursorMs !== undefined ? { newestCursorMs } : {}),
-      objects: refs.map((r) => r.uri),
-    };
-    // The commit is the single conditional write that fences other writers: it fails if the
-    // version moved or our lease expired, and then the object just written is an uncommitted
-    // leftover that the next run's recovery removes.
-    const committed = await opts.store.commit(key, {
+    // One durable step: the object, then the single conditional write that fences other
+    // writers: it fails if the version moved or our lease expired, and then the object just
+    // written is an uncommitted leftover that the next run's recovery removes.
+    const { record: committed, written } = await durableStep({
+      sink: opts.sink,
+      store: opts.store,
+      key,
       owner: opts.owner,
       expectedVersion: version,
-      value: next as unknown as Record<string, unknown>,
       renewTtlMs: leaseTtl(opts),
+      writes: [
+        {
+          target: { table: table.target, writer: opts.writer, fence },
+          schema,
+          startPosition,
+          batches: [page.page],
+          ...(state.schema ? { recorded: state.schema } : {}),
+        },
+      ],
+      value: ([w]) => {
+        const refs = w!.refs;
+        pageBytes = refs.reduce((s, r) => s + r.bytes, 0);
+        const cursorText = describeCursor(schema, table.cursor, page.next);
+        const time = cursorTime(schema, table.cursor, page.next);
+        const newestCursorMs = time && 'utc' in time ? epochMsOf(time.utc) : undefined;
+        next = {
+          ...state,
+          cursor: page.next,
+          ...(cursorText ? { cursorText } : {}),
+          seq: state.seq + 1,
+          rowsTotal: state.rowsTotal + pageRows,
+          lastCommitAt: new Date(opts.clock()).toISOString(),
+          // A wall-clock cursor keeps the previous instant until the run's final commit asks the
+          // source (one query per run, not one per page on the connection that reads pages).
+          ...(newestCursorMs !== undefined ? { newestCursorMs } : {}),
+          objects: refs.map((r) => r.uri),
+        };
+        return next as unknown as Record<string, unknown>;
+      },
     });
+    const refs = written[0]!.refs;
     version = committed.version;
-    state = next;
+    state = next!;
     rows += pageRows;
     pages += 1;
     bytes += pageBytes;

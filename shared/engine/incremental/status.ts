@@ -9,11 +9,11 @@
  * Owns reading and interpreting. Never writes the state or the lake, and never judges a lease
  * holder's liveness itself: the caller passes it (shared/state/lease-owner.ts for the CLI).
  */
-import type { Sink } from '../contracts/sink.js';
-import type { CursorStore } from '../contracts/state.js';
-import { type HolderLiveness, holderName, parseLeaseOwner } from '../state/lease-owner.js';
-import { incrementalStateKey } from './incremental-run.js';
-import { type LastRun, parseIncrementalState, type RecordedError } from './incremental-state.js';
+import type { Sink } from '../../contracts/sink.js';
+import type { CursorStore } from '../../contracts/state.js';
+import { type HolderLiveness, holderName, parseLeaseOwner } from '../../state/lease-owner.js';
+import { incrementalStateKey } from './run.js';
+import { type LastRun, parseIncrementalState, type RecordedError } from './state.js';
 
 /** The lease as status shows it; times are ISO, spans whole seconds. */
 export interface LeaseStatus {

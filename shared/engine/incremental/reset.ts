@@ -5,7 +5,7 @@
  *
  * Owns the three ways out of "the state does not account for the lake" (a lost state, a state
  * restored from an older backup, a move to another state store), which the run itself refuses
- * (`STATE_MISSING`, `STATE_BEHIND_LAKE` in incremental-run.ts):
+ * (`STATE_MISSING`, `STATE_BEHIND_LAKE` in run.ts):
  *   - plain reset (the state is intact): `seq` keeps counting, so resynced rows get positions
  *     after every existing object, which stays;
  *   - keep objects: `seq` moves past this writer's newest object, which all stay (readers pick
@@ -13,16 +13,16 @@
  *   - delete objects: this writer's objects are deleted first, then the state starts over.
  * Never touches another writer's objects, and never deletes anything without `delete`.
  */
-import { TidemarkError } from '../contracts/errors.js';
-import type { LakeTable, ObjectRef, Sink } from '../contracts/sink.js';
-import type { CursorStore } from '../contracts/state.js';
-import { incrementalSeqOf } from '../position/position.js';
+import { TidemarkError } from '../../contracts/errors.js';
+import type { LakeTable, ObjectRef, Sink } from '../../contracts/sink.js';
+import type { CursorStore } from '../../contracts/state.js';
+import { incrementalSeqOf } from '../../position/position.js';
 import {
   type IncrementalState,
   initialIncrementalState,
   parseIncrementalState,
-} from './incremental-state.js';
-import { takeLease } from './lease.js';
+} from './state.js';
+import { takeLease } from '../lease.js';
 
 export interface ResetOptions {
   readonly key: string;
