@@ -130,6 +130,9 @@ async function main(): Promise<void> {
   if (config.mutation === 'ack-before-commit') streamer = ackBeforeCommit(streamer);
   let seen = 0;
   const kill = config.kill;
+  // SIGTERM / SIGINT stop the capture as the Fargate task's would: flush, commit, ack, release.
+  const stop = new AbortController();
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => stop.abort());
   const summary = await runEngine({
     script,
     server,
@@ -139,6 +142,7 @@ async function main(): Promise<void> {
     limits: { rows: config.rows },
     owner: localOwner(),
     extra: {
+      signal: stop.signal,
       // A killed child's lease is taken over at once: its process is provably gone.
       isHolderDead: isProvablyDead,
       ...(config.leaseTtlMs ? { leaseTtlMs: config.leaseTtlMs, skewMarginMs: 500 } : {}),
@@ -151,6 +155,7 @@ async function main(): Promise<void> {
     },
   });
   process.stdout.write(`${JSON.stringify(summary)}\n`);
+  process.exitCode = 0;
 }
 
 main().catch((e: unknown) => {

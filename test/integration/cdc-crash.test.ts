@@ -188,6 +188,39 @@ describe('CDC engine killed by SIGKILL', { timeout: 600_000 }, () => {
     );
   });
 
+  it('SIGTERM flushes, commits, acks and releases the lease, and the process exits 0', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tidemark-cdc-term-'));
+    dirs.push(dir);
+    const config: ChildConfig = { dir, script: SCRIPT, rows: 1_000_000, delayMs: 5 };
+    const p = spawn(process.execPath, ['--import', 'tsx', CHILD, JSON.stringify(config)], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    p.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => p.on('exit', (code) => resolve(code)));
+    // Once the capture has committed its first state (the lease is held, rows are flowing)...
+    const store = new FileCursorStore(join(dir, 'state'));
+    for (let i = 0; i < 600 && (await store.load(STATE_KEY)).lease === undefined; i++)
+      await new Promise((r) => setTimeout(r, 50));
+    expect((await store.load(STATE_KEY)).lease).toBeDefined();
+    await new Promise((r) => setTimeout(r, 300));
+    p.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    const summary = JSON.parse(out.trim().split('\n').at(-1)!) as { stopped: string; rows: number };
+    // It stopped because it was told to, with rows made durable by its final flush.
+    expect(summary.stopped).toBe('interrupted');
+    expect(summary.rows).toBeGreaterThan(0);
+    const rec = await store.load(STATE_KEY);
+    expect(rec.lease).toBeUndefined();
+    const state = parseCdcState(rec.value);
+    const script = generateScript(SCRIPT);
+    expect(await new ScriptedServer(script, join(dir, 'server')).confirmed()).toEqual(state.position);
+    expect(Object.values(state.tables).reduce((n, t) => n + t.rows, 0)).toBe(summary.rows);
+  });
+
   const MUTANTS: Record<Mutation, { point: CdcPoint; nth: number }[]> = {
     'durable-before-write': [{ point: 'after-commit', nth: 2 }],
     'ack-before-persist': [{ point: 'after-ack', nth: 2 }],
