@@ -95,12 +95,13 @@ function withTable(spec: Spec, patch: Record<string, unknown>): Spec {
 }
 
 async function rejection(p: Promise<unknown>): Promise<TidemarkError> {
+  let value: unknown;
   try {
-    await p;
+    value = await p;
   } catch (e) {
     return e as TidemarkError;
   }
-  throw new Error('expected the run to fail');
+  throw new Error(`expected the run to fail, it returned ${JSON.stringify(value)}`);
 }
 
 export function schemaChangeScenarios(name: string, makeFixture: () => Promise<SourceFixture>): void {
