@@ -4,6 +4,8 @@
  *   incremental         Postgres -> lake vs psql COPY (wire) and psql | DuckDB (by hand)
  *   incremental-mysql   the same against MariaDB (mariadb --batch, mariadb | DuckDB)
  *   big-values          peak RSS of tidemark run on tables of big values vs the page byte budget
+ *   cdc-engine          the CDC engine alone on the scripted source (1M changes, 10 tables) vs
+ *                       the scripted reader alone: changes/s, client CPU, peak RSS [--runs N] [--quick]
  *   encoder             bench/encoder.ts [rows]
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
@@ -23,6 +25,7 @@ const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly strin
   incremental: () => import('./incremental.js'),
   'incremental-mysql': () => import('./incremental-mysql.js'),
   'big-values': () => import('./big-values.js'),
+  'cdc-engine': () => import('./cdc-engine.js'),
 };
 
 const [name, ...rest] = process.argv.slice(2);

@@ -8,8 +8,8 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { cpus, loadavg, totalmem } from 'node:os';
 import { mkdir, readdir, rm } from 'node:fs/promises';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -282,7 +282,7 @@ export function shellQuote(text: string): string {
   return `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
-interface ProcessResult {
+export interface ProcessResult {
   readonly code: number | null;
   readonly stdout: string;
   readonly stderr: string;
@@ -292,7 +292,7 @@ interface ProcessResult {
  * Spawns a process and waits for it. While it runs its pid is registered so an interrupt of
  * the bench (Ctrl-C) ends it too, by pid: a child left running would keep reading the table.
  */
-function runProcess(
+export function runProcess(
   file: string,
   args: readonly string[],
   env: NodeJS.ProcessEnv,

@@ -9,7 +9,7 @@ import type { Reader, SourcePosition, Streamer } from '../../shared/contracts/cd
 import type { ObjectRef, Sink } from '../../shared/contracts/sink.js';
 import type { Introspector } from '../../shared/contracts/source.js';
 import type { CursorStore } from '../../shared/contracts/state.js';
-import type { Batch } from '../../shared/dataplane/batch.js';
+import type { Batch, WriteMode } from '../../shared/dataplane/batch.js';
 import {
   type CdcRunOptions,
   type CdcSummary,
@@ -147,6 +147,8 @@ export interface EngineRun {
   readonly streamer: Streamer;
   readonly limits?: Partial<FlushLimits>;
   readonly owner?: string;
+  /** Every table's write mode [upsert]; the benchmark uses append (every change is a lake row). */
+  readonly writeMode?: WriteMode;
   readonly extra?: Partial<CdcRunOptions>;
 }
 
@@ -158,7 +160,7 @@ export const DEFAULT_LIMITS: FlushLimits = {
   idleCommitMs: 3_600_000,
 };
 
-/** One engine run over every script table (target = source name, upsert). */
+/** One engine run over every script table (target = source name, upsert unless `writeMode`). */
 export function runEngine(r: EngineRun): Promise<CdcSummary> {
   return runCdc({
     pipeline: PIPELINE,
@@ -167,7 +169,7 @@ export function runEngine(r: EngineRun): Promise<CdcSummary> {
     tables: r.script.tables.map((t) => ({
       source: t.name,
       target: t.name,
-      writeMode: 'upsert',
+      writeMode: r.writeMode ?? 'upsert',
       exclude: [],
       onWiden: 'stop',
       onTruncate: 'record',
