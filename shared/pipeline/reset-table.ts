@@ -65,7 +65,7 @@ export async function resetTable(
     if (value === undefined || isRetiredIncrementalState(value)) {
       throw new ConfigError(
         '--table',
-        `${target} is a mode: cdc table without incremental state to retire; resetting a cdc table's state arrives with \`tidemark cdc\``,
+        `${target} is a mode: cdc table without incremental state to retire; a cdc table is reset by re-snapshotting it, which arrives with snapshots (a later release): until then its capture resumes where its source's state (cdc#${spec.pipeline}#${t.source}) says`,
       );
     }
     // The spec has no cursor for a cdc table: the reset state keeps the column it was taken on.
