@@ -1,44 +1,228 @@
 /**
- * A child process for the crash scenario: runs one incremental sync of the spec in TM_SPEC
- * through the real pipeline, and with TM_CRASH_MODE=after-write kills itself with SIGKILL right
- * after the TM_CRASH_NTH page's object is durable in the lake and BEFORE the cursor commit: the
- * exact window the durability order has to survive. (Mode `random` is killed by the parent.)
+ * A child process for the incremental crash scenario: runs one incremental sync of the spec in
+ * TM_SPEC through the real pipeline (runTable, openPipeline: the real source, file state, file
+ * lake), and SIGKILLs itself at a NAMED point of the durability order that a running sync
+ * reaches (TM_CRASH_KILL = `<point>#<nth>`, nth = which page of this run):
+ *
+ *   before-write   the page is read, its object not yet written;
+ *   after-write    the page's object is durable in the lake (sink.write resolved), its cursor
+ *                  commit not yet made: the window recovery exists for;
+ *   after-commit   the page's cursor commit resolved, the next page not yet written.
+ *
+ * Right before it dies the child appends the point to `<TM_CRASH_DIR>/kills` (fsync'd), so the
+ * parent knows exactly where each kill landed (and fails when one did not). It also records, per
+ * run (TM_CRASH_RUN), what recovery removed (`recoveries`) and, at an after-write kill, the object
+ * it leaves behind (`leftovers`), so the parent can check that the next run removed exactly that.
+ *
+ * TM_CRASH_KILL=timed: the parent kills the child itself, a moment after the child announced its
+ * first page write on stdout (`armed`, with `timed` recorded); when the sync ends before the kill
+ * the child records `timed-finished`, so a timed kill that did not land during the sync shows.
+ *
+ * TM_CRASH_MUTATION: one step of the durability order replaced by a broken one, for the
+ * scenario's self-checks (it must then FAIL). Never a switch in production code: always a wrapper
+ * of the sink or the store injected here, UNDER the kill points, which stay where the engine sees
+ * them (as the CDC engine's fault hooks do, test/harness/cdc-child.ts).
+ *
+ * Without TM_CRASH_KILL the run is a clean one: it prints its summary (JSON) on stdout.
  */
+import { appendFileSync, closeSync, fsyncSync, openSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { incrementalTables, parseSpec } from '../../../shared/config/spec.js';
+import type { ObjectRef, Sink } from '../../../shared/contracts/sink.js';
+import type { CursorStore } from '../../../shared/contracts/state.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
 
-const spec = parseSpec(JSON.parse(process.env.TM_SPEC!));
-const pipeline = await openPipeline(spec);
-const nth = Number(process.env.TM_CRASH_NTH ?? 1);
-let writes = 0;
-const crashing =
-  process.env.TM_CRASH_MODE === 'after-write'
-    ? {
-        ...pipeline,
-        sink: {
-          write: async (...args: Parameters<typeof pipeline.sink.write>) => {
-            const refs = await pipeline.sink.write(...args);
-            if (++writes === nth) process.kill(process.pid, 'SIGKILL');
-            return refs;
-          },
-          recover: pipeline.sink.recover.bind(pipeline.sink),
-          list: pipeline.sink.list.bind(pipeline.sink),
-          discard: pipeline.sink.discard.bind(pipeline.sink),
-        },
-      }
-    : pipeline;
-// A short lease so the next attempt can take over from a killed one after LEASE_TTL_MS.
-const LEASE_TTL_MS = 1500;
-try {
-  await runTable(spec, incrementalTables(spec)[0]!, crashing, {
-    logger: silentLogger,
-    owner: `crash-${process.pid}`,
-    leaseTtlMs: LEASE_TTL_MS,
-  });
-} catch (e) {
-  // Losing the short lease under load is the fencing working, not a failure of this scenario.
-  if (!(e instanceof Error && (e.name === 'LeaseLostError' || e.name === 'LeaseHeldError'))) throw e;
+/** Where a running sync is killed (see the file comment). */
+export type KillPoint = 'before-write' | 'after-write' | 'after-commit';
+
+/** A broken step of the durability order the crash scenario must catch. */
+export type Mutation = 'noop-recover' | 'commit-before-write' | 'durable-before-write';
+
+function record(dir: string, file: string, line: string): void {
+  const path = join(dir, file);
+  appendFileSync(path, `${line}\n`);
+  const fd = openSync(path, 'r');
+  fsyncSync(fd);
+  closeSync(fd);
 }
+
+function die(): never {
+  process.kill(process.pid, 'SIGKILL');
+  throw new Error('unreachable: SIGKILL did not end the process');
+}
+
+/** A ref for an object that is not (yet) written. */
+function pendingRef(batches: Parameters<Sink['write']>[3]): ObjectRef {
+  return { uri: 'pending', bytes: 0, rows: batches.reduce((n, b) => n + b.record.numRows, 0) };
+}
+
+/** Mutation: a recovery that removes nothing (and says so). */
+function noopRecover(inner: Sink): Sink {
+  return {
+    write: (...a) => inner.write(...a),
+    recover: async () => [],
+    list: (...a) => inner.list(...a),
+    discard: (...a) => inner.discard(...a),
+  };
+}
+
+/**
+ * Mutation: the durability order reversed. The sink's write only takes the page and answers at
+ * once; the real write starts when the cursor commit that follows it has resolved, so the
+ * cursor is durable before the object is (a page's write waits for the previous page's, so the
+ * pages still reach the lake one by one, each after its commit).
+ */
+function commitBeforeWrite(sink: Sink, store: CursorStore): { sink: Sink; store: CursorStore } {
+  let taken: (() => Promise<ObjectRef[]>) | undefined;
+  let writing: Promise<unknown> = Promise.resolve();
+  return {
+    sink: {
+      write: async (...args) => {
+        await writing;
+        taken = () => sink.write(...args);
+        return [pendingRef(args[3])];
+      },
+      recover: (...a) => sink.recover(...a),
+      list: (...a) => sink.list(...a),
+      discard: (...a) => sink.discard(...a),
+    },
+    store: new Proxy(store, {
+      get(target, key) {
+        if (key === 'commit') {
+          return async (...a: Parameters<CursorStore['commit']>) => {
+            const committed = await target.commit(...a);
+            const write = taken;
+            taken = undefined;
+            if (write) writing = write();
+            return committed;
+          };
+        }
+        const v = Reflect.get(target, key) as unknown;
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    }),
+  };
+}
+
+/**
+ * Mutation: a sink that says "durable" before it has written anything; the write runs in the
+ * background a while later (long after the page's cursor commit, which takes milliseconds).
+ */
+function durableBeforeWrite(inner: Sink): Sink {
+  return {
+    write: async (...args) => {
+      setTimeout(() => {
+        inner.write(...args).catch(() => undefined);
+      }, 1000);
+      return [pendingRef(args[3])];
+    },
+    recover: (...a) => inner.recover(...a),
+    list: (...a) => inner.list(...a),
+    discard: (...a) => inner.discard(...a),
+  };
+}
+
+/**
+ * The kill points, where the engine sees its sink and store: the `nth` page write of this run
+ * (before it / after it resolved) and the cursor commit that follows it (the only commit made
+ * right after a page write: the initial and the run's final commits are not page commits).
+ */
+function withKillPoints(
+  sink: Sink,
+  store: CursorStore,
+  dir: string,
+  run: string,
+  kill: { point: KillPoint; nth: number } | 'timed' | undefined,
+): { sink: Sink; store: CursorStore } {
+  let writes = 0;
+  let commits = 0;
+  let pageWritten = false;
+  const at = (point: KillPoint, n: number) =>
+    kill !== undefined && kill !== 'timed' && kill.point === point && kill.nth === n;
+  return {
+    sink: {
+      write: async (...args) => {
+        writes++;
+        if (at('before-write', writes)) {
+          record(dir, 'kills', `before-write#${writes}`);
+          die();
+        }
+        if (kill === 'timed' && writes === 1) {
+          record(dir, 'kills', 'timed');
+          process.stdout.write('armed\n');
+        }
+        const refs = await sink.write(...args);
+        if (at('after-write', writes)) {
+          record(dir, 'leftovers', `${run} ${refs.map((r) => basename(r.uri)).join(' ')}`);
+          record(dir, 'kills', `after-write#${writes}`);
+          die();
+        }
+        pageWritten = true;
+        return refs;
+      },
+      recover: async (...a) => {
+        const removed = await sink.recover(...a);
+        record(dir, 'recoveries', `${run} ${removed.map((r) => basename(r.uri)).join(' ')}`.trimEnd());
+        return removed;
+      },
+      list: (...a) => sink.list(...a),
+      discard: (...a) => sink.discard(...a),
+    },
+    store: new Proxy(store, {
+      get(target, key) {
+        if (key === 'commit') {
+          return async (...a: Parameters<CursorStore['commit']>) => {
+            const page = pageWritten;
+            pageWritten = false;
+            const committed = await target.commit(...a);
+            if (page && at('after-commit', ++commits)) {
+              record(dir, 'kills', `after-commit#${commits}`);
+              die();
+            }
+            return committed;
+          };
+        }
+        const v = Reflect.get(target, key) as unknown;
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    }),
+  };
+}
+
+const env = process.env;
+const spec = parseSpec(JSON.parse(env.TM_SPEC!));
+const dir = env.TM_CRASH_DIR!;
+const run = env.TM_CRASH_RUN ?? '0';
+const kill = (() => {
+  const k = env.TM_CRASH_KILL;
+  if (!k) return undefined;
+  if (k === 'timed') return 'timed' as const;
+  const [point, nth] = k.split('#');
+  return { point: point as KillPoint, nth: Number(nth) };
+})();
+const mutation = env.TM_CRASH_MUTATION as Mutation | undefined;
+
+const pipeline = await openPipeline(spec);
+let sink = pipeline.sink;
+let store = pipeline.store;
+if (mutation === 'noop-recover') sink = noopRecover(sink);
+if (mutation === 'commit-before-write') ({ sink, store } = commitBeforeWrite(sink, store));
+if (mutation === 'durable-before-write') sink = durableBeforeWrite(sink);
+({ sink, store } = withKillPoints(sink, store, dir, run, kill));
+
+const summary = await runTable(
+  spec,
+  incrementalTables(spec)[0]!,
+  { ...pipeline, sink, store },
+  {
+    logger: silentLogger,
+    // A killed run's lease is taken over at once: its process is provably gone.
+    takeOverDeadLocalHolders: true,
+    ...(env.TM_CRASH_LEASE_TTL_MS ? { leaseTtlMs: Number(env.TM_CRASH_LEASE_TTL_MS) } : {}),
+  },
+);
+if (kill === 'timed') record(dir, 'kills', 'timed-finished');
 await pipeline.close();
+process.stdout.write(`${JSON.stringify(summary)}\n`);

@@ -1,7 +1,8 @@
 /**
  * The incremental sync's must-show scenarios, written once against a SourceFixture so every
- * driver runs the same assertions: ties, late commit, crash at random points, overlapping runs,
- * the Lambda deadline, and bad input. Each scenario uses its own table and temp dirs.
+ * driver runs the same assertions: ties, late commit, SIGKILL at named points of a running sync
+ * (and the crash scenario's mutation self-checks), overlapping runs, the Lambda deadline, and bad
+ * input. Each scenario uses its own table and temp dirs.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -15,7 +16,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleHandler } from '../../../functions/bundle.js';
 import { invokeLocal } from '../../../functions/cli/invoke.js';
@@ -37,6 +38,7 @@ import { DynamoCursorStore } from '../../../shared/state/dynamo-cursor-store.js'
 import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
 import { dynamoClient, s3Client } from '../../harness/aws.js';
 import { testServers } from '../../harness/servers.js';
+import type { KillPoint, Mutation } from './crash-worker.js';
 import {
   eventually,
   lakeRows,
@@ -203,51 +205,21 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
       expect(latest(lake)).toEqual(await fx.rows());
     });
 
-    it('survives SIGKILL between the lake write and the commit, and at random points, 20 times', async () => {
-      await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
-      await fx.createTable();
-      await fx.insertRange(1, 20_001, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'millisecond'));
-      const { spec, dir, lakeDir } = localSpec(fx, { pageSize: 700 });
-      const target = spec.tables[0]!.table;
-      let killedAfterWrite = 0;
-      for (let i = 0; i < 20; i++) {
-        // Change the table between attempts: updates move rows forward, inserts add new ones.
-        await fx.exec(
-          `UPDATE ${fx.table} SET v = v + 1, updated_at = ${fx.plus(fx.plus(fx.ts('2024-02-01 00:00:00'), String(i), 'hour'), 'id', 'microsecond')} WHERE id % 37 = ${i}`,
-        );
-        await fx.insertRange(
-          100_000 + i * 100,
-          100_000 + i * 100 + 100,
-          fx.plus(fx.plus(fx.ts('2024-03-01 00:00:00'), String(i), 'hour'), 'g', 'microsecond'),
-        );
-        const mode = i % 2 === 0 ? 'after-write' : 'random';
-        const code = await crashWorker(spec, mode, 1 + (i % 4), 150 + ((i * 97) % 900));
-        if (mode === 'after-write' && code === 'SIGKILL') killedAfterWrite++;
-        await new Promise((r) => setTimeout(r, 1600)); // the killed worker's lease expires
-      }
-      expect(killedAfterWrite).toBeGreaterThan(5);
-      // One more kill right after a lake write, recorded: the next run must remove exactly that
-      // attempt's object (its own leftover) before it writes anything.
-      await fx.insertRange(200_000, 200_050, fx.plus(fx.ts('2024-04-01 00:00:00'), 'g', 'microsecond'));
-      expect(await crashWorker(spec, 'after-write', 1, 0)).toBe('SIGKILL');
-      await new Promise((r) => setTimeout(r, 1600));
-      const recovering = await runOnce(spec);
-      expect(recovering.recovered).toBe(1);
-      // A clean run recovers and catches up.
-      await syncAll(spec);
-      const lake = await lakeRows(lakeDir, target);
-      expect(latest(lake)).toEqual(await fx.rows());
-      // Deduplicated by (pk, __pos) the lake holds no copies: recovery removed every object of an
-      // attempt that never committed, and a retry overwrote the same object name.
-      const keys = lake.map((r) => `${r.id}/${r.pos}`);
-      expect(new Set(keys).size).toBe(keys.length);
-      const store = new FileCursorStore(spec.state.dir!);
-      const state = (await store.load(incrementalStateKey(spec.pipeline, target))).value as { seq: number };
-      const names = readdirSync(join(lakeDir, target)).filter((f) => f.endsWith('.parquet'));
-      expect(names.length).toBe(state.seq);
-      for (const n of names) expect(n < `test.db.${incrementalStepStart(state.seq)}`).toBe(true);
-      expect(dir).toBeTruthy();
-    });
+    it('crash: SIGKILL at named points of running syncs (before a write, between write and commit, after a commit) and once mid-sync: the next runs recover, nothing is lost or duplicated', async () => {
+      expect(await crashAndRecover(fx, CRASH_KILLS)).toEqual([]);
+    }, 600_000);
+
+    // The crash scenario must tell a correct durability order from a broken one: under each
+    // mutation (a wrapper in the worker, never production code) it FAILS, for the reason given.
+    for (const [mutation, m] of Object.entries(MUTANTS) as [Mutation, (typeof MUTANTS)[Mutation]][]) {
+      it(`crash scenario mutation check: FAILS with ${mutation} (${m.caughtBy})`, async () => {
+        const problems = await crashAndRecover(fx, m.kills, mutation);
+        expect(
+          problems.filter((p) => m.pattern.test(p)),
+          `the crash scenario did not find "${m.caughtBy}" with ${mutation}; it found: ${JSON.stringify(problems)}`,
+        ).not.toEqual([]);
+      }, 600_000);
+    }
 
     describe('a writer that lost its lease but still writes loses to the new holder', () => {
       /** Where a variant keeps state and lake; `make` puts them into a pipeline. */
@@ -830,37 +802,257 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
   });
 }
 
+const WORKER = join(ROOT, 'test/integration/incremental/crash-worker.ts');
+
+/** What the crash scenario asks of one worker: a kill at a named point of its `nth` page, or one timed by us. */
+type Kill = { readonly point: KillPoint; readonly nth: number } | 'timed';
+
 /**
- * Runs one sync in a child process that dies by SIGKILL: `after-write` kills itself right after
- * the Nth page's object is durable and before its commit; `random` is killed by us after `ms`.
+ * The kills of the crash scenario, one worker run each, in order (the table changes between
+ * runs, so every run has a backlog of several pages). Every named point at the first page and
+ * at later ones; two after-write kills in a row at the same page (the second attempt's object
+ * gets another name, its fence: recovery must remove the first attempt's leftover, and then
+ * the second's); the last kill leaves a leftover the clean run removes.
  */
-function crashWorker(
+const CRASH_KILLS: readonly Kill[] = [
+  // The first sync (29 pages) killed by us a moment after its first page write started: it
+  // lands inside the sink's or the store's I/O (in practice in the first page's write: an
+  // object being encoded or fsync'd), where no named point is. The worker records that it was
+  // armed, and that the sync ended if it did: the scenario fails unless the kill landed during
+  // the sync.
+  'timed',
+  { point: 'before-write', nth: 1 },
+  { point: 'after-write', nth: 1 },
+  { point: 'after-write', nth: 1 },
+  { point: 'after-commit', nth: 1 },
+  { point: 'before-write', nth: 3 },
+  { point: 'after-write', nth: 2 },
+  { point: 'after-commit', nth: 2 },
+  { point: 'after-write', nth: 3 },
+  { point: 'before-write', nth: 2 },
+  { point: 'after-commit', nth: 3 },
+  { point: 'after-write', nth: 2 },
+];
+
+/** How long after the worker's first page write started the timed kill lands. */
+const TIMED_KILL_MS = 40;
+
+/** Each mutation, the kills that expose it, and the problem the scenario must find. */
+const MUTANTS: Record<Mutation, { kills: readonly Kill[]; pattern: RegExp; caughtBy: string }> = {
+  // Object names carry the lease fence, so the next run's object of the same page never
+  // replaces a killed run's leftover: without recovery both stay, and the page's rows are in
+  // the lake twice. Not as duplicate (id, __pos) rows (`__pos` carries the fence too, so the two
+  // copies differ there) and not in the latest rows (the higher fence wins at the same page):
+  // as the same row version (id, updated_at) twice, and as more objects than committed pages.
+  'noop-recover': {
+    kills: [
+      { point: 'after-write', nth: 1 },
+      { point: 'after-write', nth: 2 },
+    ],
+    pattern: /row versions \(id, updated_at\) in the lake more than once/,
+    caughtBy: 'row versions twice',
+  },
+  // The cursor of page 2 is committed, then the worker dies before the object is written: the
+  // rows of page 2 are never read again (the cursor is past them) and missing from the lake.
+  'commit-before-write': {
+    kills: [{ point: 'after-commit', nth: 2 }],
+    pattern: /missing/,
+    caughtBy: 'missing rows',
+  },
+  // The same loss: page 2's commit resolved while its object (written a second later) is not.
+  'durable-before-write': {
+    kills: [{ point: 'after-commit', nth: 2 }],
+    pattern: /missing/,
+    caughtBy: 'missing rows',
+  },
+};
+
+/** How a worker run ended. */
+interface WorkerExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs one sync of `spec` in a crash worker (crash-worker.ts) with `env`; with `killAfterArmedMs`
+ * we SIGKILL it that long after it announced its first page write.
+ */
+function spawnWorker(
   spec: Parameters<typeof runOnce>[0],
-  mode: 'after-write' | 'random',
-  nth: number,
-  ms: number,
-): Promise<string | number | null> {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', join(ROOT, 'test/integration/incremental/crash-worker.ts')],
-    {
-      cwd: ROOT,
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: { ...process.env, TM_SPEC: JSON.stringify(spec), TM_CRASH_MODE: mode, TM_CRASH_NTH: String(nth) },
-    },
-  );
-  workers.add(child);
-  let err = '';
-  child.stderr.on('data', (d: Buffer) => {
-    err += d.toString();
+  env: Record<string, string>,
+  killAfterArmedMs?: number,
+): Promise<WorkerExit> {
+  const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, TM_SPEC: JSON.stringify(spec), ...env },
   });
-  const timer = mode === 'random' ? setTimeout(() => child.kill('SIGKILL'), ms) : undefined;
+  workers.add(child);
+  let stdout = '';
+  let stderr = '';
+  let timer: NodeJS.Timeout | undefined;
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+    if (killAfterArmedMs !== undefined && timer === undefined && stdout.includes('armed\n'))
+      timer = setTimeout(() => child.kill('SIGKILL'), killAfterArmedMs);
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    stderr += d.toString();
+  });
   return new Promise((resolve, reject) => {
+    child.on('error', reject);
     child.on('close', (code, signal) => {
       workers.delete(child);
       clearTimeout(timer);
-      if (code !== null && code !== 0) reject(new Error(`crash worker failed (${code}): ${err}`));
-      else resolve(signal ?? code);
+      resolve({ code, signal, stdout, stderr });
     });
   });
+}
+
+/**
+ * Runs one sync in a worker that kills itself right after its `nth` page's object is durable and
+ * before that page's commit, with a short lease (1.5 s): for a scenario whose next run, in this
+ * process, waits the lease out instead of taking it over. Resolves to the signal (or exit code).
+ */
+async function crashWorker(
+  spec: Parameters<typeof runOnce>[0],
+  point: 'after-write',
+  nth: number,
+  run: number,
+): Promise<string | number | null> {
+  const r = await spawnWorker(spec, {
+    TM_CRASH_DIR: dirname(spec.state.dir!),
+    TM_CRASH_RUN: String(run),
+    TM_CRASH_KILL: `${point}#${nth}`,
+    TM_CRASH_LEASE_TTL_MS: '1500',
+  });
+  if (r.code !== null && r.code !== 0) throw new Error(`crash worker failed (${r.code}): ${r.stderr}`);
+  return r.signal ?? r.code;
+}
+
+/** The lines of a worker's record file (none when it was never written). */
+function recorded(path: string): string[] {
+  return existsSync(path) ? readFileSync(path, 'utf8').split('\n').filter(Boolean) : [];
+}
+
+/** `run names...` lines (leftovers, recoveries) by run. */
+function byRun(lines: readonly string[]): Map<number, string[]> {
+  return new Map(lines.map((l) => l.split(' ')).map(([run, ...names]) => [Number(run), names]));
+}
+
+/**
+ * The crash scenario: a fresh table of 20,000 rows (page size 700), one worker run per kill in
+ * `kills` (the table changing between runs: updates move rows forward, inserts add new ones),
+ * then a clean worker run. Every run takes over the killed one's lease at once (its process is
+ * gone). Returns what is wrong (empty: the durability order held):
+ *   - a kill that did not land where it was asked to (the worker records each one right before
+ *     it dies), or a worker that was not killed;
+ *   - a recovery that did not remove exactly the object the previous run left (after-write
+ *     kills) or removed something where nothing was left;
+ *   - the clean run failing or not catching up;
+ *   - the lake (latest version per id by __pos) differing from the source, a (id, __pos) row or
+ *     a row version (id, updated_at) in it twice, or its objects not exactly the committed pages.
+ */
+async function crashAndRecover(
+  fx: SourceFixture,
+  kills: readonly Kill[],
+  mutation?: Mutation,
+): Promise<string[]> {
+  await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+  await fx.createTable();
+  await fx.insertRange(1, 20_001, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'millisecond'));
+  const { spec, dir, lakeDir } = localSpec(fx, { pageSize: 700 });
+  const target = spec.tables[0]!.table;
+  const named = (k: Kill) => (k === 'timed' ? 'timed' : `${k.point}#${k.nth}`);
+  const env = (run: number, kill?: Kill) => ({
+    TM_CRASH_DIR: dir,
+    TM_CRASH_RUN: String(run),
+    ...(kill ? { TM_CRASH_KILL: named(kill) } : {}),
+    ...(mutation ? { TM_CRASH_MUTATION: mutation } : {}),
+  });
+  const problems: string[] = [];
+  for (const [i, kill] of kills.entries()) {
+    await fx.exec(
+      `UPDATE ${fx.table} SET v = v + 1, updated_at = ${fx.plus(fx.plus(fx.ts('2024-02-01 00:00:00'), String(i), 'hour'), 'id', 'microsecond')} WHERE id % 37 = ${i}`,
+    );
+    await fx.insertRange(
+      100_000 + i * 1000,
+      100_000 + i * 1000 + 500,
+      fx.plus(fx.plus(fx.ts('2024-03-01 00:00:00'), String(i), 'hour'), 'g', 'microsecond'),
+    );
+    const r = await spawnWorker(spec, env(i, kill), kill === 'timed' ? TIMED_KILL_MS : undefined);
+    if (r.signal !== 'SIGKILL')
+      problems.push(
+        `run ${i}: expected a SIGKILL at ${named(kill)}, got ${r.code ?? r.signal}: ${r.stderr.slice(-400)}`,
+      );
+  }
+  const landed = recorded(join(dir, 'kills'));
+  const wanted = kills.map(named);
+  if (landed.join() !== wanted.join())
+    problems.push(`kills landed at [${landed.join()}], not [${wanted.join()}]`);
+
+  const last = await spawnWorker(spec, env(kills.length));
+  if (last.code !== 0) {
+    problems.push(`the clean run failed (${last.code ?? last.signal}): ${last.stderr.slice(-400)}`);
+    return problems;
+  }
+  const summary = JSON.parse(last.stdout.trim().split('\n').at(-1)!) as { status: string; more: boolean };
+  if (summary.status !== 'ok' || summary.more)
+    problems.push(`the clean run did not catch up: ${JSON.stringify(summary)}`);
+
+  // Each run's recovery removes what the run before it left, and only that: the object of an
+  // after-write kill, nothing after the other named kills. Where a timed kill landed is not
+  // known: it may have left one object (killed between a write and its commit) or none.
+  const leftovers = byRun(recorded(join(dir, 'leftovers')));
+  const recoveries = byRun(recorded(join(dir, 'recoveries')));
+  for (let run = 0; run <= kills.length; run++) {
+    const removed = recoveries.get(run);
+    const prev = kills[run - 1];
+    if (removed === undefined) problems.push(`run ${run}: recovery did not run`);
+    else if (prev === 'timed') {
+      if (removed.length > 1)
+        problems.push(`run ${run}: recovery removed [${removed.join()}] after a timed kill`);
+    } else {
+      const want = prev?.point === 'after-write' ? (leftovers.get(run - 1) ?? ['(unrecorded)']) : [];
+      if (removed.join() !== want.join())
+        problems.push(
+          `run ${run}: recovery removed [${removed.join()}], expected [${want.join()}]${prev ? ` (run ${run - 1} was killed at ${named(prev)})` : ''}`,
+        );
+    }
+  }
+
+  const lake = await lakeRows(lakeDir, target);
+  const source = await fx.rows();
+  const seen = new Map(latest(lake).map((r) => [r.id, r]));
+  let missing = 0;
+  let stale = 0;
+  for (const row of source) {
+    const got = seen.get(row.id);
+    seen.delete(row.id);
+    if (!got) missing++;
+    else if (got.v !== row.v || got.updatedAt !== row.updatedAt) stale++;
+  }
+  if (missing + stale + seen.size > 0)
+    problems.push(
+      `the lake's latest rows differ from the source: ${missing} of ${source.length} missing, ${stale} stale, ${seen.size} not in the source`,
+    );
+  const twice = (keys: string[]) => keys.length - new Set(keys).size;
+  const samePos = twice(lake.map((r) => `${r.id}/${r.pos}`));
+  if (samePos > 0) problems.push(`${samePos} duplicate (id, __pos) rows in the lake`);
+  // Every update gives a row a new updated_at, and a page is never re-read once committed: a
+  // row version twice is a page in the lake twice (a leftover next to its rewrite).
+  const sameVersion = twice(lake.map((r) => `${r.id}/${r.updatedAt}`));
+  if (sameVersion > 0)
+    problems.push(`${sameVersion} row versions (id, updated_at) in the lake more than once`);
+  const store = new FileCursorStore(spec.state.dir!);
+  const state = (await store.load(incrementalStateKey(spec.pipeline, target))).value as { seq: number };
+  const names = readdirSync(join(lakeDir, target)).filter((f) => f.endsWith('.parquet'));
+  if (names.length !== state.seq)
+    problems.push(`${names.length} objects in the lake for ${state.seq} committed pages`);
+  const next = `${writerId(spec.pipeline, spec.tables[0]!.source)}.${incrementalStepStart(state.seq)}`;
+  const ahead = names.filter((n) => n >= next);
+  if (ahead.length > 0) problems.push(`objects at or past the next page ${state.seq}: ${ahead.join()}`);
+  return problems;
 }
