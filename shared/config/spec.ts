@@ -609,12 +609,16 @@ export function findIncrementalTable(spec: Spec, name: string, command: string):
 
 /**
  * The default Postgres slot and publication name of a source: `tidemark_<pipeline>_<source>`
- * with `-` turned into `_`. A name longer than 63 characters (Postgres' limit) keeps its first
- * 54 and ends in `_` + 8 hex of sha256(pipeline NUL source), so it stays valid and distinct.
+ * with `-` turned into `_`. Pipeline names have no `_`, so without a `-` the first `_` after
+ * `tidemark_` tells pipeline and source apart; once a `-` was turned into `_` two pipelines could
+ * meet in one name (`shop-eu` + `app` and `shop` + `eu-app`) and share a slot, which loses
+ * changes, so such a name ends in `_` + 8 hex of sha256(pipeline NUL source). So does a name
+ * longer than 63 characters (Postgres' limit), cut to fit: it stays valid and distinct.
  */
 export function defaultCdcName(pipeline: string, source: string): string {
-  const name = `tidemark_${pipeline}_${source}`.replaceAll('-', '_');
-  if (name.length <= PG_NAME_MAX) return name;
+  const plain = `tidemark_${pipeline}_${source}`;
+  const name = plain.replaceAll('-', '_');
+  if (name === plain && name.length <= PG_NAME_MAX) return name;
   const hash = createHash('sha256').update(`${pipeline}\0${source}`).digest('hex').slice(0, 8);
   return `${name.slice(0, PG_NAME_MAX - 9)}_${hash}`;
 }

@@ -323,7 +323,10 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
 
   it('defaults slot and publication to tidemark_<pipeline>_<source>, "-" as "_", hashed past 63 characters', () => {
     expect(defaultCdcName('shop', 'app')).toBe('tidemark_shop_app');
-    expect(defaultCdcName('shop-eu', 'app-db')).toBe('tidemark_shop_eu_app_db');
+    expect(defaultCdcName('shop-eu', 'app-db')).toMatch(/^tidemark_shop_eu_app_db_[0-9a-f]{8}$/);
+    // Two pipelines whose names meet once `-` becomes `_` never share a slot.
+    expect(defaultCdcName('shop-eu', 'app')).not.toBe(defaultCdcName('shop', 'eu-app'));
+    expect(defaultCdcName('shop-eu', 'app').startsWith('tidemark_shop_eu_app_')).toBe(true);
     const pipeline = `p${'a'.repeat(62)}`;
     const long = defaultCdcName(pipeline, 'orders-db');
     expect(long).toHaveLength(63);
@@ -344,7 +347,7 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
       sources: { 'app-db': base().sources.app },
       tables: [{ ...base().tables[0]!, source: 'app-db' }],
     });
-    expect(cdcSettings(spec, 'app-db').slot).toBe('tidemark_shop_eu_app_db');
+    expect(cdcSettings(spec, 'app-db').slot).toBe(defaultCdcName('shop-eu', 'app-db'));
   });
 
   it('refuses wrong cdc settings, naming the field and the fix', () => {
@@ -396,17 +399,26 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
       /^is required for a mysql source with cdc tables: .*\(SELECT @@server_id on each\), 1 to 4294967295$/,
     );
 
-    // "app-db" and "app_db" have one default name: two slots on one database must differ.
+    // "app-db" and "app_db" no longer share a default name ("-" turned into "_" adds a hash);
+    // a slot given by hand that equals another source's default is refused.
     const two = cdcBase('postgres');
-    two.sources = { 'app-db': two.sources.app!, app_db: two.sources.app! };
+    const taken = defaultCdcName('shop', 'app-db');
+    two.sources = {
+      'app-db': two.sources.app!,
+      app_db: { ...two.sources.app!, cdc: { slot: taken, publication: taken } },
+    };
     two.tables = [
       { ...two.tables[0]!, source: 'app-db' },
       { ...two.tables[0]!, source: 'app_db', target: 'other.orders' },
     ];
     const problems = errorOf(two).problems.map((p) => `${p.path}: ${p.message}`);
     expect(problems.slice(0, 2)).toEqual([
-      `sources.app_db.cdc.slot: slot "tidemark_shop_app_db" is also sources.app-db's (the default name); two sources on one database must not share it: set a distinct cdc.slot`,
-      `sources.app_db.cdc.publication: publication "tidemark_shop_app_db" is also sources.app-db's (the default name); two sources on one database must not share it: set a distinct cdc.publication`,
+      expect.stringMatching(
+        /^sources\.app_db\.cdc\.slot: slot "tidemark_shop_app_db_[0-9a-f]{8}" is also sources\.app-db's/,
+      ),
+      expect.stringMatching(
+        /^sources\.app_db\.cdc\.publication: publication "tidemark_shop_app_db_[0-9a-f]{8}" is also sources\.app-db's/,
+      ),
     ]);
     // Every problem at once: the mode gate's refusals of these postgres cdc tables follow.
     expect(problems.slice(2).map((p) => p.split(':')[0])).toEqual(['tables[0].mode', 'tables[1].mode']);
