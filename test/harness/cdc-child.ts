@@ -10,10 +10,9 @@
  * `mutation`, one part of the protocol is replaced by a broken one (the crash suite must then
  * fail): never a switch in production code, always a wrapper injected here.
  */
-import { appendFileSync, closeSync, fsyncSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Reader, Streamer } from '../../shared/contracts/cdc.js';
-import type { ObjectRef, Sink } from '../../shared/contracts/sink.js';
+import type { Sink } from '../../shared/contracts/sink.js';
 import type { CursorStore, StateRecord } from '../../shared/contracts/state.js';
 import type { CdcPoint } from '../../shared/engine/cdc/run.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
@@ -21,6 +20,7 @@ import { ParquetSink } from '../../shared/sink/parquet-sink.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { isProvablyDead, localOwner } from '../../shared/state/lease-owner.js';
 import { runEngine } from './cdc-engine.js';
+import { durableBeforeWrite, noopRecover, record } from './mutations.js';
 import { generateScript, ScriptedServer, type ScriptParams } from './scripted-source.js';
 
 /** A broken protocol step the crash suite must catch. */
@@ -34,32 +34,6 @@ export interface ChildConfig {
   readonly mutation?: Mutation;
   readonly leaseTtlMs?: number;
   readonly delayMs?: number;
-}
-
-function record(dir: string, line: string): void {
-  const path = join(dir, 'kills');
-  appendFileSync(path, `${line}\n`);
-  const fd = openSync(path, 'r');
-  fsyncSync(fd);
-  closeSync(fd);
-}
-
-/** A sink that says "durable" as soon as the write has started. */
-function durableBeforeWrite(inner: Sink): Sink {
-  return {
-    write: async (...args) => {
-      inner.write(...args).catch(() => undefined);
-      const ref: ObjectRef = {
-        uri: 'pending',
-        bytes: 0,
-        rows: args[3].reduce((n, b) => n + b.record.numRows, 0),
-      };
-      return [ref];
-    },
-    recover: (...a) => inner.recover(...a),
-    list: (...a) => inner.list(...a),
-    discard: (...a) => inner.discard(...a),
-  };
 }
 
 /** A store whose commit answers before it has persisted anything. */
@@ -81,16 +55,6 @@ function ackBeforePersist(inner: CursorStore): CursorStore {
       return typeof v === 'function' ? v.bind(target) : v;
     },
   });
-}
-
-/** A sink whose recovery removes nothing. */
-function noopRecover(inner: Sink): Sink {
-  return {
-    write: (...a) => inner.write(...a),
-    recover: async () => [],
-    list: (...a) => inner.list(...a),
-    discard: (...a) => inner.discard(...a),
-  };
 }
 
 /** A reader that acknowledges every commit as soon as it reads it, before anything is durable. */
@@ -148,7 +112,7 @@ async function main(): Promise<void> {
       ...(config.leaseTtlMs ? { leaseTtlMs: config.leaseTtlMs, skewMarginMs: 500 } : {}),
       faults: (point) => {
         if (kill && point === kill.point && ++seen === kill.nth) {
-          record(config.dir, `${point}#${kill.nth}`);
+          record(config.dir, 'kills', `${point}#${kill.nth}`);
           process.kill(process.pid, 'SIGKILL');
         }
       },

@@ -25,14 +25,14 @@
  *
  * Without TM_CRASH_KILL the run is a clean one: it prints its summary (JSON) on stdout.
  */
-import { appendFileSync, closeSync, fsyncSync, openSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename } from 'node:path';
 import { incrementalTables, parseSpec } from '../../../shared/config/spec.js';
-import type { ObjectRef, Sink } from '../../../shared/contracts/sink.js';
+import type { Sink } from '../../../shared/contracts/sink.js';
 import type { CursorStore } from '../../../shared/contracts/state.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
+import { commitBeforeWrite, durableBeforeWrite, noopRecover, record } from '../../harness/mutations.js';
 
 /** Where a running sync is killed (see the file comment). */
 export type KillPoint = 'before-write' | 'after-write' | 'after-commit';
@@ -40,88 +40,9 @@ export type KillPoint = 'before-write' | 'after-write' | 'after-commit';
 /** A broken step of the durability order the crash scenario must catch. */
 export type Mutation = 'noop-recover' | 'commit-before-write' | 'durable-before-write';
 
-function record(dir: string, file: string, line: string): void {
-  const path = join(dir, file);
-  appendFileSync(path, `${line}\n`);
-  const fd = openSync(path, 'r');
-  fsyncSync(fd);
-  closeSync(fd);
-}
-
 function die(): never {
   process.kill(process.pid, 'SIGKILL');
   throw new Error('unreachable: SIGKILL did not end the process');
-}
-
-/** A ref for an object that is not (yet) written. */
-function pendingRef(batches: Parameters<Sink['write']>[3]): ObjectRef {
-  return { uri: 'pending', bytes: 0, rows: batches.reduce((n, b) => n + b.record.numRows, 0) };
-}
-
-/** Mutation: a recovery that removes nothing (and says so). */
-function noopRecover(inner: Sink): Sink {
-  return {
-    write: (...a) => inner.write(...a),
-    recover: async () => [],
-    list: (...a) => inner.list(...a),
-    discard: (...a) => inner.discard(...a),
-  };
-}
-
-/**
- * Mutation: the durability order reversed. The sink's write only takes the page and answers at
- * once; the real write starts when the cursor commit that follows it has resolved, so the
- * cursor is durable before the object is (a page's write waits for the previous page's, so the
- * pages still reach the lake one by one, each after its commit).
- */
-function commitBeforeWrite(sink: Sink, store: CursorStore): { sink: Sink; store: CursorStore } {
-  let taken: (() => Promise<ObjectRef[]>) | undefined;
-  let writing: Promise<unknown> = Promise.resolve();
-  return {
-    sink: {
-      write: async (...args) => {
-        await writing;
-        taken = () => sink.write(...args);
-        return [pendingRef(args[3])];
-      },
-      recover: (...a) => sink.recover(...a),
-      list: (...a) => sink.list(...a),
-      discard: (...a) => sink.discard(...a),
-    },
-    store: new Proxy(store, {
-      get(target, key) {
-        if (key === 'commit') {
-          return async (...a: Parameters<CursorStore['commit']>) => {
-            const committed = await target.commit(...a);
-            const write = taken;
-            taken = undefined;
-            if (write) writing = write();
-            return committed;
-          };
-        }
-        const v = Reflect.get(target, key) as unknown;
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
-    }),
-  };
-}
-
-/**
- * Mutation: a sink that says "durable" before it has written anything; the write runs in the
- * background a while later (long after the page's cursor commit, which takes milliseconds).
- */
-function durableBeforeWrite(inner: Sink): Sink {
-  return {
-    write: async (...args) => {
-      setTimeout(() => {
-        inner.write(...args).catch(() => undefined);
-      }, 1000);
-      return [pendingRef(args[3])];
-    },
-    recover: (...a) => inner.recover(...a),
-    list: (...a) => inner.list(...a),
-    discard: (...a) => inner.discard(...a),
-  };
 }
 
 /**

@@ -1,0 +1,89 @@
+/**
+ * Broken steps of the durability order, as wrappers a crash test's child process injects around
+ * the real sink and store (never switches in production code): each crash suite must FAIL under
+ * each of them. Also the fsync'd record a child writes right before it kills itself, so the
+ * parent knows where each kill landed.
+ */
+import { appendFileSync, closeSync, fsyncSync, openSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ObjectRef, Sink } from '../../shared/contracts/sink.js';
+import type { CursorStore } from '../../shared/contracts/state.js';
+
+export function record(dir: string, file: string, line: string): void {
+  const path = join(dir, file);
+  appendFileSync(path, `${line}\n`);
+  const fd = openSync(path, 'r');
+  fsyncSync(fd);
+  closeSync(fd);
+}
+
+/** A ref for an object that is not (yet) written. */
+export function pendingRef(batches: Parameters<Sink['write']>[3]): ObjectRef {
+  return { uri: 'pending', bytes: 0, rows: batches.reduce((n, b) => n + b.record.numRows, 0) };
+}
+
+/** Mutation: a recovery that removes nothing (and says so). */
+export function noopRecover(inner: Sink): Sink {
+  return {
+    write: (...a) => inner.write(...a),
+    recover: async () => [],
+    list: (...a) => inner.list(...a),
+    discard: (...a) => inner.discard(...a),
+  };
+}
+
+/**
+ * Mutation: the durability order reversed. The sink's write only takes the page and answers at
+ * once; the real write starts when the cursor commit that follows it has resolved, so the
+ * cursor is durable before the object is (a page's write waits for the previous page's, so the
+ * pages still reach the lake one by one, each after its commit).
+ */
+export function commitBeforeWrite(sink: Sink, store: CursorStore): { sink: Sink; store: CursorStore } {
+  let taken: (() => Promise<ObjectRef[]>) | undefined;
+  let writing: Promise<unknown> = Promise.resolve();
+  return {
+    sink: {
+      write: async (...args) => {
+        await writing;
+        taken = () => sink.write(...args);
+        return [pendingRef(args[3])];
+      },
+      recover: (...a) => sink.recover(...a),
+      list: (...a) => sink.list(...a),
+      discard: (...a) => sink.discard(...a),
+    },
+    store: new Proxy(store, {
+      get(target, key) {
+        if (key === 'commit') {
+          return async (...a: Parameters<CursorStore['commit']>) => {
+            const committed = await target.commit(...a);
+            const write = taken;
+            taken = undefined;
+            if (write) writing = write();
+            return committed;
+          };
+        }
+        const v = Reflect.get(target, key) as unknown;
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    }),
+  };
+}
+
+/**
+ * Mutation: a sink that says "durable" before it has written anything; the write runs in the
+ * background a while later (long after the page's cursor commit, which takes milliseconds).
+ */
+export function durableBeforeWrite(inner: Sink): Sink {
+  return {
+    write: async (...args) => {
+      setTimeout(() => {
+        inner.write(...args).catch(() => undefined);
+      }, 1000);
+      return [pendingRef(args[3])];
+    },
+    recover: (...a) => inner.recover(...a),
+    list: (...a) => inner.list(...a),
+    discard: (...a) => inner.discard(...a),
+  };
+}
