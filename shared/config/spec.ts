@@ -595,8 +595,8 @@ export function findTable(spec: Spec, name: string): TableSpecConfig {
 }
 
 /**
- * Finds an incremental table for a command that only handles those (`run`, `status`, `reset`,
- * the Lambda): a cdc table is a ConfigError saying where it runs instead.
+ * Finds an incremental table for a command that only handles those (`run`, `schema accept`,
+ * `unlock`, the Lambda): a cdc table is a ConfigError saying where it runs instead.
  */
 export function findIncrementalTable(spec: Spec, name: string, command: string): IncrementalTableSpec {
   const t = findTable(spec, name);

@@ -15,6 +15,7 @@ import { type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js'
 import { ConfigError, TidemarkError } from '../contracts/errors.js';
 import type { Sink } from '../contracts/sink.js';
 import type { CursorStore } from '../contracts/state.js';
+import { parseCdcState } from '../engine/cdc/state.js';
 import { cdcStateKey, cdcStateTables, dropCdcTable } from '../engine/cdc/state-tables.js';
 import {
   isRetiredIncrementalState,
@@ -63,10 +64,7 @@ export async function resetTable(
   if (t.mode === 'cdc') {
     const { value } = await opts.store.load(key);
     if (value === undefined || isRetiredIncrementalState(value)) {
-      throw new ConfigError(
-        '--table',
-        `${target} is a mode: cdc table without incremental state to retire; a cdc table is reset by re-snapshotting it, which arrives with snapshots (a later release): until then its capture resumes where its source's state (cdc#${spec.pipeline}#${t.source}) says`,
-      );
+      throw new ConfigError('--table', await cdcResetRefusal(spec, t, opts));
     }
     // The spec has no cursor for a cdc table: the reset state keeps the column it was taken on.
     const { cursorColumn } = parseIncrementalState(value, '');
@@ -96,4 +94,31 @@ export async function resetTable(
     if (left && r) return { ...r, kind: 'left-cdc' };
   }
   return { ...(await resetIncremental({ ...base, cursorColumn: t.cursor })), kind: 'incremental' };
+}
+
+/**
+ * Why a cdc table is not reset, and what it holds: its entry in the source's CDC state and this
+ * writer's objects of it in the lake (what a re-snapshot would replace), and the ways that exist
+ * today. Reads only.
+ */
+async function cdcResetRefusal(spec: Spec, t: TableSpecConfig, opts: ResetTableOptions): Promise<string> {
+  const target = tableTarget(t);
+  const key = cdcStateKey(spec.pipeline, t.source);
+  const writer = writerId(spec.pipeline, t.source);
+  const state = parseCdcState((await opts.store.load(key)).value);
+  const entry = state.tables[target];
+  const objects = await opts.sink.list(target, writer);
+  const mb = (objects.reduce((n, o) => n + o.bytes, 0) / 1e6).toFixed(1);
+  const position = state.position ? (state.position.display ?? state.position.value) : undefined;
+  const held =
+    entry === undefined
+      ? `${key} has no entry for it (never captured; its capture starts at ${position ? `the source's position ${position}` : 'the current log position'})`
+      : `${key} holds its entry: ${entry.rows} row(s) in ${entry.objects} object(s) committed, next ${entry.next ?? '(no flush yet)'}${entry.lastFlushAt ? `, last flush ${entry.lastFlushAt}` : ''}${entry.stopped ? `, STOPPED since ${entry.stopped.at} (${entry.stopped.reason}): its changes are dropped` : ''}; the source resumes at ${position ?? '(no position committed yet)'}`;
+  return [
+    `${target} is a mode: cdc table without incremental state to retire; a cdc table is reset by re-snapshotting it, which arrives with snapshots (a later release), so nothing was changed.`,
+    `What a reset would replace: ${held}; the lake holds ${objects.length} object(s) (${mb} MB) of writer ${writer} for it.`,
+    'Until then: give the table a new "target:" (a new lake table, captured from the source\'s position on; the old one keeps its objects);',
+    `or leave CDC: set the table to mode: incremental (with a cursor) and run "tidemark reset --table ${target} --delete-objects" (this writer's objects of it are deleted, its entry leaves ${key}, the next run syncs it from the start);`,
+    `or leave it as it is: its capture resumes where ${key} says.`,
+  ].join(' ');
 }

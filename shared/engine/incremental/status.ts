@@ -108,7 +108,8 @@ export async function incrementalStatus(opts: StatusOptions): Promise<TableStatu
   };
 }
 
-function leaseStatus(
+/** A stored lease as status shows it (free once expired); liveness is the caller's judgement. */
+export function leaseStatus(
   lease: { owner: string; expiresAt: number } | undefined,
   now: number,
   liveness: (owner: string) => HolderLiveness,
