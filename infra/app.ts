@@ -1,7 +1,9 @@
 /**
  * The CDK app (`cdk.json`: `npx tsx infra/app.ts`): loads the pipeline spec, bundles the
  * incremental handler with esbuild (no Docker: functions/bundle.ts, the same artifact
- * `tidemark invoke` runs) and synthesizes one stack, `tidemark-<pipeline>`.
+ * `tidemark invoke` runs) and synthesizes one stack, `tidemark-<pipeline>`: the incremental Lambda
+ * and, for cdc tables, one Fargate service per source whose image is the repo's Dockerfile as an
+ * image asset (synth only stages the build context; `cdk deploy` needs Docker to build it).
  *
  * Spec path: env TIDEMARK_SPEC_FILE, else context `tidemark:spec` (cdk.json sets `tidemark.yaml`,
  * `-c tidemark:spec=...` overrides it), else `tidemark.yaml`. The environment wins because cdk.json
@@ -39,7 +41,7 @@ try {
   new TidemarkStack(app, `tidemark-${spec.pipeline}`, {
     spec,
     bundleDir,
-    description: `tidemark pipeline ${spec.pipeline}: incremental sync to ${spec.lake.uri}`,
+    description: `tidemark pipeline ${spec.pipeline}: sync to ${spec.lake.uri}`,
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
   });
   app.synth();
