@@ -12,13 +12,13 @@
  * Never opens a database and never calls AWS; a wrong spec fails synth with the ConfigError
  * message (field and fix), not a stack trace.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { App } from 'aws-cdk-lib';
+import { bundleHandler } from '../functions/bundle.js';
 import { TidemarkError } from '../shared/contracts/errors.js';
 import { redact } from '../shared/observability/redact.js';
-import { bundleHandler } from '../functions/bundle.js';
 import { loadDeployableSpec } from './deploy-spec.js';
 import { assertDeployableSpec, CONTEXT, TidemarkStack } from './incremental-stack.js';
 
@@ -41,6 +41,7 @@ try {
   new TidemarkStack(app, `tidemark-${spec.pipeline}`, {
     spec,
     bundleDir,
+    specText: readFileSync(specFile, 'utf8'),
     description: `tidemark pipeline ${spec.pipeline}: sync to ${spec.lake.uri}`,
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
   });

@@ -90,6 +90,8 @@ export interface CdcServicesProps {
   /** With `network: endpoints`: the subnets' route tables, for the S3/DynamoDB gateway endpoints. */
   readonly routeTableIds: string[];
   readonly image: ecs.ContainerImage;
+  /** The spec file as written; default: the parsed spec as YAML (it parses back to the same spec). */
+  readonly specText?: string;
   readonly alarmTopic?: sns.ITopic;
   /** Alarm when the task's `LagSeconds` stays above this. */
   readonly lagAlarmSeconds: number;
@@ -125,7 +127,7 @@ export class CdcServices extends Construct {
 
     // The spec the task runs, as YAML in its environment (loadDeployableSpec refused ${env:} and
     // synth warns on inline URLs: credentials come from Secrets Manager at run time).
-    const specYaml = toYaml(spec);
+    const specYaml = props.specText ?? toYaml(spec);
     const services = new Map<string, ecs.FargateService>();
     for (const source of cdcSources(spec)) {
       services.set(source, this.#service(props, source, specYaml));

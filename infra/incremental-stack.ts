@@ -87,6 +87,11 @@ export interface TidemarkStackProps extends StackProps {
    * parquet-wasm `.wasm` and `tidemark.yaml` (the same spec, read by the function at run time).
    */
   readonly bundleDir: string;
+  /**
+   * The spec file as written, for the CDC tasks (the Lambda gets the same file in its bundle);
+   * default: the parsed spec as YAML.
+   */
+  readonly specText?: string;
   /** The CDC task image; default: the repo's Dockerfile as an image asset (Docker at deploy only). */
   readonly cdcImage?: ecs.ContainerImage;
 }
@@ -203,7 +208,7 @@ export class TidemarkStack extends Stack {
 
     const topic = this.#alarmTopic();
     this.#alarms(fn, topic);
-    this.cdc = this.#cdc(spec, lake, topic, props.cdcImage);
+    this.cdc = this.#cdc(spec, lake, topic, props.cdcImage, props.specText);
     this.#nag(fn, lake);
 
     new CfnOutput(this, 'StateTableName', {
@@ -386,6 +391,7 @@ export class TidemarkStack extends Stack {
     lake: LakeLocation,
     topic: sns.ITopic | undefined,
     image: ecs.ContainerImage | undefined,
+    specText: string | undefined,
   ): CdcServices | undefined {
     if (cdcTables(spec).length === 0) return undefined;
     const net = this.#networkOf();
@@ -417,6 +423,7 @@ export class TidemarkStack extends Stack {
       network: network as CdcNetwork,
       routeTableIds,
       image: image ?? defaultCdcImage(),
+      ...(specText !== undefined ? { specText } : {}),
       ...(topic ? { alarmTopic: topic } : {}),
       lagAlarmSeconds: contextNumber(this.node, CONTEXT.cdcLagAlarmSeconds, 900, 1, 86_400),
       standbyAlarmMinutes: contextNumber(this.node, CONTEXT.cdcStandbyAlarmMinutes, 10, 1, 1440),

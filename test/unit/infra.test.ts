@@ -547,6 +547,24 @@ describe('TidemarkStack (CDC services, with a registered streaming test kind)', 
     t.hasResourceProperties('AWS::Logs::LogGroup', { RetentionInDays: 30 });
   });
 
+  it('gives the task the spec file as written when the app passes it', () => {
+    const text = toYaml(cdcSpec());
+    const app = new App({ context: VPC_CONTEXT });
+    const stack = new TidemarkStack(app, 'tidemark-shop', {
+      spec: parseSpec(cdcSpec(), { env: {} }),
+      specText: text,
+      bundleDir,
+      cdcImage: TEST_IMAGE,
+      env: { account: '123456789012', region: 'us-east-1' },
+    });
+    const envs = Object.values(Template.fromStack(stack).findResources('AWS::ECS::TaskDefinition')).map((d) =>
+      d.Properties.ContainerDefinitions[0].Environment.find(
+        (e: { Name: string }) => e.Name === 'TIDEMARK_SPEC_YAML',
+      ),
+    );
+    expect(envs.map((e) => e.Value)).toEqual([text, text]);
+  });
+
   it('schedules only the incremental tables', () => {
     const tables = Object.values(t.findResources('AWS::Scheduler::Schedule')).map(
       (s) => JSON.parse(s.Properties.Target.Input).table,
