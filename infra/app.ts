@@ -1,7 +1,9 @@
 /**
  * The CDK app (`cdk.json`: `npx tsx infra/app.ts`): loads the pipeline spec, bundles the
  * incremental handler with esbuild (no Docker: functions/bundle.ts, the same artifact
- * `tidemark invoke` runs) and synthesizes one stack, `tidemark-<pipeline>`.
+ * `tidemark invoke` runs) and synthesizes one stack, `tidemark-<pipeline>`: the incremental Lambda
+ * and, for cdc tables, one Fargate service per source whose image is the repo's Dockerfile as an
+ * image asset (synth only stages the build context; `cdk deploy` needs Docker to build it).
  *
  * Spec path: env TIDEMARK_SPEC_FILE, else context `tidemark:spec` (cdk.json sets `tidemark.yaml`,
  * `-c tidemark:spec=...` overrides it), else `tidemark.yaml`. The environment wins because cdk.json
@@ -10,13 +12,13 @@
  * Never opens a database and never calls AWS; a wrong spec fails synth with the ConfigError
  * message (field and fix), not a stack trace.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { App } from 'aws-cdk-lib';
+import { bundleHandler } from '../functions/bundle.js';
 import { TidemarkError } from '../shared/contracts/errors.js';
 import { redact } from '../shared/observability/redact.js';
-import { bundleHandler } from '../functions/bundle.js';
 import { loadDeployableSpec } from './deploy-spec.js';
 import { assertDeployableSpec, CONTEXT, TidemarkStack } from './incremental-stack.js';
 
@@ -39,7 +41,8 @@ try {
   new TidemarkStack(app, `tidemark-${spec.pipeline}`, {
     spec,
     bundleDir,
-    description: `tidemark pipeline ${spec.pipeline}: incremental sync to ${spec.lake.uri}`,
+    specText: readFileSync(specFile, 'utf8'),
+    description: `tidemark pipeline ${spec.pipeline}: sync to ${spec.lake.uri}`,
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
   });
   app.synth();

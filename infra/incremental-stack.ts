@@ -1,7 +1,9 @@
 /**
- * The CloudFormation stack of one pipeline's incremental path, built from a parsed spec: the state
- * table (DynamoDB), the lake bucket (S3), one Lambda for all incremental tables, one EventBridge
- * Scheduler schedule per table, least-privilege IAM and CloudWatch alarms.
+ * The CloudFormation stack of one pipeline, built from a parsed spec: the state table (DynamoDB),
+ * the lake bucket (S3), one Lambda for all incremental tables, one EventBridge Scheduler schedule
+ * per incremental table, and, when the spec has cdc tables, one Fargate service per cdc source
+ * (./cdc-service.ts); least-privilege IAM (state access scoped by key prefix) and CloudWatch
+ * alarms. The AwsSolutions cdk-nag pack passes; every suppression carries its reason here.
  *
  * Owns: what `cdk deploy` creates and the permissions it grants. Reads only the spec, the CDK
  * context and the driver registry's static capabilities; never opens a database or calls AWS
@@ -14,6 +16,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   Annotations,
+  type CfnElement,
   CfnOutput,
   Duration,
   Fn,
@@ -27,6 +30,7 @@ import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cloudwatchActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import type * as ecs from 'aws-cdk-lib/aws-ecs';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -38,6 +42,7 @@ import * as snsSubscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Construct, Node } from 'constructs';
 import { assertModes } from '../shared/config/modes.js';
 import {
+  cdcTables,
   findTable,
   type IncrementalTableSpec,
   incrementalTables,
@@ -45,6 +50,8 @@ import {
   tableTarget,
 } from '../shared/config/spec.js';
 import { ConfigError } from '../shared/contracts/errors.js';
+import { type CdcNetwork, CdcServices, defaultCdcImage } from './cdc-service.js';
+import { acknowledge, LAKE_OBJECTS_REASON, lakeObjectsFinding } from './nag.js';
 
 /** One full vCPU: Lambda allocates CPU in proportion to memory, 1769 MB is the 1-vCPU point. */
 export const DEFAULT_MEMORY_MB = 1769;
@@ -64,6 +71,12 @@ export const CONTEXT = {
   securityGroupIds: 'tidemark:securityGroupIds',
   alarmTopicArn: 'tidemark:alarmTopicArn',
   alarmEmail: 'tidemark:alarmEmail',
+  /** CDC tasks reach AWS through the VPC's NAT (`nat`, default) or endpoints the stack creates. */
+  cdcNetwork: 'tidemark:cdcNetwork',
+  /** With `cdcNetwork=endpoints`: the subnets' route tables (S3/DynamoDB gateway endpoints). */
+  routeTableIds: 'tidemark:routeTableIds',
+  cdcLagAlarmSeconds: 'tidemark:cdcLagAlarmSeconds',
+  cdcStandbyAlarmMinutes: 'tidemark:cdcStandbyAlarmMinutes',
 } as const;
 
 export interface TidemarkStackProps extends StackProps {
@@ -74,6 +87,13 @@ export interface TidemarkStackProps extends StackProps {
    * parquet-wasm `.wasm` and `tidemark.yaml` (the same spec, read by the function at run time).
    */
   readonly bundleDir: string;
+  /**
+   * The spec file as written, for the CDC tasks (the Lambda gets the same file in its bundle);
+   * default: the parsed spec as YAML.
+   */
+  readonly specText?: string;
+  /** The CDC task image; default: the repo's Dockerfile as an image asset (Docker at deploy only). */
+  readonly cdcImage?: ecs.ContainerImage;
 }
 
 /** The S3 location of the lake: bucket name and key prefix without leading/trailing slashes. */
@@ -117,6 +137,9 @@ export class TidemarkStack extends Stack {
   readonly stateTable: dynamodb.ITable;
   readonly lakeBucket: s3.IBucket;
   readonly schedules: readonly scheduler.Schedule[];
+  /** The CDC cluster and services; undefined when the spec has no cdc table. */
+  readonly cdc: CdcServices | undefined;
+  #network: Network | null | undefined;
 
   constructor(scope: Construct, id: string, props: TidemarkStackProps) {
     super(scope, id, props);
@@ -145,7 +168,7 @@ export class TidemarkStack extends Stack {
         TIDEMARK_SPEC_FILE: BUNDLED_SPEC_PATH,
         TIDEMARK_SELF_CONTINUE: '1',
       },
-      ...vpcPlacement(this),
+      ...this.#lambdaPlacement(),
     });
     this.incrementalFunction = fn;
     // Scheduler and self-continuation invoke asynchronously; Lambda would retry a failed event
@@ -153,7 +176,7 @@ export class TidemarkStack extends Stack {
     // guards overlaps), and a queued event older than an hour is stale: a newer one is coming.
     fn.configureAsyncInvoke({ retryAttempts: 0, maxEventAge: Duration.hours(1) });
 
-    this.#grantState(fn);
+    this.#grantState(fn, spec);
     this.#grantLake(fn, lake);
     this.#grantSecrets(fn, spec);
     // Self-continuation needs lambda:InvokeFunction on the function itself. On the role's default
@@ -183,7 +206,10 @@ export class TidemarkStack extends Stack {
       });
     });
 
-    this.#alarms(fn);
+    const topic = this.#alarmTopic();
+    this.#alarms(fn, topic);
+    this.cdc = this.#cdc(spec, lake, topic, props.cdcImage, props.specText);
+    this.#nag(fn, lake);
 
     new CfnOutput(this, 'StateTableName', {
       value: this.stateTable.tableName,
@@ -225,8 +251,23 @@ export class TidemarkStack extends Stack {
     if (contextFlag(this.node, CONTEXT.importBucket)) {
       return s3.Bucket.fromBucketName(this, 'Lake', lake.bucket);
     }
+    // Server access logs of the lake (AwsSolutions-S1), in a bucket of their own, kept 90 days.
+    const accessLogs = new s3.Bucket(this, 'LakeAccessLogs', {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      enforceSSL: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+      lifecycleRules: [{ expiration: Duration.days(90) }],
+    });
+    acknowledge(
+      accessLogs,
+      'AwsSolutions-S1',
+      "This is the lake's access-log bucket: logging it into itself would loop, and into a third bucket only moves the finding.",
+    );
     return new s3.Bucket(this, 'Lake', {
       bucketName: lake.bucket,
+      serverAccessLogsBucket: accessLogs,
+      serverAccessLogsPrefix: 'lake/',
       encryption: s3.BucketEncryption.S3_MANAGED,
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
       enforceSSL: true,
@@ -243,12 +284,29 @@ export class TidemarkStack extends Stack {
     });
   }
 
-  /** Item reads and conditional writes on the state table, nothing else (no scans, no DDL). */
-  #grantState(fn: lambda.Function): void {
+  /**
+   * Item reads and conditional writes on the state table, nothing else (no scans, no DDL), on the
+   * pipeline's incremental keys (`inc#<pipeline>#*`) and `tidemark check` probe keys
+   * (`check#<pipeline>#*`) only; the CDC keys (`cdc#<pipeline>#*`) read-only, for the mode-change
+   * check (shared/pipeline/mode-change.ts: an incremental table its source's CDC state lists).
+   */
+  #grantState(fn: lambda.Function, spec: Spec): void {
     fn.addToRolePolicy(
       new iam.PolicyStatement({
         actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'],
         resources: [this.stateTable.tableArn],
+        conditions: {
+          'ForAllValues:StringLike': {
+            'dynamodb:LeadingKeys': [`inc#${spec.pipeline}#*`, `check#${spec.pipeline}#*`],
+          },
+        },
+      }),
+    );
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['dynamodb:GetItem'],
+        resources: [this.stateTable.tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`cdc#${spec.pipeline}#*`] } },
       }),
     );
   }
@@ -280,7 +338,7 @@ export class TidemarkStack extends Stack {
     );
   }
 
-  #alarms(fn: lambda.Function): void {
+  #alarms(fn: lambda.Function, topic: sns.ITopic | undefined): void {
     const errors = new cloudwatch.Alarm(this, 'IncrementalErrors', {
       alarmDescription:
         'An incremental run failed (LeaseHeld is not a failure). The log group has the error with table and fix.',
@@ -302,13 +360,110 @@ export class TidemarkStack extends Stack {
       evaluationPeriods: 3,
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
-    const topic = this.#alarmTopic();
     if (topic) {
       for (const alarm of [errors, nearTimeout]) {
         alarm.addAlarmAction(new cloudwatchActions.SnsAction(topic));
         alarm.addOkAction(new cloudwatchActions.SnsAction(topic));
       }
     }
+  }
+
+  /** The network of the VPC context settings, built once (the Lambda and the CDC tasks share it). */
+  #networkOf(): Network | undefined {
+    if (this.#network === undefined) this.#network = vpcNetwork(this) ?? null;
+    return this.#network ?? undefined;
+  }
+
+  #lambdaPlacement(): Pick<lambda.FunctionProps, 'vpc' | 'vpcSubnets' | 'securityGroups'> {
+    const net = this.#networkOf();
+    if (!net) return {};
+    return {
+      vpc: net.vpc,
+      vpcSubnets: { subnets: net.subnets },
+      // Without ids CDK creates one group (all egress, no ingress): allow it into the database's group.
+      ...(net.securityGroups.length > 0 ? { securityGroups: net.securityGroups } : {}),
+    };
+  }
+
+  /** The CDC services when the spec has cdc tables (the mode gate already passed every one). */
+  #cdc(
+    spec: Spec,
+    lake: LakeLocation,
+    topic: sns.ITopic | undefined,
+    image: ecs.ContainerImage | undefined,
+    specText: string | undefined,
+  ): CdcServices | undefined {
+    if (cdcTables(spec).length === 0) return undefined;
+    const net = this.#networkOf();
+    if (!net) {
+      throw new ConfigError(
+        `-c ${CONTEXT.vpcId}`,
+        `is required for cdc tables: the CDC tasks run in the database's VPC; give ${CONTEXT.vpcId} and ${CONTEXT.subnetIds} (private subnets)`,
+      );
+    }
+    const network = contextString(this.node, CONTEXT.cdcNetwork) ?? 'nat';
+    if (network !== 'nat' && network !== 'endpoints') {
+      throw new ConfigError(`-c ${CONTEXT.cdcNetwork}`, `must be "nat" or "endpoints", got "${network}"`);
+    }
+    const routeTableIds = contextList(this.node, CONTEXT.routeTableIds);
+    if (network === 'endpoints' && routeTableIds.length === 0) {
+      throw new ConfigError(
+        `-c ${CONTEXT.routeTableIds}`,
+        `is required with ${CONTEXT.cdcNetwork}=endpoints: the route tables of the subnets, for the S3 and DynamoDB gateway endpoints`,
+      );
+    }
+    const cdc = new CdcServices(this, 'Cdc', {
+      spec,
+      stateTable: this.stateTable,
+      lakeBucket: this.lakeBucket,
+      lakePrefix: lake.prefix,
+      vpc: net.vpc,
+      subnets: net.subnets,
+      securityGroups: net.securityGroups,
+      network: network as CdcNetwork,
+      routeTableIds,
+      image: image ?? defaultCdcImage(),
+      ...(specText !== undefined ? { specText } : {}),
+      ...(topic ? { alarmTopic: topic } : {}),
+      lagAlarmSeconds: contextNumber(this.node, CONTEXT.cdcLagAlarmSeconds, 900, 1, 86_400),
+      standbyAlarmMinutes: contextNumber(this.node, CONTEXT.cdcStandbyAlarmMinutes, 10, 1, 1440),
+    });
+    new CfnOutput(this, 'CdcClusterName', {
+      value: cdc.cluster.clusterName,
+      description: 'ECS cluster of the CDC tasks',
+    });
+    new CfnOutput(this, 'CdcSecurityGroupIds', {
+      value: cdc.securityGroups.map((g) => g.securityGroupId).join(','),
+      description: "Allow these into the database's security group (Postgres 5432, MySQL 3306)",
+    });
+    return cdc;
+  }
+
+  /** cdk-nag (AwsSolutions) findings this stack keeps on purpose, each with its reason. */
+  #nag(fn: lambda.Function, lake: LakeLocation): void {
+    acknowledge(
+      fn,
+      'AwsSolutions-L1',
+      'The bundle is built (esbuild target node22) and tested on Node.js 22, an LTS runtime Lambda supports; the runtime moves with the tested target, not ahead of it.',
+    );
+    const role = fn.role!;
+    acknowledge(
+      role,
+      'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+      "AWSLambdaBasicExecutionRole is the AWS-maintained minimum for the function's CloudWatch Logs writes (CreateLogStream, PutLogEvents); every data-plane grant is inline and scoped.",
+    );
+    acknowledge(
+      role,
+      'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]',
+      "AWSLambdaVPCAccessExecutionRole (in a VPC only) is the AWS-maintained minimum for the function's network interfaces in the given subnets.",
+    );
+    acknowledge(role, lakeObjectsFinding(this.lakeBucket, lake.prefix), LAKE_OBJECTS_REASON);
+    // The scheduler target's role is a stack-level singleton; the finding names this function only.
+    acknowledge(
+      this,
+      `AwsSolutions-IAM5[Resource::<${this.getLogicalId(fn.node.defaultChild as CfnElement)}.Arn>:*]`,
+      'CDK-generated EventBridge Scheduler role: lambda:InvokeFunction on the incremental function and its versions/aliases ("<function arn>:*"), that one function and nothing else.',
+    );
   }
 
   /** An existing topic (`tidemark:alarmTopicArn`), a new one mailing `tidemark:alarmEmail`, or none. */
@@ -323,7 +478,7 @@ export class TidemarkStack extends Stack {
     }
     if (arn) return sns.Topic.fromTopicArn(this, 'AlarmTopic', arn);
     if (!email) return undefined;
-    const topic = new sns.Topic(this, 'AlarmTopic', { displayName: 'tidemark alarms' });
+    const topic = new sns.Topic(this, 'AlarmTopic', { displayName: 'tidemark alarms', enforceSSL: true });
     topic.addSubscription(new snsSubscriptions.EmailSubscription(email));
     new CfnOutput(this, 'AlarmTopicArn', { value: topic.topicArn });
     return topic;
@@ -331,11 +486,10 @@ export class TidemarkStack extends Stack {
 }
 
 /**
- * Rules a spec must pass to be deployed, beyond spec validation: state and lake in AWS, every
+ * Rules a spec must pass to be deployed, beyond spec validation: state and lake in AWS, and every
  * table's mode served by its source's driver kind (the mode gate, shared/config/modes.ts; static
- * capabilities, nothing is opened), and no cdc table: this stack builds the incremental path only
- * (the CDC task comes with a later release), and deploying a spec without the tables it lists
- * would look like success. Cheap and independent of the stack, so the app runs it before
+ * capabilities, nothing is opened: today postgres and mysql have no log reader, so their cdc
+ * tables are refused here). Cheap and independent of the stack, so the app runs it before
  * spending seconds on bundling.
  * @throws ConfigError naming the spec field and the fix.
  */
@@ -345,12 +499,6 @@ export function assertDeployableSpec(spec: Spec): void {
   }
   lakeLocation(spec);
   assertModes(spec);
-  const cdc = spec.tables.flatMap((t, i) => (t.mode === 'cdc' ? [{ t, i }] : []));
-  const [first, ...more] = cdc.map(({ t, i }) => ({
-    path: `tables[${i}].mode`,
-    message: `${tableTarget(t)} is mode: cdc, which this release cannot deploy (the stack builds the scheduled incremental Lambda; the CDC task arrives with a later release); deploy it with mode: incremental and a cursor, or leave it out of this spec`,
-  }));
-  if (first) throw new ConfigError(first.path, first.message, { more });
 }
 
 /**
@@ -414,11 +562,19 @@ function memoryMb(node: Node): number {
   return mb;
 }
 
+/** Where the Lambda (when given) and the CDC tasks (always) run. */
+interface Network {
+  readonly vpc: ec2.IVpc;
+  readonly subnets: ec2.ISubnet[];
+  /** Empty: each user creates its own group. */
+  readonly securityGroups: ec2.ISecurityGroup[];
+}
+
 /**
  * VPC placement from context, for sources in private subnets (RDS). Subnets and security groups
  * are imported by id, so synth needs no lookup (and no credentials).
  */
-function vpcPlacement(stack: Stack): Pick<lambda.FunctionProps, 'vpc' | 'vpcSubnets' | 'securityGroups'> {
+function vpcNetwork(stack: Stack): Network | undefined {
   const vpcId = contextString(stack.node, CONTEXT.vpcId);
   const subnetIds = contextList(stack.node, CONTEXT.subnetIds);
   const sgIds = contextList(stack.node, CONTEXT.securityGroupIds);
@@ -429,29 +585,35 @@ function vpcPlacement(stack: Stack): Pick<lambda.FunctionProps, 'vpc' | 'vpcSubn
         `is required when ${CONTEXT.subnetIds} or ${CONTEXT.securityGroupIds} is given`,
       );
     }
-    return {};
+    return undefined;
   }
   if (subnetIds.length === 0) {
     throw new ConfigError(
       `-c ${CONTEXT.subnetIds}`,
-      'list the private subnet ids (comma-separated) the function runs in',
+      'list the private subnet ids (comma-separated) the function and the CDC tasks run in',
     );
   }
-  // The function only needs the VPC id (for a created security group) and the subnets given here;
-  // the AZ list is required by the import but never rendered, so no lookup is needed for it.
+  // Only the VPC id (for created security groups) and the subnets given here are rendered; the AZ
+  // list is required by the import but never rendered, so no lookup is needed for it.
   const vpc = ec2.Vpc.fromVpcAttributes(stack, 'Vpc', { vpcId, availabilityZones: Fn.getAzs() });
   return {
     vpc,
-    vpcSubnets: { subnets: subnetIds.map((id, i) => ec2.Subnet.fromSubnetId(stack, `Subnet${i}`, id)) },
-    // Without ids CDK creates one group (all egress, no ingress): allow it into the database's group.
-    ...(sgIds.length > 0
-      ? {
-          securityGroups: sgIds.map((id, i) =>
-            ec2.SecurityGroup.fromSecurityGroupId(stack, `SecurityGroup${i}`, id),
-          ),
-        }
-      : {}),
+    subnets: subnetIds.map((id, i) => ec2.Subnet.fromSubnetId(stack, `Subnet${i}`, id)),
+    securityGroups: sgIds.map((id, i) =>
+      ec2.SecurityGroup.fromSecurityGroupId(stack, `SecurityGroup${i}`, id),
+    ),
   };
+}
+
+/** A number from context within [min, max], or the default. */
+function contextNumber(node: Node, key: string, fallback: number, min: number, max: number): number {
+  const raw = node.tryGetContext(key) as unknown;
+  if (raw === undefined || raw === null || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new ConfigError(`-c ${key}`, `must be an integer from ${min} to ${max}, got "${String(raw)}"`);
+  }
+  return n;
 }
 
 function contextString(node: Node, key: string): string | undefined {

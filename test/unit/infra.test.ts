@@ -9,9 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
+import * as ecs from 'aws-cdk-lib/aws-ecs';
+import { AwsSolutionsChecks } from 'cdk-nag';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
 import { bundleHandler } from '../../functions/bundle.js';
+import { REPO_ROOT } from '../../infra/cdc-service.js';
 import { loadDeployableSpec } from '../../infra/deploy-spec.js';
 import { assertDeployableSpec, CONTEXT, TidemarkStack } from '../../infra/incremental-stack.js';
 import { parseSpec } from '../../shared/config/spec.js';
@@ -59,16 +62,21 @@ afterAll(() => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
+/** A stand-in task image: template tests need no Docker build context (one test uses the asset). */
+const TEST_IMAGE = ecs.ContainerImage.fromRegistry('public.ecr.aws/example/tidemark-cdc:test');
+
 function stackOf(
   raw: Record<string, unknown>,
   context: Record<string, unknown> = {},
   dir: string = bundleDir,
+  cdcImage: ecs.ContainerImage | null = TEST_IMAGE,
 ): TidemarkStack {
   const app = new App({ context });
   return new TidemarkStack(app, 'tidemark-shop', {
     spec: parseSpec(raw, { env: {} }),
     bundleDir: dir,
     env: { account: '123456789012', region: 'us-east-1' },
+    ...(cdcImage ? { cdcImage } : {}),
   });
 }
 
@@ -100,7 +108,10 @@ function functionStatements(t: Template): Statement[] {
 }
 
 const actionsOf = (s: Statement): string[] => (Array.isArray(s.Action) ? s.Action : [s.Action]);
-const logicalId = (t: Template, type: string): string => Object.keys(t.findResources(type))[0]!;
+const logicalId = (t: Template, type: string): string =>
+  type === 'AWS::S3::Bucket'
+    ? Object.keys(t.findResources(type, { Properties: { BucketName: 'tidemark-shop-lake' } }))[0]!
+    : Object.keys(t.findResources(type))[0]!;
 
 describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
   let t: Template;
@@ -231,12 +242,21 @@ describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
     const bucketId = logicalId(t, 'AWS::S3::Bucket');
     const fnId = logicalId(t, 'AWS::Lambda::Function');
 
+    // Writes only on the pipeline's incremental and check-probe keys; CDC keys read-only (the
+    // mode-change check), through dynamodb:LeadingKeys.
     const dynamo = statements.filter((s) => actionsOf(s).some((a) => a.startsWith('dynamodb:')));
-    expect(dynamo).toHaveLength(1);
-    expect(new Set(actionsOf(dynamo[0]!))).toEqual(
-      new Set(['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']),
-    );
-    expect(dynamo[0]!.Resource).toEqual({ 'Fn::GetAtt': [stateId, 'Arn'] });
+    expect(dynamo.map((s) => [new Set(actionsOf(s)), s.Resource, s.Condition])).toEqual([
+      [
+        new Set(['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']),
+        { 'Fn::GetAtt': [stateId, 'Arn'] },
+        { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['inc#shop#*', 'check#shop#*'] } },
+      ],
+      [
+        new Set(['dynamodb:GetItem']),
+        { 'Fn::GetAtt': [stateId, 'Arn'] },
+        { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['cdc#shop#*'] } },
+      ],
+    ]);
 
     const objects = statements.find((s) => actionsOf(s).includes('s3:PutObject'))!;
     expect(new Set(actionsOf(objects))).toEqual(new Set(['s3:PutObject', 's3:GetObject', 's3:DeleteObject']));
@@ -380,7 +400,7 @@ describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
     expect(configErrorOf(() => stackOf(rawSpec(), {}, work)).message).toMatch(/has no index\.js/);
   });
 
-  it('refuses cdc tables at synth: the mode gate on kinds that cannot stream, and any cdc table this stack cannot run', () => {
+  it('refuses at synth, through the mode gate, a cdc table whose kind cannot stream (postgres and mysql today)', () => {
     const events = {
       source: 'app',
       table: 'public.events',
@@ -393,24 +413,15 @@ describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
     expect(configErrorOf(() => stackOf(pg)).message).toMatch(
       /^tables\[2\]\.mode: public\.events is mode: cdc, but the postgres driver \(sources\.app\) cannot stream changes .*; set mode: incremental with a cursor column/,
     );
-    // A kind that can stream passes the gate, but this stack builds no CDC task yet.
-    registerDriver(scriptedDriver('scripted'));
-    try {
-      const capable = rawSpec();
-      capable.sources = {
-        app: { kind: 'postgres', secretArn: SECRET_ARN },
-        log: { kind: 'scripted', secretArn: SECRET_ARN },
-      };
-      capable.tables = [...(capable.tables as object[]), { ...events, source: 'log' }];
-      const cannot =
-        /^tables\[2\]\.mode: public\.events is mode: cdc, which this release cannot deploy .*mode: incremental/;
-      expect(configErrorOf(() => assertDeployableSpec(parseSpec(capable, { env: {} }))).message).toMatch(
-        cannot,
-      );
-      expect(configErrorOf(() => stackOf(capable)).message).toMatch(cannot);
-    } finally {
-      unregisterDriver('scripted');
-    }
+    expect(configErrorOf(() => assertDeployableSpec(parseSpec(pg, { env: {} }))).message).toMatch(
+      /^tables\[2\]\.mode: .*postgres driver/,
+    );
+    const my = rawSpec();
+    my.sources = { app: { kind: 'mysql', secretArn: SECRET_ARN, cdc: { serverId: 5400 } } };
+    my.tables = [...(my.tables as object[]), events];
+    expect(configErrorOf(() => stackOf(my)).message).toMatch(
+      /^tables\[2\]\.mode: .*the mysql driver .*cannot stream/,
+    );
   });
 
   it('warns at synth about settings that only make sense locally', () => {
@@ -433,6 +444,284 @@ describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
     );
     expect(configErrorOf(() => loadDeployableSpec(join(work, 'nope.yaml'))).message).toMatch(
       /cannot read spec file/,
+    );
+  });
+});
+
+/** A spec with the two incremental tables and cdc tables on two sources of a streaming test kind. */
+function cdcSpec(): Record<string, unknown> {
+  const raw = rawSpec();
+  raw.sources = {
+    app: { kind: 'postgres', secretArn: SECRET_ARN },
+    log: { kind: 'scripted', secretArn: `${SECRET_ARN}-log`, cdc: { stopTimeoutSeconds: 100 } },
+    audit: { kind: 'scripted', secretArn: `${SECRET_ARN}-audit` },
+  };
+  const cdc = (source: string, table: string) => ({
+    source,
+    table,
+    mode: 'cdc',
+    writeMode: 'append',
+    snapshot: 'never',
+  });
+  raw.tables = [
+    ...(raw.tables as object[]),
+    cdc('log', 'public.events'),
+    cdc('log', 'public.clicks'),
+    cdc('audit', 'audit.trail'),
+  ];
+  return raw;
+}
+
+const VPC_CONTEXT = {
+  [CONTEXT.vpcId]: 'vpc-0123456789abcdef0',
+  [CONTEXT.subnetIds]: 'subnet-0aaa,subnet-0bbb',
+};
+
+/** Every statement of the policies attached to role `roleId`. */
+function roleStatements(t: Template, roleId: string): Statement[] {
+  return Object.values(t.findResources('AWS::IAM::Policy'))
+    .filter((p) => JSON.stringify(p.Properties.Roles) === JSON.stringify([{ Ref: roleId }]))
+    .flatMap((p) => p.Properties.PolicyDocument.Statement as Statement[]);
+}
+
+describe('TidemarkStack (CDC services, with a registered streaming test kind)', { timeout: 120_000 }, () => {
+  let t: Template;
+  beforeAll(() => {
+    registerDriver(scriptedDriver('scripted'));
+    t = synth(cdcSpec(), VPC_CONTEXT);
+  }, 120_000);
+  afterAll(() => unregisterDriver('scripted'));
+
+  it('runs one Fargate service per cdc source: one task, stop timeout from the spec, health check, circuit breaker', () => {
+    t.resourceCountIs('AWS::ECS::Cluster', 1);
+    t.hasResourceProperties('AWS::ECS::Cluster', {
+      ClusterSettings: [{ Name: 'containerInsights', Value: 'enabled' }],
+    });
+    const services = Object.values(t.findResources('AWS::ECS::Service'));
+    expect(services).toHaveLength(2);
+    for (const s of services) {
+      expect(s.Properties).toMatchObject({
+        LaunchType: 'FARGATE',
+        DesiredCount: 1,
+        DeploymentConfiguration: {
+          MinimumHealthyPercent: 0,
+          MaximumPercent: 100,
+          DeploymentCircuitBreaker: { Enable: true, Rollback: true },
+        },
+        NetworkConfiguration: {
+          AwsvpcConfiguration: { AssignPublicIp: 'DISABLED', Subnets: ['subnet-0aaa', 'subnet-0bbb'] },
+        },
+      });
+    }
+    const containers = Object.values(t.findResources('AWS::ECS::TaskDefinition')).map(
+      (d) => d.Properties.ContainerDefinitions[0],
+    );
+    const bySource = new Map(
+      containers.map((c) => [
+        c.Environment.find((e: { Name: string }) => e.Name === 'TIDEMARK_SOURCE').Value,
+        c,
+      ]),
+    );
+    expect([...bySource.keys()].sort()).toEqual(['audit', 'log']);
+    // cdc.stopTimeoutSeconds + 10 s to exit (ECS allows at most 120): 100 -> 110, default 30 -> 40.
+    expect(bySource.get('log').StopTimeout).toBe(110);
+    expect(bySource.get('audit').StopTimeout).toBe(40);
+    for (const c of bySource.values()) {
+      expect(c.HealthCheck).toEqual({
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell default, expanded by the container
+        Command: ['CMD-SHELL', 'curl -f http://127.0.0.1:${TIDEMARK_HEALTH_PORT:-8080}/health || exit 1'],
+        Interval: 30,
+        Timeout: 5,
+        Retries: 3,
+        StartPeriod: 60,
+      });
+      const env = Object.fromEntries(
+        c.Environment.map((e: { Name: string; Value: string }) => [e.Name, e.Value]),
+      );
+      expect(env.TIDEMARK_HEALTH_PORT).toBe('8080');
+      expect(env.TIDEMARK_PIPELINE).toBe('shop');
+      // The spec travels as written: it names the secret, never a password.
+      expect(loadSpecText(env.TIDEMARK_SPEC_YAML).sources.log?.secretArn).toBe(`${SECRET_ARN}-log`);
+      expect(c.LogConfiguration.LogDriver).toBe('awslogs');
+    }
+    t.hasResourceProperties('AWS::Logs::LogGroup', { RetentionInDays: 30 });
+  });
+
+  it('gives the task the spec file as written when the app passes it', () => {
+    const text = toYaml(cdcSpec());
+    const app = new App({ context: VPC_CONTEXT });
+    const stack = new TidemarkStack(app, 'tidemark-shop', {
+      spec: parseSpec(cdcSpec(), { env: {} }),
+      specText: text,
+      bundleDir,
+      cdcImage: TEST_IMAGE,
+      env: { account: '123456789012', region: 'us-east-1' },
+    });
+    const envs = Object.values(Template.fromStack(stack).findResources('AWS::ECS::TaskDefinition')).map((d) =>
+      d.Properties.ContainerDefinitions[0].Environment.find(
+        (e: { Name: string }) => e.Name === 'TIDEMARK_SPEC_YAML',
+      ),
+    );
+    expect(envs.map((e) => e.Value)).toEqual([text, text]);
+  });
+
+  it('schedules only the incremental tables', () => {
+    const tables = Object.values(t.findResources('AWS::Scheduler::Schedule')).map(
+      (s) => JSON.parse(s.Properties.Target.Input).table,
+    );
+    expect(tables.sort()).toEqual(['public.customers', 'public.orders']);
+  });
+
+  it("scopes each task role to the pipeline's cdc# keys (inc# read-only), the lake prefix and its own secret", () => {
+    const stateId = logicalId(t, 'AWS::DynamoDB::Table');
+    const taskRoles = Object.values(t.findResources('AWS::ECS::TaskDefinition')).map(
+      (d) =>
+        [
+          d.Properties.ContainerDefinitions[0].Environment.find(
+            (e: { Name: string }) => e.Name === 'TIDEMARK_SOURCE',
+          ).Value,
+          d.Properties.TaskRoleArn['Fn::GetAtt'][0],
+        ] as const,
+    );
+    expect(taskRoles).toHaveLength(2);
+    for (const [source, roleId] of taskRoles) {
+      const statements = roleStatements(t, roleId);
+      const dynamo = statements.filter((s) => actionsOf(s).some((a) => a.startsWith('dynamodb:')));
+      expect(dynamo.map((s) => [new Set(actionsOf(s)), s.Resource, s.Condition])).toEqual([
+        [
+          new Set(['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']),
+          { 'Fn::GetAtt': [stateId, 'Arn'] },
+          { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['cdc#shop#*'] } },
+        ],
+        [
+          new Set(['dynamodb:GetItem']),
+          { 'Fn::GetAtt': [stateId, 'Arn'] },
+          { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['inc#shop#*'] } },
+        ],
+      ]);
+      const secrets = statements.filter((s) => actionsOf(s).includes('secretsmanager:GetSecretValue'));
+      expect(secrets.map((s) => s.Resource)).toEqual([`${SECRET_ARN}-${source}`]);
+      const objects = statements.find((s) => actionsOf(s).includes('s3:PutObject'))!;
+      expect(JSON.stringify(objects.Resource)).toContain('/raw/*');
+      const list = statements.find((s) => actionsOf(s).includes('s3:ListBucket'))!;
+      expect(list.Condition).toEqual({ StringLike: { 's3:prefix': ['raw/*'] } });
+      for (const s of statements) for (const a of actionsOf(s)) expect(a).not.toContain('*');
+    }
+    // The incremental function keeps its inc#/check# scope beside the tasks.
+    expect(
+      functionStatements(t)
+        .filter((s) => actionsOf(s).includes('dynamodb:PutItem'))
+        .map((s) => s.Condition),
+    ).toEqual([{ 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['inc#shop#*', 'check#shop#*'] } }]);
+  });
+
+  it('alarms per source on no running task, lag and a standby that never becomes active', () => {
+    const alarms = Object.values(t.findResources('AWS::CloudWatch::Alarm')).map((a) => a.Properties);
+    const of = (name: string) => alarms.filter((a) => a.MetricName === name);
+    expect(of('RunningTaskCount')).toHaveLength(2);
+    expect(of('RunningTaskCount')[0]).toMatchObject({
+      Namespace: 'ECS/ContainerInsights',
+      Statistic: 'Minimum',
+      Threshold: 1,
+      ComparisonOperator: 'LessThanThreshold',
+      TreatMissingData: 'breaching',
+    });
+    expect(of('LagSeconds')).toHaveLength(2);
+    expect(of('LagSeconds')[0]).toMatchObject({
+      Namespace: 'tidemark',
+      Threshold: 900,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+    expect(of('Active')).toHaveLength(2);
+    expect(of('Active')[0]).toMatchObject({
+      Namespace: 'tidemark',
+      Statistic: 'Maximum',
+      Threshold: 1,
+      ComparisonOperator: 'LessThanThreshold',
+      EvaluationPeriods: 10,
+      TreatMissingData: 'breaching',
+    });
+    expect(of('Active').flatMap((a) => a.Dimensions)).toContainEqual({ Name: 'source', Value: 'log' });
+  });
+
+  it('uses the NAT by default, or creates gateway (S3, DynamoDB) and interface (ECR, Logs, Secrets Manager) endpoints', () => {
+    t.resourceCountIs('AWS::EC2::VPCEndpoint', 0);
+    const ep = synth(cdcSpec(), {
+      ...VPC_CONTEXT,
+      [CONTEXT.cdcNetwork]: 'endpoints',
+      [CONTEXT.routeTableIds]: 'rtb-0aaa,rtb-0bbb',
+    });
+    const endpoints = Object.values(ep.findResources('AWS::EC2::VPCEndpoint')).map((e) => e.Properties);
+    const gateways = endpoints.filter((e) => e.VpcEndpointType === 'Gateway');
+    expect(gateways.map((g) => g.ServiceName).sort()).toEqual([
+      'com.amazonaws.us-east-1.dynamodb',
+      'com.amazonaws.us-east-1.s3',
+    ]);
+    for (const g of gateways) expect(g.RouteTableIds).toEqual(['rtb-0aaa', 'rtb-0bbb']);
+    const interfaces = endpoints.filter((e) => e.VpcEndpointType === 'Interface');
+    expect(JSON.stringify(interfaces.map((i) => i.ServiceName))).toMatch(
+      /ecr\.api.*ecr\.dkr.*logs.*secretsmanager/,
+    );
+    expect(
+      configErrorOf(() => stackOf(cdcSpec(), { ...VPC_CONTEXT, [CONTEXT.cdcNetwork]: 'endpoints' })).message,
+    ).toMatch(/tidemark:routeTableIds.*is required/);
+    expect(
+      configErrorOf(() => stackOf(cdcSpec(), { ...VPC_CONTEXT, [CONTEXT.cdcNetwork]: 'vpn' })).message,
+    ).toMatch(/must be "nat" or "endpoints"/);
+    expect(configErrorOf(() => stackOf(cdcSpec())).message).toMatch(
+      /tidemark:vpcId.*required for cdc tables/,
+    );
+  });
+
+  it('builds the default task image from the repo Dockerfile as an asset, without Docker at synth', () => {
+    const withAsset = Template.fromStack(stackOf(cdcSpec(), VPC_CONTEXT, bundleDir, null));
+    const image = Object.values(withAsset.findResources('AWS::ECS::TaskDefinition'))[0]!.Properties
+      .ContainerDefinitions[0].Image;
+    expect(JSON.stringify(image)).toContain('cdk-hnb659fds-container-assets');
+    const dockerfile = readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8');
+    expect(dockerfile).toMatch(/^USER node$/m);
+    expect(dockerfile).toMatch(/CMD \["node", "\/app\/cdc\/index\.js"\]/);
+    expect(dockerfile).toContain('functions/build-cdc.ts');
+  });
+
+  it('passes the AwsSolutions cdk-nag pack, every remaining finding acknowledged with a reason', () => {
+    for (const stack of [
+      stackOf(cdcSpec(), { ...VPC_CONTEXT, [CONTEXT.alarmEmail]: 'ops@example.com' }),
+      stackOf(cdcSpec(), {
+        ...VPC_CONTEXT,
+        [CONTEXT.cdcNetwork]: 'endpoints',
+        [CONTEXT.routeTableIds]: 'rtb-0aaa',
+      }),
+    ]) {
+      expectNagClean(stack);
+    }
+  });
+});
+
+/** Runs AwsSolutions over the stack; fails listing every unacknowledged error or warning. */
+function expectNagClean(stack: TidemarkStack): void {
+  const report = new AwsSolutionsChecks(undefined, { verbose: true }).validateScope(stack);
+  const open = report.violations.map(
+    (v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.resourceLogicalId).join(', ')}`,
+  );
+  expect(open).toEqual([]);
+}
+
+function loadSpecText(text: string): { sources: Record<string, { secretArn: string }> } {
+  const file = join(work, `spec-${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(file, text);
+  return loadDeployableSpec(file) as unknown as { sources: Record<string, { secretArn: string }> };
+}
+
+describe('cdk-nag over the incremental-only stack', { timeout: 120_000 }, () => {
+  it('passes AwsSolutions with the reasoned acknowledgements (default, VPC and alarm e-mail)', () => {
+    expectNagClean(stackOf(rawSpec()));
+    expectNagClean(
+      stackOf(rawSpec(), {
+        [CONTEXT.vpcId]: 'vpc-0123456789abcdef0',
+        [CONTEXT.subnetIds]: 'subnet-0aaa',
+        [CONTEXT.alarmEmail]: 'ops@example.com',
+      }),
     );
   });
 });
