@@ -12,7 +12,7 @@
  *       `node`, the scripted source registered through TIDEMARK_REGISTER.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
@@ -280,6 +280,30 @@ describe('the CDC task in real processes', { timeout: 180_000 }, () => {
     const state = parseCdcState((await new FileCursorStore(join(dir, 'state')).load(STATE_KEY)).value);
     const confirmed = await new ScriptedServer(generateScript(script), join(dir, 'server')).confirmed();
     expect(confirmed).toEqual(state.position);
+  });
+
+  it('entrypoint: a failed runner answers 503 failing with the error, then exits 1', async () => {
+    const dir = freshDir();
+    const specFile = writeSpec(dir, LONG);
+    // A table the script does not have: introspection fails.
+    const spec = JSON.parse(readFileSync(specFile, 'utf8')) as { tables: Record<string, unknown>[] };
+    spec.tables.push({ ...spec.tables[0], table: 'public.missing' });
+    writeFileSync(specFile, JSON.stringify(spec));
+    const child = start([CHILD, 'entrypoint'], {
+      TIDEMARK_SPEC_FILE: specFile,
+      TIDEMARK_FAILING_GRACE_MS: '3000',
+      TIDEMARK_TEST_CDC: JSON.stringify({ script: LONG, dir: join(dir, 'server') } satisfies CdcTaskSource),
+    });
+    const port = await child.healthPort();
+    const failing = await until(async () => {
+      const h = await health(port);
+      return h.body.state === 'failing' ? h : undefined;
+    }, 'the task failing');
+    expect(failing.status).toBe(503);
+    expect((failing.body as unknown as { error: { message: string } }).error.message).toMatch(
+      /public\.missing/,
+    );
+    expect((await child.exited).code).toBe(1);
   });
 
   it('(c) the bundled entrypoint under plain node: healthy while active, SIGTERM drains and exits 0', async () => {
