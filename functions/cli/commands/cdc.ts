@@ -77,12 +77,21 @@ function ago(iso: string | undefined, now: number): string {
   return s < 120 ? `${s}s ago` : `${Math.round(s / 60)}m ago`;
 }
 
+/** A lag, short: `0.4s`, `12m`, `3h`, `40d`. */
+function lagText(ms: number): string {
+  const s = ms / 1000;
+  if (s < 120) return `${s.toFixed(1)}s`;
+  if (s < 7200) return `${Math.round(s / 60)}m`;
+  if (s < 172_800) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86_400)}d`;
+}
+
 /** One source's part of the status line. */
 export function statusText(s: CdcSourceStatus, now: number): string {
   const head = `${s.source}: ${s.state}${s.position ? ` @ ${s.position}` : ''}`;
   const tables = Object.entries(s.tables).map(
     ([t, v]) =>
-      `${t} ${v.rows} rows, flushed ${ago(v.lastFlushAt, now)}${v.lagMs !== undefined ? `, lag ${(v.lagMs / 1000).toFixed(1)}s` : ''}`,
+      `${t} ${v.rows} rows, flushed ${ago(v.lastFlushAt, now)}${v.lagMs !== undefined ? `, lag ${lagText(v.lagMs)}` : ''}`,
   );
   return [head, ...tables].join(' | ');
 }
