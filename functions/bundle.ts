@@ -1,5 +1,5 @@
 /**
- * Bundles a Lambda handler with esbuild exactly as `cdk deploy` ships it: one CommonJS file
+ * Bundles a Lambda handler (or the CDC task's entrypoint) with esbuild exactly as `cdk deploy` ships it: one CommonJS file
  * (parquet-wasm's node build needs __dirname), the Parquet encoder's worker thread beside it, the
  * parquet-wasm .wasm copied beside both, and the pipeline spec as `tidemark.yaml`. `tidemark invoke` and the CDK app both use this, so the local
  * invoke tests the same artifact that is deployed.
@@ -20,10 +20,18 @@ export interface BundleResult {
 }
 
 /** The handlers that can be bundled, by name. */
-export const HANDLERS = { incremental: 'functions/incremental/handler.ts' } as const;
+export const HANDLERS = {
+  incremental: 'functions/incremental/handler.ts',
+  /** The CDC task's entrypoint (Fargate): run as `node index.js`. */
+  cdc: 'functions/cdc/main.ts',
+} as const;
 export type HandlerName = keyof typeof HANDLERS;
 
-export async function bundleHandler(name: HandlerName, outDir: string, specFile?: string): Promise<BundleResult> {
+export async function bundleHandler(
+  name: HandlerName,
+  outDir: string,
+  specFile?: string,
+): Promise<BundleResult> {
   mkdirSync(outDir, { recursive: true });
   const entry = join(outDir, 'index.js');
   await build({

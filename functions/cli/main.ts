@@ -1,6 +1,6 @@
 /**
  * The `tidemark` command line: validate a spec, check everything a run needs, run tables locally
- * until caught up, invoke the BUNDLED Lambda handler in a fresh process (our `sam local invoke`),
+ * until caught up, capture the change-stream sources (`cdc`), invoke the BUNDLED Lambda handler in a fresh process (our `sam local invoke`),
  * show status, reset a table, and the embedded demo behind `npm start`. One file per command in
  * commands/.
  *
@@ -17,6 +17,7 @@ import { readFileSync } from 'node:fs';
 import { inspect } from 'node:util';
 import { redact } from '../../shared/observability/redact.js';
 import { exitCodeOf, oneLine, UsageError } from './args.js';
+import { cmdCdc } from './commands/cdc.js';
 import { cmdCheck } from './commands/check.js';
 import { cmdInvoke } from './commands/invoke.js';
 import { cmdReset } from './commands/reset.js';
@@ -44,6 +45,16 @@ commands:
                                         carries exactly one JSON object per table (errors too)
                                         and logs go to stderr. Ctrl-C / SIGTERM stops after the
                                         page in flight is committed and releases the lease
+  cdc -c FILE [--source NAME]           capture the mode: cdc tables: every source that has
+                                        some (each under its own lease, concurrently) or the one
+                                        named; runs until stopped (a finite source: until its
+                                        end). A live status line on a TTY (per table: rows, last
+                                        flush, lag; the source position), JSON logs otherwise. A
+                                        source whose lease another live process holds waits as a
+                                        standby and takes over when it expires. Ctrl-C / SIGTERM
+                                        drain (flush, commit, ack, release within the source's
+                                        stopTimeoutSeconds) and exit 0: for this long-running
+                                        capture a requested stop is success
   invoke incremental -c FILE --table T [--timeout SECONDS] [--logs]
                                         run the bundled Lambda handler in a fresh process, as
                                         deployed (timeout default 900 s; --logs prints the
@@ -78,6 +89,7 @@ exit codes:
   2    usage error
   75   another run holds a table's lease (run: that table was skipped; unlock: refused)
   130  run stopped by Ctrl-C (SIGINT), 143 by SIGTERM, after committing what was durable
+       (cdc: a drain after a signal exits 0; 130 / 143 only when a second signal quits at once)
 `;
 
 async function main(argv: string[]): Promise<void> {
@@ -87,6 +99,8 @@ async function main(argv: string[]): Promise<void> {
       return cmdValidate(rest);
     case 'check':
       return cmdCheck(rest);
+    case 'cdc':
+      return cmdCdc(rest);
     case 'run':
       return cmdRun(rest);
     case 'invoke':

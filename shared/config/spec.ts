@@ -364,7 +364,7 @@ export type SourceSpec = Spec['sources'][string];
 export type TableSpecConfig = Spec['tables'][number];
 /** A `mode: incremental` table: the only kind runTable, the Lambda and the schedules take. */
 export type IncrementalTableSpec = Extract<TableSpecConfig, { mode: 'incremental' }>;
-/** A `mode: cdc` table: run by the CDC task (`tidemark cdc`, a later command). */
+/** A `mode: cdc` table: run by the CDC task. */
 export type CdcTableSpec = Extract<TableSpecConfig, { mode: 'cdc' }>;
 
 export function isIncremental(t: TableSpecConfig): t is IncrementalTableSpec {
@@ -603,7 +603,7 @@ export function findIncrementalTable(spec: Spec, name: string, command: string):
   if (isIncremental(t)) return t;
   throw new ConfigError(
     '--table',
-    `${tableTarget(t)} is a mode: cdc table; ${command} handles mode: incremental tables only (cdc tables run under \`tidemark cdc\`, a later command)`,
+    `${tableTarget(t)} is a mode: cdc table; ${command} handles mode: incremental tables only (cdc tables run under \`tidemark cdc\`)`,
   );
 }
 

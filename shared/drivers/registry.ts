@@ -67,8 +67,11 @@ export type ClosableIncrementalSource = Introspector &
   Partial<Preflight> &
   Partial<WallClockZone> & { close(): Promise<void> };
 
-/** A source that opens change-stream readers, and is closed. */
-export type ClosableCdcSource = Streamer & { close(): Promise<void> };
+/**
+ * A source that opens change-stream readers, introspects its captured tables (the engine reads
+ * each table's schema at start), and is closed.
+ */
+export type ClosableCdcSource = Streamer & Introspector & { close(): Promise<void> };
 
 export interface DriverRegistration {
   readonly kind: DriverKind;

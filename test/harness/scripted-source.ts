@@ -12,7 +12,8 @@
  *   display: 'step <step>' }`: resume AFTER that step. A first start (`position` undefined)
  *   starts at step 0, as a slot created just before the script's first transaction would.
  * - `scriptedDriver(opts)`: a driver registration object (kind `scripted`, mode cdc) with
- *   `openCdc` returning a `Streamer`; `scriptedDriverWithoutStream` for the capability gate.
+ *   `openCdc` returning a `Streamer` that also introspects (registry `ClosableCdcSource`);
+ *   `scriptedDriverWithoutStream` for the capability gate.
  *
  * What a step delivers (scripted-script.ts `Step`):
  * - txn: `begin`, `rows` events (one per run of consecutive changes to one captured table, at
@@ -63,6 +64,7 @@ import { BatchEncoder, type ColumnWriter } from '../../shared/dataplane/encoder.
 import type { OpCode } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { compareSchemas, schemaHash } from '../../shared/dataplane/schema-rules.js';
+import type { ClosableCdcSource, DriverRegistration } from '../../shared/drivers/registry.js';
 import { parsePgPosition } from '../../shared/position/position.js';
 import {
   cdcSchema,
@@ -687,16 +689,19 @@ export class ScriptedReader implements Reader {
 // The driver registration
 
 /**
- * The shape of a driver registration with CDC (shared/drivers/registry.ts `DriverRegistration`
- * plus the `openCdc` being added there), typed here so the registry needs no change yet.
+ * The scripted driver's registration: a shared/drivers/registry.ts `DriverRegistration` (pass
+ * it to `registerDriver`, and a spec with `kind: scripted` runs under the CDC runner).
  */
-export interface ScriptedDriverRegistration {
+export interface ScriptedDriverRegistration extends DriverRegistration {
   readonly kind: 'scripted';
   readonly capabilities: Capabilities;
   /** The scripted source serves no incremental tables: always rejects. */
-  openIncremental(settings: unknown): Promise<never>;
-  /** A streamer over the script and the server state in `opts.dir`; the settings are ignored. */
-  openCdc(settings?: unknown): Promise<Streamer>;
+  openIncremental(settings?: unknown): Promise<never>;
+  /**
+   * A streamer over the script and the server state in `opts.dir` that also introspects: a
+   * table's schema is the script's at the server's confirmed position. The settings are ignored.
+   */
+  openCdc(settings?: unknown): Promise<ClosableCdcSource>;
 }
 
 export interface ScriptedDriverOptions {
@@ -727,7 +732,22 @@ function registration(opts: ScriptedDriverOptions, stream: boolean): ScriptedDri
     openIncremental: async () => {
       throw new Error('the scripted source serves only cdc tables');
     },
-    openCdc: async () => server.streamer(opts.reader),
+    openCdc: async () => ({
+      ...server.streamer(opts.reader),
+      introspect: async (t) => {
+        const index = opts.script.tables.findIndex((x) => x.name === t.source);
+        if (index < 0) throw new Error(`scripted source: no script table ${t.source}`);
+        const confirmed = await server.confirmed();
+        const step = confirmed === undefined ? 0 : parseScriptedPosition(confirmed) + 1;
+        const table = opts.script.tables[index]!;
+        return {
+          ref: { source: table.name, target: t.target ?? table.name, primaryKey: table.schema.primaryKey },
+          schema: schemaBefore(opts.script, index, step),
+          warnings: [],
+        };
+      },
+      close: async () => undefined,
+    }),
   };
 }
 

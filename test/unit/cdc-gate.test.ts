@@ -261,7 +261,7 @@ describe('tidemark validate and run, in-process', () => {
         table: 'public.orders',
         status: 'skipped',
         mode: 'cdc',
-        reason: 'mode: cdc; it runs under `tidemark cdc` (a later command), not `tidemark run`',
+        reason: 'mode: cdc; it runs under `tidemark cdc`, not `tidemark run`',
       },
     ]);
     expect(process.exitCode ?? 0).toBe(0);

@@ -441,7 +441,7 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
       'tables[1].mode: public.items is mode: incremental, but the scripted driver (sources.app) has no incremental read (modes: cdc); set mode: cdc for this table',
     );
     expect(() => findIncrementalTable(spec, 'public.orders', 'tidemark run')).toThrow(
-      '--table: public.orders is a mode: cdc table; tidemark run handles mode: incremental tables only (cdc tables run under `tidemark cdc`, a later command)',
+      '--table: public.orders is a mode: cdc table; tidemark run handles mode: incremental tables only (cdc tables run under `tidemark cdc`)',
     );
     expect(findIncrementalTable(spec, 'public.items', 'tidemark run').cursor).toBe('updated_at');
   });

@@ -1,6 +1,6 @@
 /**
  * `tidemark run`: syncs a spec's incremental tables locally until caught up. `mode: cdc` tables
- * are skipped with a note (they run under `tidemark cdc`, a later command); a spec may mix both.
+ * are skipped with a note (they run under `tidemark cdc`); a spec may mix both.
  * stdout carries the results only: one line per table, or with `--json` exactly one JSON object
  * per table (errors and skipped cdc tables too); logs and progress go to stderr.
  *
@@ -50,7 +50,7 @@ type TableResult =
     };
 
 /** Why `run` leaves a cdc table alone. */
-const CDC_SKIPPED = 'mode: cdc; it runs under `tidemark cdc` (a later command), not `tidemark run`';
+const CDC_SKIPPED = 'mode: cdc; it runs under `tidemark cdc`, not `tidemark run`';
 
 export async function cmdRun(argv: string[]): Promise<void> {
   const { values } = parseArgs({

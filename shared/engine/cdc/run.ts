@@ -121,6 +121,11 @@ export interface CdcRunOptions {
   readonly isHolderDead?: (owner: string) => boolean;
   /** Called at each named point of the protocol (tests record and crash there). */
   readonly faults?: (point: CdcPoint) => void | Promise<void>;
+  /**
+   * Told when this process becomes a standby (it first finds the lease held by another) and when
+   * it is active (it holds the lease); health endpoints and status lines say so.
+   */
+  readonly onState?: (state: 'standby' | 'active') => void;
   /** Sleeps `ms` (injected by tests that drive time); default setTimeout. */
   readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
@@ -215,6 +220,7 @@ export async function runCdc(opts: CdcRunOptions): Promise<CdcSummary> {
     };
   }
   const standbyMs = opts.clock() - standbyStarted;
+  opts.onState?.('active');
   const run = new CdcRun(opts, key, log, record);
   try {
     return { ...(await run.execute()), standbyMs };
@@ -242,6 +248,7 @@ async function acquireOrStandby(
           expiresAt: e.expiresAt,
         });
         announced = true;
+        opts.onState?.('standby');
       }
       const wait = Math.max(50, Math.min(opts.leaseTtlMs, (e.expiresAt ?? 0) - opts.clock() + 10));
       try {
