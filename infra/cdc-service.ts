@@ -9,7 +9,7 @@
  * needs no Docker; `cdk deploy` builds and pushes it, so Docker is needed at deploy time.
  * The task's entrypoint (functions/cdc/main.ts, bundled to /app/cdc/index.js) reads:
  * `TIDEMARK_SPEC_FILE` (the Dockerfile's entrypoint writes `TIDEMARK_SPEC_YAML` there),
- * `TIDEMARK_SOURCE` (the one source this service runs) and `TIDEMARK_HEALTH_PORT`.
+ * `TIDEMARK_CDC_SOURCE` (the one source this service runs) and `TIDEMARK_HEALTH_PORT`.
  */
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -158,7 +158,7 @@ export class CdcServices extends Construct {
       logging: ecs.LogDrivers.awsLogs({ logGroup, streamPrefix: 'cdc' }),
       environment: {
         TIDEMARK_SPEC_YAML: specYaml,
-        TIDEMARK_SOURCE: source,
+        TIDEMARK_CDC_SOURCE: source,
         TIDEMARK_PIPELINE: spec.pipeline,
         TIDEMARK_HEALTH_PORT: String(HEALTH_PORT),
         TIDEMARK_METRICS: 'emf',

@@ -518,7 +518,7 @@ describe('TidemarkStack (CDC services, with a registered streaming test kind)', 
     );
     const bySource = new Map(
       containers.map((c) => [
-        c.Environment.find((e: { Name: string }) => e.Name === 'TIDEMARK_SOURCE').Value,
+        c.Environment.find((e: { Name: string }) => e.Name === 'TIDEMARK_CDC_SOURCE').Value,
         c,
       ]),
     );
@@ -578,7 +578,7 @@ describe('TidemarkStack (CDC services, with a registered streaming test kind)', 
       (d) =>
         [
           d.Properties.ContainerDefinitions[0].Environment.find(
-            (e: { Name: string }) => e.Name === 'TIDEMARK_SOURCE',
+            (e: { Name: string }) => e.Name === 'TIDEMARK_CDC_SOURCE',
           ).Value,
           d.Properties.TaskRoleArn['Fn::GetAtt'][0],
         ] as const,
