@@ -9,9 +9,12 @@
  *       the first is SIGKILLed and its lease expires, and finishes the script with nothing lost
  *       (the lake read back with DuckDB equals the model);
  *   (c) the BUNDLED entrypoint (functions/bundle.ts `bundleHandler('cdc')`) runs (a) under plain
- *       `node`, the scripted source registered through TIDEMARK_REGISTER.
+ *       `node`, the scripted source registered through TIDEMARK_REGISTER;
+ *   (d) the bundled entrypoint runs (b), the same scenario function (`standbyTakeover`);
+ *   (e) `tidemark cdc` on a pseudo-terminal (`script`, util-linux) draws the live status line:
+ *       the source's state and position, per table its rows and last flush.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -216,6 +219,67 @@ async function drainAfterRows(
   return child.exited;
 }
 
+/**
+ * (b)'s scenario, for the TypeScript entrypoint and the bundled one alike: a first task active,
+ * a second started while it runs is a standby (its health endpoint says so), the first is
+ * SIGKILLed, the second takes over once the lease expires (leaseTtlSeconds 15), finishes the
+ * script and exits 0; the lake equals the model and the state's position is what the server
+ * confirmed.
+ */
+async function standbyTakeover(startTask: (env: Record<string, string>) => Child): Promise<void> {
+  const dir = freshDir();
+  const script: ScriptParams = { seed: 11, tables: 2, transactions: 400 };
+  const specFile = writeSpec(dir, script);
+  const env = {
+    TIDEMARK_SPEC_FILE: specFile,
+    TIDEMARK_TEST_CDC: JSON.stringify({
+      script,
+      dir: join(dir, 'server'),
+      delayMs: 3,
+    } satisfies CdcTaskSource),
+  };
+  const first = startTask(env);
+  const firstPort = await first.healthPort();
+  await until(
+    async () => (await health(firstPort)).body.state === 'active' || undefined,
+    'the first task active',
+  );
+  await until(async () => (await durableRows(dir)) > 0 || undefined, 'durable rows');
+  const second = startTask(env);
+  const secondPort = await second.healthPort();
+  const standby = await until(async () => {
+    const h = await health(secondPort);
+    return h.body.state === 'standby' ? h : undefined;
+  }, 'the second task standby');
+  // A standby is healthy.
+  expect(standby.status).toBe(200);
+  expect(standby.body.sources).toMatchObject([{ source: 'src', state: 'standby' }]);
+  first.process.kill('SIGKILL');
+  expect((await first.exited).signal).toBe('SIGKILL');
+  // No liveness judgement in a task: the second takes over when the lease expires (15 s).
+  await until(
+    async () => {
+      const h = await health(secondPort).catch(() => undefined);
+      return h?.body.state === 'active' || h?.body.state === 'stopped' || undefined;
+    },
+    'the second task active',
+    40_000,
+  );
+  const exit = await second.exited;
+  expect(exit, second.stderr()).toEqual({ code: 0, signal: null });
+  expect(second.stderr()).toContain('"msg":"standby: another process holds the lease');
+  expect(second.stderr()).toContain('"msg":"the change stream ended"');
+  await expectLakeEqualsModel(dir, script);
+  const state = parseCdcState((await new FileCursorStore(join(dir, 'state')).load(STATE_KEY)).value);
+  const confirmed = await new ScriptedServer(generateScript(script), join(dir, 'server')).confirmed();
+  expect(confirmed).toEqual(state.position);
+}
+
+/** `s` as one POSIX shell word. */
+function shellQuote(s: string): string {
+  return `'${s.replace(/'/g, "'\\''")}'`;
+}
+
 const LONG: ScriptParams = { seed: 7, tables: 2, transactions: 400 };
 
 describe('the CDC task in real processes', { timeout: 180_000 }, () => {
@@ -234,52 +298,7 @@ describe('the CDC task in real processes', { timeout: 180_000 }, () => {
   });
 
   it('(b) entrypoint: a second task is a standby, takes over after the first is SIGKILLed, nothing lost', async () => {
-    const dir = freshDir();
-    const script: ScriptParams = { seed: 11, tables: 2, transactions: 400 };
-    const specFile = writeSpec(dir, script);
-    const env = {
-      TIDEMARK_SPEC_FILE: specFile,
-      TIDEMARK_TEST_CDC: JSON.stringify({
-        script,
-        dir: join(dir, 'server'),
-        delayMs: 3,
-      } satisfies CdcTaskSource),
-    };
-    const first = start([CHILD, 'entrypoint'], env);
-    const firstPort = await first.healthPort();
-    await until(
-      async () => (await health(firstPort)).body.state === 'active' || undefined,
-      'the first task active',
-    );
-    await until(async () => (await durableRows(dir)) > 0 || undefined, 'durable rows');
-    const second = start([CHILD, 'entrypoint'], env);
-    const secondPort = await second.healthPort();
-    const standby = await until(async () => {
-      const h = await health(secondPort);
-      return h.body.state === 'standby' ? h : undefined;
-    }, 'the second task standby');
-    // A standby is healthy.
-    expect(standby.status).toBe(200);
-    expect(standby.body.sources).toMatchObject([{ source: 'src', state: 'standby' }]);
-    first.process.kill('SIGKILL');
-    expect((await first.exited).signal).toBe('SIGKILL');
-    // No liveness judgement in a task: the second takes over when the lease expires (15 s).
-    await until(
-      async () => {
-        const h = await health(secondPort).catch(() => undefined);
-        return h?.body.state === 'active' || h?.body.state === 'stopped' || undefined;
-      },
-      'the second task active',
-      40_000,
-    );
-    const exit = await second.exited;
-    expect(exit, second.stderr()).toEqual({ code: 0, signal: null });
-    expect(second.stderr()).toContain('"msg":"standby: another process holds the lease');
-    expect(second.stderr()).toContain('"msg":"the change stream ended"');
-    await expectLakeEqualsModel(dir, script);
-    const state = parseCdcState((await new FileCursorStore(join(dir, 'state')).load(STATE_KEY)).value);
-    const confirmed = await new ScriptedServer(generateScript(script), join(dir, 'server')).confirmed();
-    expect(confirmed).toEqual(state.position);
+    await standbyTakeover((env) => start([CHILD, 'entrypoint'], env));
   });
 
   it('entrypoint: a failed runner answers 503 failing with the error, then exits 1', async () => {
@@ -332,5 +351,64 @@ describe('the CDC task in real processes', { timeout: 180_000 }, () => {
     expect(exit, child.stderr()).toEqual({ code: 0, signal: null });
     await expectDrained(dir, LONG);
     expect(child.stderr()).toContain('"msg":"stopped: drained"');
+  });
+
+  it('(d) the bundled entrypoint under plain node runs (b): standby, takeover after SIGKILL, nothing lost', async () => {
+    const bundle = await bundleHandler('cdc', join(freshDir(), 'bundle'));
+    await standbyTakeover((env) => start([bundle.entry], { ...env, TIDEMARK_REGISTER: REGISTER }, []));
+  });
+
+  it('(e) tidemark cdc on a TTY: a live status line with the source position and per table rows', async () => {
+    const dir = freshDir();
+    const spec = writeSpec(dir, LONG);
+    const source: CdcTaskSource = { script: LONG, dir: join(dir, 'server'), delayMs: 5 };
+    const tables = generateScript(LONG).tables.map((t) => t.name);
+    // `script` runs the CLI child on a pseudo-terminal (its stdout and stderr a TTY) and copies
+    // what it writes there to its own stdout; -e: its exit code is the child's. The pty has no
+    // size, so stty gives it a width the whole line fits in.
+    const command = `stty cols 400; exec ${[process.execPath, '--import', 'tsx', CHILD, 'cli', 'cdc', '-c', spec].map(shellQuote).join(' ')}`;
+    const p = spawn('script', ['-qfec', command, '/dev/null'], {
+      cwd: ROOT,
+      env: { ...process.env, TIDEMARK_TEST_CDC: JSON.stringify(source) },
+      // stdin a pipe left open: `script` copies its stdin to the pty, an EOF there would end it.
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    children.push(p);
+    let out = '';
+    p.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    p.stderr!.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      p.on('exit', (code, signal) => resolve({ code, signal })),
+    );
+    // The status line (functions/cli/commands/cdc.ts statusText): `src: active @ <position>`,
+    // then per table `<table> <rows> rows, flushed <ago>[, lag <lag>]`, a table with rows.
+    const table = tables.map((t) => t.replace(/[.]/g, '\\.')).join('|');
+    const status = new RegExp(
+      `src: active @ ([^|\\r\\n]+?) \\|[^\\r\\n]*?(${table}) ([1-9]\\d*) rows, flushed (\\d+s ago|\\d+m ago)`,
+    );
+    const m = await until(() => status.exec(out) ?? undefined, `a status line in ${out}`);
+    // The position the scripted source reports (`step <n>`).
+    expect(m[1]).toMatch(/^step \d+$/);
+    // Every table of the spec is on the line.
+    const lineText = out.slice(m.index).split(/\r|\n/)[0]!;
+    for (const t of tables)
+      expect(lineText, out).toMatch(new RegExp(`${t.replace(/[.]/g, '\\.')} \\d+ rows`));
+    // On a TTY the logs are text, not JSON lines.
+    expect(out).not.toMatch(/^\{.*"msg":/m);
+    // SIGTERM to the CLI itself (`script`'s child: the shell exec'd it): it drains and exits 0,
+    // and `script` (-e) exits with that. (A SIGTERM to `script` would SIGKILL it 2 s later.)
+    const cli = Number(
+      execFileSync('ps', ['-o', 'pid=', '--ppid', String(p.pid)], { encoding: 'utf8' }).trim(),
+    );
+    expect(cli).toBeGreaterThan(0);
+    process.kill(cli, 'SIGTERM');
+    const exit = await exited;
+    expect(exit, out).toEqual({ code: 0, signal: null });
+    expect(out).toContain('stopped: drained');
+    await expectDrained(dir, LONG);
   });
 });
