@@ -125,7 +125,7 @@ class StatusLine {
       .all()
       .map((s) => statusText(s, now))
       .join('  ||  ');
-    const width = process.stderr.columns ?? 160;
+    const width = process.stderr.columns || 160;
     this.clear();
     process.stderr.write(text.length > width - 1 ? `${text.slice(0, width - 2)}…` : text);
     this.drawn = true;
