@@ -5,6 +5,8 @@
  * reading Parquet back) and which objects were committed, and a streamer whose acks are checked
  * against the committed state.
  */
+import { join } from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
 import type { Reader, SourcePosition, Streamer } from '../../shared/contracts/cdc.js';
 import type { ObjectRef, Sink } from '../../shared/contracts/sink.js';
 import type { Introspector } from '../../shared/contracts/source.js';
@@ -187,4 +189,38 @@ export function runEngine(r: EngineRun): Promise<CdcSummary> {
     stopTimeoutMs: 30_000,
     ...r.extra,
   });
+}
+
+/** A file lake (`<dir>/lake`) as DuckDB reads it: per table the (pk, __pos, __op) of every row. */
+export async function duckLakeRows(
+  dir: string,
+  tables: readonly string[],
+): Promise<Map<string, [string, string, string][]>> {
+  const db = await DuckDBInstance.create(':memory:');
+  const conn = await db.connect();
+  const out = new Map<string, [string, string, string][]>();
+  try {
+    for (const t of tables) {
+      const glob = join(dir, 'lake', t, '*.parquet');
+      const files = Number(
+        (await conn.runAndReadAll(`SELECT count(*) FROM glob('${glob}')`)).getRows()[0]![0],
+      );
+      if (files === 0) {
+        out.set(t, []);
+        continue;
+      }
+      const rows = (
+        await conn.runAndReadAll(
+          `SELECT CAST(id AS VARCHAR), __pos, CAST(__op AS VARCHAR) FROM read_parquet('${glob}', union_by_name = true)`,
+        )
+      ).getRows();
+      out.set(
+        t,
+        rows.map(([id, pos, op]) => [String(id), String(pos), String(op)]),
+      );
+    }
+  } finally {
+    conn.closeSync();
+  }
+  return out;
 }

@@ -16,13 +16,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CdcPoint } from '../../shared/engine/cdc/run.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import type { ChildConfig, Mutation } from '../harness/cdc-child.js';
-import { STATE_KEY } from '../harness/cdc-engine.js';
+import { duckLakeRows, STATE_KEY } from '../harness/cdc-engine.js';
 import {
   expectedLake,
   generateScript,
@@ -58,40 +57,6 @@ function child(config: ChildConfig): Promise<{ code: number | null; signal: stri
     p.on('error', reject);
     p.on('exit', (code, signal) => resolve({ code, signal, stderr }));
   });
-}
-
-/** The lake as DuckDB reads it: per table the (pk, __pos, __op) of every row. */
-async function lakeRows(
-  dir: string,
-  tables: readonly string[],
-): Promise<Map<string, [string, string, string][]>> {
-  const db = await DuckDBInstance.create(':memory:');
-  const conn = await db.connect();
-  const out = new Map<string, [string, string, string][]>();
-  try {
-    for (const t of tables) {
-      const glob = join(dir, 'lake', t, '*.parquet');
-      const files = Number(
-        (await conn.runAndReadAll(`SELECT count(*) FROM glob('${glob}')`)).getRows()[0]![0],
-      );
-      if (files === 0) {
-        out.set(t, []);
-        continue;
-      }
-      const rows = (
-        await conn.runAndReadAll(
-          `SELECT CAST(id AS VARCHAR), __pos, CAST(__op AS VARCHAR) FROM read_parquet('${glob}', union_by_name = true)`,
-        )
-      ).getRows();
-      out.set(
-        t,
-        rows.map(([id, pos, op]) => [String(id), String(pos), String(op)]),
-      );
-    }
-  } finally {
-    conn.closeSync();
-  }
-  return out;
 }
 
 /**
@@ -132,7 +97,7 @@ async function crashAndRecover(
   }
   const script = generateScript(SCRIPT);
   const tables = script.tables.map((t) => t.name);
-  const lake = await lakeRows(dir, tables);
+  const lake = await duckLakeRows(dir, tables);
   const expected = expectedLake(script);
   for (const t of tables) {
     const rows = lake.get(t) ?? [];

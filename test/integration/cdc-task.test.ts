@@ -18,12 +18,11 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, describe, expect, it } from 'vitest';
 import { bundleHandler } from '../../functions/bundle.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
-import { STATE_KEY } from '../harness/cdc-engine.js';
+import { duckLakeRows, STATE_KEY } from '../harness/cdc-engine.js';
 import type { CdcTaskSource } from '../harness/cdc-task-source.js';
 import {
   expectedLake,
@@ -154,45 +153,11 @@ async function expectDrained(dir: string, script: ScriptParams): Promise<void> {
   expect(confirmed).toEqual(state.position);
 }
 
-/** The lake as DuckDB reads it: per table the (pk, __pos, __op) of every row. */
-async function lakeRows(
-  dir: string,
-  tables: readonly string[],
-): Promise<Map<string, [string, string, string][]>> {
-  const db = await DuckDBInstance.create(':memory:');
-  const conn = await db.connect();
-  const out = new Map<string, [string, string, string][]>();
-  try {
-    for (const t of tables) {
-      const glob = join(dir, 'lake', t, '*.parquet');
-      const files = Number(
-        (await conn.runAndReadAll(`SELECT count(*) FROM glob('${glob}')`)).getRows()[0]![0],
-      );
-      if (files === 0) {
-        out.set(t, []);
-        continue;
-      }
-      const rows = (
-        await conn.runAndReadAll(
-          `SELECT CAST(id AS VARCHAR), __pos, CAST(__op AS VARCHAR) FROM read_parquet('${glob}', union_by_name = true)`,
-        )
-      ).getRows();
-      out.set(
-        t,
-        rows.map(([id, pos, op]) => [String(id), String(pos), String(op)]),
-      );
-    }
-  } finally {
-    conn.closeSync();
-  }
-  return out;
-}
-
 /** The lake's latest row per key (deletes applied) against the model, and no (pk, __pos) twice. */
 async function expectLakeEqualsModel(dir: string, params: ScriptParams): Promise<void> {
   const script = generateScript(params);
   const tables = script.tables.map((t) => t.name);
-  const lake = await lakeRows(dir, tables);
+  const lake = await duckLakeRows(dir, tables);
   const expected = expectedLake(script);
   for (const t of tables) {
     const rows = lake.get(t) ?? [];
