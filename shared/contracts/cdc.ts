@@ -112,6 +112,12 @@ export interface StartFrom {
  * source; the tables it captures are fixed at `open`.
  */
 export interface Reader {
+  /**
+   * The scheme letter every `__pos` of this reader starts with (shared/position: `p` Postgres,
+   * `m` MySQL): recovery of a table that never committed judges only objects of this scheme, so
+   * the same writer's incremental objects (`i`/`j`, kept after a mode change) are never touched.
+   */
+  readonly positionScheme: string;
   /** Begins replication from `from`. Called once before the first `next`. */
   start(from: StartFrom, signal?: AbortSignal): Promise<void>;
   /**

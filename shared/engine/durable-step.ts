@@ -81,14 +81,10 @@ export async function durableStep<W extends StepWrite>(step: DurableStep<W>): Pr
 
 /**
  * Before a run writes anything: removes this writer's objects of `lake` at or past `committed`
- * (a crashed attempt's leftovers; the sink keeps to that position's scheme), or, when nothing of
- * the table was ever committed (`committed` undefined), every object of this writer in it.
- * Other writers' objects are never considered.
+ * and of its scheme (a crashed attempt's leftovers; a table that never committed passes the
+ * bare scheme letter, which every position of that scheme sorts at or after). Other writers'
+ * objects, and this writer's objects of another scheme, are never considered.
  */
-export function recoverUncommitted(
-  sink: Sink,
-  lake: LakeTable,
-  committed: Position | undefined,
-): Promise<ObjectRef[]> {
-  return committed === undefined ? sink.discard(lake) : sink.recover(lake, committed);
+export function recoverUncommitted(sink: Sink, lake: LakeTable, committed: Position): Promise<ObjectRef[]> {
+  return sink.recover(lake, committed);
 }

@@ -330,6 +330,8 @@ function nextBound(next: string | undefined): { step: number; ord: number } {
 
 /** Reads the scripted log as CDC events (see the module comment). */
 export class ScriptedReader implements Reader {
+  /** Rows carry `pgPosition`s. */
+  readonly positionScheme = 'p';
   private readonly tables: TableState[] = [];
   /** Script table index -> captured table state (undefined: not captured). */
   private readonly byIndex: (TableState | undefined)[];

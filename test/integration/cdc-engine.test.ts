@@ -18,10 +18,21 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LeaseHeldError } from '../../shared/contracts/errors.js';
+import { newBatch } from '../../shared/dataplane/batch.js';
+import { encodeRows } from '../../shared/dataplane/encoder.js';
 import type { CdcPoint } from '../../shared/engine/cdc/run.js';
+import { cdcLakeSchema } from '../../shared/engine/cdc/run.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
+import { incrementalPosPrefix, incrementalStepStart } from '../../shared/position/position.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
-import { checkedStore, checkedStreamer, RecordingSink, runEngine, STATE_KEY } from '../harness/cdc-engine.js';
+import {
+  checkedStore,
+  checkedStreamer,
+  RecordingSink,
+  runEngine,
+  STATE_KEY,
+  WRITER,
+} from '../harness/cdc-engine.js';
 import {
   allChanges,
   batchChanges,
@@ -355,5 +366,42 @@ describe('CDC engine on the scripted source', () => {
       if (byKey.has(k)) expect(byKey.get(k)).toBe(v);
       byKey.set(k, v);
     }
+  });
+
+  it("never deletes nor counts as a lost state the same writer's incremental objects of a table that moved to cdc", async () => {
+    const script = generateScript({ seed: 9, tables: 2, transactions: 30 });
+    const w = world(script);
+    // What `tidemark reset` keeps when a table moves from incremental to cdc: the same writer's
+    // `j` objects in the table's folder, written under the incremental state's fence.
+    const t0 = script.tables[0]!;
+    const schema = cdcLakeSchema(t0.schema);
+    const row = Object.fromEntries(schema.columns.map((c) => [c.name, c.name === 'id' ? 999_999n : null]));
+    const record = encodeRows(schema, [row], {
+      posPrefix: incrementalPosPrefix(0, 1),
+      ordinalBase: 0,
+      op: 1,
+      phase: 'incremental',
+      snapshot: false,
+      ingestTsNanos: 0n,
+    });
+    const [kept] = await w.sink.write(
+      { table: t0.name, writer: WRITER, fence: 1 },
+      schema,
+      incrementalStepStart(0),
+      [newBatch({ table: t0.name, record, watermark: undefined, writeMode: 'upsert' })],
+    );
+    // A crashed first flush of the CDC capture would leave `p` objects; the first start must
+    // neither refuse (STATE_MISSING) nor delete the `j` object, and the capture must finish.
+    const s = await runEngine({ ...w, script, limits: { rows: 7 } });
+    expect(s.stopped).toBe('ended');
+    const listed = (await w.sink.inner.list(t0.name, WRITER)).map((o) => o.uri);
+    expect(listed).toContain(kept!.uri);
+    // A restart (recovery of every table, from `next`) keeps it too.
+    const again = await runEngine({ ...w, script });
+    expect(again.stopped).toBe('ended');
+    expect((await w.sink.inner.list(t0.name, WRITER)).map((o) => o.uri)).toContain(kept!.uri);
+    const names = script.tables.map((t) => t.name);
+    const cdcOnly = (await w.sink.lake(names)).filter((r) => r.record !== record);
+    expect(reconstructLake(cdcOnly, { tables: names })).toEqual(expectedLake(script));
   });
 });

@@ -297,15 +297,16 @@ class CdcRun {
     this.startRenewal();
     const firstStart = this.version === 0;
     await this.introspect();
-    await this.recover(firstStart);
-    this.tracker = new AckTracker(this.state.position);
     const captured = [...this.tables.values()];
     const cdcTables: CdcTable[] = captured.map((t) => ({
       ref: t.ref,
       schema: t.schema,
       writeMode: t.config.writeMode,
     }));
+    // Opened before recovery (it streams nothing until `start`): recovery needs its scheme.
     this.reader = await opts.streamer.openReader(cdcTables, opts.runtime);
+    await this.recover(firstStart, this.reader.positionScheme);
+    this.tracker = new AckTracker(this.state.position);
     const next = new Map<string, string>();
     for (const t of captured) {
       const n = this.state.tables[t.config.target]?.next;
@@ -406,15 +407,19 @@ class CdcRun {
    * Removes what a crashed attempt left past each table's `next`; a first start commits the
    * initial state BEFORE any object exists, so "no state but objects" always means a lost state.
    */
-  private async recover(firstStart: boolean): Promise<void> {
+  private async recover(firstStart: boolean, scheme: string): Promise<void> {
     const { sink, writer } = { sink: this.opts.sink, writer: this.opts.writer };
     if (firstStart) {
       for (const t of this.tables.values()) {
-        const ours = await sink.list(t.config.target, writer);
+        // Only this reader's scheme: the same writer's incremental objects of the table (kept
+        // by `tidemark reset` when the table moved to cdc) are not a lost CDC state.
+        const ours = (await sink.list(t.config.target, writer)).filter((o) =>
+          o.startPosition?.startsWith(scheme),
+        );
         if (ours.length > 0) {
           throw new TidemarkError(
             'STATE_MISSING',
-            `${t.config.target}: the state store has no state under ${this.key}, but the lake already holds ${ours.length} object(s) of ${writer}; nothing was deleted or written. Restore the state, or remove those objects on purpose`,
+            `${t.config.target}: the state store has no state under ${this.key}, but the lake already holds ${ours.length} CDC object(s) of ${writer}; nothing was deleted or written. Restore the state, or remove those objects on purpose`,
           );
         }
       }
@@ -426,8 +431,9 @@ class CdcRun {
     }
     for (const t of this.tables.values()) {
       const lake: LakeTable = { table: t.config.target, writer };
-      const next = this.state.tables[t.config.target]?.next;
-      // Without a `next` the table never committed an object: all of ours are leftovers.
+      // Without a `next` the table never committed an object: all of ours OF THIS SCHEME are
+      // leftovers (the bare scheme letter sorts below every position of it).
+      const next = this.state.tables[t.config.target]?.next ?? scheme;
       const removed = await recoverUncommitted(sink, lake, next);
       if (removed.length > 0)
         this.log.warn('removed uncommitted objects of a crashed attempt', {
