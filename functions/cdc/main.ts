@@ -30,7 +30,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import * as arrow from 'apache-arrow';
 import { forgetSecrets } from '../../shared/config/secrets.js';
-import { loadSpecFile, parseSpec, type Spec } from '../../shared/config/spec.js';
+import { loadSpecFromEnv, type Spec } from '../../shared/config/spec.js';
 import { ConfigError, TidemarkError } from '../../shared/contracts/errors.js';
 import { registerDriver } from '../../shared/drivers/registry.js';
 import { createLogger, type Logger } from '../../shared/observability/log.js';
@@ -53,18 +53,7 @@ const DEFAULT_HEALTH_PORT = 8080;
 const FAILING_GRACE_MS = Number(process.env.TIDEMARK_FAILING_GRACE_MS ?? 2000);
 
 function loadSpec(): Spec {
-  const inline = process.env.TIDEMARK_SPEC;
-  if (inline) {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(inline);
-    } catch {
-      throw new ConfigError('TIDEMARK_SPEC', 'is not valid JSON');
-    }
-    return parseSpec(raw);
-  }
-  const beside = typeof __dirname === 'string' ? __dirname : process.cwd();
-  return loadSpecFile(process.env.TIDEMARK_SPEC_FILE ?? `${beside}/tidemark.yaml`);
+  return loadSpecFromEnv(typeof __dirname === 'string' ? __dirname : process.cwd());
 }
 
 /** Imports the TIDEMARK_REGISTER module and hands it `registerDriver`. */

@@ -15,13 +15,13 @@
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import type { Context } from 'aws-lambda';
 import { forgetSecrets } from '../../shared/config/secrets.js';
-import { findIncrementalTable, loadSpecFile, parseSpec, type Spec } from '../../shared/config/spec.js';
-import { ConfigError, TidemarkError } from '../../shared/contracts/errors.js';
+import { findIncrementalTable, loadSpecFromEnv, type Spec } from '../../shared/config/spec.js';
+import { TidemarkError } from '../../shared/contracts/errors.js';
 import type { IncrementalSummary } from '../../shared/engine/incremental/run.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { redactError } from '../../shared/observability/redact.js';
 import { type CheckReport, checkPipeline } from '../../shared/pipeline/check.js';
-import { openPipeline, type OpenPipeline } from '../../shared/pipeline/open.js';
+import { type OpenPipeline, openPipeline } from '../../shared/pipeline/open.js';
 import { runTable } from '../../shared/pipeline/run-table.js';
 import { lambdaOwner } from '../../shared/state/lease-owner.js';
 
@@ -53,18 +53,7 @@ let cached: { spec: Spec; pipeline: OpenPipeline } | undefined;
 let cachedSpec: Spec | undefined;
 
 function loadSpec(): Spec {
-  const inline = process.env.TIDEMARK_SPEC;
-  if (inline) {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(inline);
-    } catch {
-      // Not V8's message: it quotes the text around the error, which may hold a source URL.
-      throw new ConfigError('TIDEMARK_SPEC', 'is not valid JSON');
-    }
-    return parseSpec(raw);
-  }
-  return loadSpecFile(process.env.TIDEMARK_SPEC_FILE ?? `${__dirnameCompat()}/tidemark.yaml`);
+  return loadSpecFromEnv(__dirnameCompat());
 }
 
 function __dirnameCompat(): string {
@@ -114,7 +103,10 @@ async function runEvent(
     // table (with an endpoint), and a check changes nothing.
     const spec = specOnce();
     if (event.pipeline && event.pipeline !== spec.pipeline) {
-      throw new TidemarkError('EVENT_INVALID', `event names pipeline "${event.pipeline}" but this function runs "${spec.pipeline}"`);
+      throw new TidemarkError(
+        'EVENT_INVALID',
+        `event names pipeline "${event.pipeline}" but this function runs "${spec.pipeline}"`,
+      );
     }
     const report = await checkPipeline(spec, event.table ? { table: event.table } : {});
     for (const l of report.lines) {
@@ -125,9 +117,13 @@ async function runEvent(
   }
   const { spec, pipeline } = await pipelineOnce();
   if (event.pipeline && event.pipeline !== spec.pipeline) {
-    throw new TidemarkError('EVENT_INVALID', `event names pipeline "${event.pipeline}" but this function runs "${spec.pipeline}"`);
+    throw new TidemarkError(
+      'EVENT_INVALID',
+      `event names pipeline "${event.pipeline}" but this function runs "${spec.pipeline}"`,
+    );
   }
-  if (!event.table) throw new TidemarkError('EVENT_INVALID', 'event has no "table" (expected {"table": "schema.table"})');
+  if (!event.table)
+    throw new TidemarkError('EVENT_INVALID', 'event has no "table" (expected {"table": "schema.table"})');
   // Schedules exist for incremental tables only (infra); a cdc table named here is refused.
   const table = findIncrementalTable(spec, event.table, 'the incremental Lambda');
   const margin = Number(process.env.TIDEMARK_SAFETY_MARGIN_MS ?? 15_000);
@@ -137,7 +133,9 @@ async function runEvent(
       owner: lambdaOwner(context.awsRequestId),
       remainingMs: () => context.getRemainingTimeInMillis(),
       safetyMarginMs: margin,
-      ...(process.env.TIDEMARK_LEASE_GRACE_MS ? { leaseGraceMs: Number(process.env.TIDEMARK_LEASE_GRACE_MS) } : {}),
+      ...(process.env.TIDEMARK_LEASE_GRACE_MS
+        ? { leaseGraceMs: Number(process.env.TIDEMARK_LEASE_GRACE_MS) }
+        : {}),
     });
     const continuation = event.continuation ?? 0;
     const maxContinuations = Number(process.env.TIDEMARK_MAX_CONTINUATIONS ?? 20);
@@ -163,7 +161,10 @@ async function runEvent(
     await shutdown().catch(() => undefined);
     logger.error('incremental run failed', {
       table: table.table,
-      error: e instanceof Error ? { name: e.name, code: (e as TidemarkError).code, message: e.message } : String(e),
+      error:
+        e instanceof Error
+          ? { name: e.name, code: (e as TidemarkError).code, message: e.message }
+          : String(e),
     });
     throw e;
   }

@@ -548,6 +548,26 @@ function throwProblems(problems: readonly ConfigProblem[]): void {
   if (first) throw new ConfigError(first.path, first.message, { more });
 }
 
+/**
+ * The spec of a deployed process (the Lambda handler, the CDC task): `TIDEMARK_SPEC` (the spec
+ * as inline JSON) if set, else the file `TIDEMARK_SPEC_FILE`, else `tidemark.yaml` in `beside`
+ * (the bundle's directory).
+ */
+export function loadSpecFromEnv(beside: string, env: NodeJS.ProcessEnv = process.env): Spec {
+  const inline = env.TIDEMARK_SPEC;
+  if (inline) {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(inline);
+    } catch {
+      // Not V8's message: it quotes the text around the error, which may hold a source URL.
+      throw new ConfigError('TIDEMARK_SPEC', 'is not valid JSON');
+    }
+    return parseSpec(raw);
+  }
+  return loadSpecFile(env.TIDEMARK_SPEC_FILE ?? `${beside}/tidemark.yaml`);
+}
+
 /** Reads and validates a YAML (or JSON) spec file. */
 export function loadSpecFile(path: string, env?: NodeJS.ProcessEnv): Spec {
   let text: string;
