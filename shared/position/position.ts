@@ -86,6 +86,18 @@ export function incrementalStepStart(seq: number): string {
   return `j${fixedHex(seq, SEQ_WIDTH, 'incremental commit sequence')}`;
 }
 
+/**
+ * The least position after `pos` that a later row of the same table can have: `pos` with its
+ * trailing ordinal plus one (every scheme ends in one). A CDC table's `next`, the first `__pos`
+ * not yet durable, is this of its last durable row.
+ */
+export function positionAfter(pos: string): string {
+  const tail = pos.slice(-ORDINAL_WIDTH);
+  if (!/^[0-9a-f]{8}$/.test(tail))
+    throw malformed(pos, `a position ending in ${ORDINAL_WIDTH} lowercase hex digits`);
+  return pos.slice(0, -ORDINAL_WIDTH) + ordinalHex(Number.parseInt(tail, 16) + 1);
+}
+
 /** An ordinal as 8 hex digits (0 <= n < 2^32), the fixed-width tail of every position. */
 export function ordinalHex(n: number): string {
   return fixedHex(n, ORDINAL_WIDTH, 'ordinal');

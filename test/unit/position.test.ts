@@ -26,6 +26,7 @@ import {
   parseMysqlPosition,
   parsePgPosition,
   pgPosition,
+  positionAfter,
 } from '../../shared/position/position.js';
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
@@ -236,5 +237,25 @@ describe('MySQL positions', () => {
     expect(() => binlogFileIndex('binlog.index')).toThrow(DataError);
     // A file index past 999999 (seven digits) still sorts after 999999.
     expect(mysqlPosition(0, 999_999, 0n, 0) < mysqlPosition(0, 1_000_000, 0n, 0)).toBe(true);
+  });
+});
+
+describe("positionAfter (a CDC table's next)", () => {
+  it('sorts after the position and at or before every later one of the table', () => {
+    fc.assert(
+      fc.property(
+        fc.bigInt({ min: 0n, max: 2n ** 64n - 2n }),
+        fc.integer({ min: 0, max: 2 ** 32 - 2 }),
+        (lsn, ordinal) => {
+          const pos = pgPosition(lsn, ordinal);
+          const next = positionAfter(pos);
+          expect(next > pos).toBe(true);
+          expect(next <= pgPosition(lsn, ordinal + 1)).toBe(true);
+          expect(next < pgPosition(lsn + 1n, 0)).toBe(true);
+        },
+      ),
+    );
+    expect(() => positionAfter('p' + '0'.repeat(16) + 'ffffffff')).toThrow(DataError);
+    expect(() => positionAfter('nope')).toThrow(DataError);
   });
 });

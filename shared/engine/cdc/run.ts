@@ -48,6 +48,7 @@ import {
   type WidenPolicy,
 } from '../../dataplane/schema-rules.js';
 import type { Logger } from '../../observability/log.js';
+import { positionAfter } from '../../position/position.js';
 import { durableStep, recoverUncommitted } from '../durable-step.js';
 import { takeLease } from '../lease.js';
 import { AckTracker } from './ack.js';
@@ -163,15 +164,6 @@ export class DestructiveDdlError extends TidemarkError {
       `${table}: the stream carried a ${kind.toUpperCase()} (${detail.slice(0, 200)}), and the table says onTruncate: fail; the position stays before it. Re-snapshot the table, or set onTruncate: record to record such events and go on`,
     );
   }
-}
-
-/** The successor of a fixed-width position: its trailing 8-hex ordinal plus one. */
-export function positionAfter(pos: string): string {
-  const head = pos.slice(0, -8);
-  const ordinal = Number.parseInt(pos.slice(-8), 16);
-  if (!/^[0-9a-f]{8}$/.test(pos.slice(-8)) || ordinal >= 0xffffffff)
-    throw new TidemarkError('POSITION_INVALID', `position '${pos}' has no ordinal tail to step past`);
-  return head + (ordinal + 1).toString(16).padStart(8, '0');
 }
 
 /** Everything about one captured table the loop needs. */
