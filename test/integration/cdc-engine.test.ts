@@ -404,4 +404,39 @@ describe('CDC engine on the scripted source', () => {
     const cdcOnly = (await w.sink.lake(names)).filter((r) => r.record !== record);
     expect(reconstructLake(cdcOnly, { tables: names })).toEqual(expectedLake(script));
   });
+
+  it('flushes a quiet table by the age of its oldest pending row while another keeps streaming', async () => {
+    // One row for public.quiet, then a slow stream for public.busy only: public.quiet is never
+    // touched again, so only the age check can flush it before the end.
+    const quiet = scriptTable('public.quiet', [['v', 'int32']]);
+    const busy = scriptTable('public.busy', [['v', 'int32']]);
+    const steps = [
+      { kind: 'txn' as const, changes: [{ table: 'public.quiet', op: 'insert' as const, id: 1 }] },
+      ...Array.from({ length: 80 }, (_, k) => ({
+        kind: 'txn' as const,
+        changes: [{ table: 'public.busy', op: 'insert' as const, id: k + 1 }],
+      })),
+    ];
+    const script = buildScript({ tables: [quiet, busy], steps });
+    const w = world(script);
+    const slow = checkedStreamer(w.server.streamer({ rowsPerEvent: 1, delayMs: 3 }), w.store, w.violations);
+    const quietRows: number[] = [];
+    const s = await runEngine({
+      ...w,
+      script,
+      streamer: slow,
+      limits: { rows: 1_000_000, ms: 20 },
+      extra: {
+        faults: async (point) => {
+          if (point !== 'after-commit') return;
+          const state = parseCdcState((await w.store.load(STATE_KEY)).value);
+          quietRows.push(state.tables['public.quiet']?.rows ?? 0);
+        },
+      },
+    });
+    expect(s.stopped).toBe('ended');
+    // public.quiet's row was committed by a flush before the last one (the end's).
+    expect(quietRows.slice(0, -1)).toContain(1);
+    await checkLake(script, w);
+  });
 });

@@ -269,6 +269,13 @@ class CdcRun {
   private fenceTimer: NodeJS.Timeout | undefined;
   private readonly stopping = new AbortController();
   private released = false;
+  /** Tables with pending rows; of those, the ones rows arrived for since the last look. */
+  private readonly pending = new Set<Captured>();
+  private readonly dirty = new Set<Captured>();
+  /** Tables the open transaction touched (their lag is measured from its commit). */
+  private readonly inTxn = new Set<Captured>();
+  /** When the oldest pending row may come due by age (flushSeconds or maxAckLag). */
+  private ageDueAt = Number.POSITIVE_INFINITY;
   /** This acquisition's fence number: part of every object name this run writes. */
   private readonly fenceNumber: number;
 
@@ -440,6 +447,7 @@ class CdcRun {
     switch (ev.kind) {
       case 'begin':
         this.tracker.begin();
+        this.inTxn.clear();
         return;
       case 'rows': {
         const t = this.tables.get(ev.table);
@@ -449,14 +457,20 @@ class CdcRun {
             `the reader delivered rows of ${ev.table}, which is not captured`,
           );
         this.tracker.rows(ev.table, ev.count);
-        t.pendingSince ??= now;
+        if (t.pendingSince === undefined) {
+          t.pendingSince = now;
+          this.pending.add(t);
+          const { ms, maxAckLagMs } = this.opts.limits;
+          this.ageDueAt = Math.min(this.ageDueAt, now + Math.min(ms, maxAckLagMs));
+        }
+        this.dirty.add(t);
+        this.inTxn.add(t);
         return;
       }
       case 'commit':
         this.tracker.commit(ev.position);
-        if (ev.commitTimeMs !== undefined)
-          for (const t of this.tables.values())
-            if (t.pendingSince !== undefined) t.lastCommitTimeMs = ev.commitTimeMs;
+        if (ev.commitTimeMs !== undefined) for (const t of this.inTxn) t.lastCommitTimeMs = ev.commitTimeMs;
+        this.inTxn.clear();
         return;
       case 'progress':
         this.tracker.progress(ev.position);
@@ -541,9 +555,7 @@ class CdcRun {
   private waitMs(): number {
     const now = this.opts.clock();
     const { ms, maxAckLagMs, idleCommitMs } = this.opts.limits;
-    let due = now + Math.min(ms, maxAckLagMs, idleCommitMs);
-    for (const t of this.tables.values())
-      if (t.pendingSince !== undefined) due = Math.min(due, t.pendingSince + Math.min(ms, maxAckLagMs));
+    const due = Math.min(now + Math.min(ms, maxAckLagMs, idleCommitMs), this.ageDueAt);
     return Math.max(1, Math.min(1000, due - now));
   }
 
@@ -551,12 +563,23 @@ class CdcRun {
   private async flushDue(all: boolean): Promise<void> {
     const now = this.opts.clock();
     const { rows, bytes, ms, maxAckLagMs, idleCommitMs } = this.opts.limits;
+    // Sizes can only have grown for the tables rows arrived for since the last look; ages are
+    // looked at when the oldest pending row may have come due. Nothing here scans every table
+    // per event.
+    const byAge = all || now >= this.ageDueAt;
     const due: Captured[] = [];
-    for (const t of this.tables.values()) {
+    for (const t of byAge ? this.pending : this.dirty) {
       if (t.pendingSince === undefined) continue;
       const p = this.reader!.pending(t.config.target);
       const age = now - t.pendingSince;
       if (all || p.rows >= rows || p.bytes >= bytes || age >= ms || age >= maxAckLagMs) due.push(t);
+    }
+    this.dirty.clear();
+    if (byAge) {
+      this.ageDueAt = Number.POSITIVE_INFINITY;
+      for (const t of this.pending)
+        if (!due.includes(t))
+          this.ageDueAt = Math.min(this.ageDueAt, t.pendingSince! + Math.min(ms, maxAckLagMs));
     }
     if (due.length > 0) return this.flushTables(due, now);
     // Nothing pending: a newer resume point (commits of rows all durable, heartbeats) is still
@@ -583,6 +606,8 @@ class CdcRun {
       marks.set(target, this.tracker.appendedRows(target));
       const batch = reader.cut(target);
       t.pendingSince = undefined;
+      this.pending.delete(t);
+      this.dirty.delete(t);
       // A stopped table's changes are dropped: counted durable, never written.
       if (batch && !t.stopped) cuts.push({ t, batch });
     }
