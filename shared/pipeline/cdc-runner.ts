@@ -27,6 +27,7 @@ import { driver } from '../drivers/registry.js';
 import { type CdcSummary, type CdcTableConfig, runCdc } from '../engine/cdc/run.js';
 import { type CdcState, parseCdcState } from '../engine/cdc/state.js';
 import type { Logger } from '../observability/log.js';
+import { redact } from '../observability/redact.js';
 import { writerId } from '../sink/layout.js';
 import { localOwner } from '../state/lease-owner.js';
 import { openLake, openStateStore } from './open.js';
@@ -277,7 +278,8 @@ async function runSource(spec: Spec, name: string, ctx: SourceContext): Promise<
     return summary;
   } catch (e) {
     const code = e instanceof TidemarkError ? e.code : 'ERROR';
-    const message = e instanceof Error ? e.message : String(e);
+    // The board is served by the health endpoint and printed on the status line: no secret.
+    const message = redact(e instanceof Error ? e.message : String(e));
     board.update(name, { state: 'failing', error: { code, message } });
     log.error('the capture failed', { code, error: e });
     log.metric('Errors', 1, 'Count', dims);

@@ -106,4 +106,28 @@ describe('cdc runner', () => {
     const [summary] = await runCdcSources(spec, { logger, signal: stop.signal });
     expect(summary!.stopped).toBe('interrupted');
   });
+
+  it('a failure that quotes the source URL shows no password on the board (health endpoint, status line)', async () => {
+    const { spec, dir } = setup();
+    unregisterDriver('scripted');
+    const script = generateScript(PARAMS);
+    registerDriver({
+      ...scriptedDriver({ script, dir: join(dir, 'server') }),
+      openCdc: async (settings: { url: string }) => {
+        throw new Error(`cannot reach ${settings.url}`);
+      },
+    } as Parameters<typeof registerDriver>[0]);
+    const secret = 'pässwörd-Ω';
+    const leaky = parseSpec({
+      ...spec,
+      sources: { src: { kind: 'scripted', url: `scripted://reader:${secret}@db.example:5432/app` } },
+    });
+    const board = new CdcStatusBoard(['src']);
+    const logger = createLogger({ json: true, write: () => {} });
+    await expect(runCdcSources(leaky, { logger, board })).rejects.toThrow(/cannot reach/);
+    const shown = JSON.stringify(board.all());
+    expect(shown).toContain('cannot reach');
+    expect(shown).not.toContain(secret);
+    expect(shown).not.toContain(encodeURIComponent(secret));
+  });
 });
