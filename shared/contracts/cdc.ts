@@ -130,6 +130,12 @@ export interface Reader {
   /** The pending rows of `table` in the reader's writer. */
   pending(table: string): PendingRows;
   /**
+   * Optional: makes the pending rows of `tables` ready to `cut` (Postgres: reads back by key the
+   * values of unchanged TOASTed columns the log did not carry). The engine awaits it before it
+   * cuts those tables.
+   */
+  settle?(tables: readonly string[], signal?: AbortSignal): Promise<void>;
+  /**
    * Takes `table`'s pending rows as one Batch (its watermark the last row's `__pos`), leaving
    * the table's writer empty; undefined when nothing is pending. May cut inside a transaction.
    */
@@ -154,6 +160,29 @@ export interface CdcTable {
   readonly ref: TableRef;
   readonly schema: Schema;
   readonly writeMode: 'append' | 'upsert';
+  /**
+   * Postgres: the table has no primary key and is append-only, captured through an insert-only
+   * publication (its UPDATEs and DELETEs are not captured).
+   */
+  readonly insertOnly?: boolean;
+  /**
+   * Postgres, a table without REPLICA IDENTITY FULL: what to do with an UPDATE whose TOASTed
+   * column did not change (the log carries no value): `reread` it by key at the flush
+   * (default), or `fail`.
+   */
+  readonly unchangedToast?: 'reread' | 'fail';
+}
+
+/** Where a reader logs and sends metrics (the engine's logger fits). */
+export interface ReaderLog {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  metric(
+    name: string,
+    value: number,
+    unit: 'Count' | 'Bytes' | 'Seconds',
+    dims: Record<string, string>,
+  ): void;
 }
 
 /** Replication knobs passed through to the reader (seed 000 `Runtime`). */
@@ -165,6 +194,10 @@ export interface CdcRuntime {
   /** Postgres slot and publication names. */
   readonly slot?: string;
   readonly publication?: string;
+  /** Where the reader logs (slot health, retries); the engine passes its own logger. */
+  readonly log?: ReaderLog;
+  /** Metric dimensions of the source (`pipeline`, `source`). */
+  readonly dims?: Readonly<Record<string, string>>;
 }
 
 /**

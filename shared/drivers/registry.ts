@@ -113,13 +113,30 @@ function sourceOptions(s: IncrementalSourceSettings) {
   };
 }
 
+/**
+ * Postgres: incremental, and CDC through pgoutput over a permanent slot (the slot's
+ * confirmed_flush_lsn is the recoverable position). Only with REPLICA IDENTITY FULL does
+ * pgoutput carry the whole deleted row, so no before image in general.
+ */
 const postgres: DriverRegistration = {
   kind: 'postgres',
-  // Only with REPLICA IDENTITY FULL does pgoutput carry the whole deleted row.
-  capabilities: incrementalOnly(false),
+  capabilities: Object.freeze({
+    snapshot: false,
+    chunkQuery: false,
+    stream: true,
+    maxConnections: 0,
+    modes: Object.freeze(['incremental', 'cdc'] as const),
+    beforeImage: false,
+    monotonicSequence: false,
+    recoverablePosition: true,
+  }),
   async openIncremental(s) {
     const { PostgresSource } = await import('./postgres/index.js');
     return new PostgresSource(sourceOptions(s));
+  },
+  async openCdc(s) {
+    const { PostgresCdcSource } = await import('./postgres/cdc/source.js');
+    return new PostgresCdcSource(s);
   },
 };
 

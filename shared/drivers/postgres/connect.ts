@@ -115,6 +115,28 @@ function clientOptions(
   };
 }
 
+/**
+ * A replication client (walsender, `replication: database`) for logical streaming: the same
+ * session settings as every other client (pgoutput's text follows them, so both read paths see
+ * the same text) plus `TimeZone=UTC`, and no idle or lifetime limit (the stream runs for days).
+ * Only simple-protocol statements work on it (`sql.unsafe` without parameters).
+ */
+export function replicationClient(opts: ConnectOptions): Sql {
+  return postgres(
+    opts.url,
+    clientOptions(opts, {
+      idle_timeout: 0,
+      max_lifetime: null,
+      connection: {
+        ...SESSION_SETTINGS,
+        TimeZone: 'UTC',
+        replication: 'database',
+        application_name: opts.applicationName ?? 'tidemark-cdc',
+      } as Record<string, string>,
+    }),
+  );
+}
+
 /** Opens a lazy client (it connects on the first query). Tests and tools; sources use `PgConnection`. */
 export function connect(opts: ConnectOptions): { sql: Sql; endpoint: Endpoint } {
   const endpoint = endpointOf(opts.url, opts.sourceName);

@@ -90,7 +90,7 @@ interface AttributeRow {
   cast_type: string;
 }
 
-interface TypeRow {
+export interface TypeRow {
   oid: number;
   typname: string;
   typtype: string;
@@ -152,7 +152,7 @@ export async function introspectTable(sql: Sql, spec: TableSpec): Promise<TableP
     attrs.map((a) => Number(a.type_oid)),
   );
   const columns: ColumnInfo[] = attrs.map((a) => {
-    const t = baseType(types, Number(a.type_oid), a.typmod);
+    const t = baseTypeOf(types, Number(a.type_oid), a.typmod);
     return {
       name: a.attname,
       attnum: a.attnum,
@@ -276,7 +276,7 @@ export async function checkColumnsUnchanged(
       current.push(toColumn(c));
       continue;
     }
-    const read = readPlan(baseType(types, Number(r.type_oid), r.typmod), r.attname, r.attndims);
+    const read = readPlan(baseTypeOf(types, Number(r.type_oid), r.typmod), r.attname, r.attndims);
     // Nullability is not compared here (only types are re-read): the introspected one stays.
     current.push({ name: r.attname, type: read.logical, nullable: !c.notNull, sourceType: r.source_type });
     const form = (p: ReadPlan) => `${p.list ? 'a list of ' : ''}${p.wire}`;
@@ -305,7 +305,7 @@ export async function checkColumnsUnchanged(
 }
 
 /** Loads pg_type rows for `oids` and everything they refer to (domain bases, array elements). */
-async function resolveTypes(sql: Sql, oids: readonly number[]): Promise<Map<number, TypeRow>> {
+export async function resolveTypes(sql: Sql, oids: readonly number[]): Promise<Map<number, TypeRow>> {
   const known = new Map<number, TypeRow>();
   let want = [...new Set(oids)];
   while (want.length > 0) {
@@ -338,14 +338,14 @@ async function resolveTypes(sql: Sql, oids: readonly number[]): Promise<Map<numb
 }
 
 /** A column type with domains resolved (a domain's typmod wins over an unset column typmod). */
-function baseType(types: Map<number, TypeRow>, oid: number, typmod: number): PgType {
+export function baseTypeOf(types: Map<number, TypeRow>, oid: number, typmod: number): PgType {
   let t = types.get(oid)!;
   let mod = typmod;
   while (t.typtype === 'd') {
     if (mod < 0) mod = t.typtypmod;
     t = types.get(t.typbasetype)!;
   }
-  const element = t.typcategory === 'A' && t.typelem !== 0 ? baseType(types, t.typelem, mod) : undefined;
+  const element = t.typcategory === 'A' && t.typelem !== 0 ? baseTypeOf(types, t.typelem, mod) : undefined;
   return {
     oid: t.oid,
     name: t.typname,

@@ -71,6 +71,10 @@ export interface CdcTableConfig {
   readonly exclude: readonly string[];
   readonly onWiden: WidenPolicy;
   readonly onTruncate: 'record' | 'fail';
+  /** Postgres: see CdcTable.insertOnly. */
+  readonly insertOnly?: boolean;
+  /** Postgres: see CdcTable.unchangedToast. */
+  readonly unchangedToast?: 'reread' | 'fail';
 }
 
 /** When a table's pending rows are flushed. */
@@ -301,9 +305,15 @@ class CdcRun {
       ref: t.ref,
       schema: t.schema,
       writeMode: t.config.writeMode,
+      ...(t.config.insertOnly ? { insertOnly: true } : {}),
+      ...(t.config.unchangedToast ? { unchangedToast: t.config.unchangedToast } : {}),
     }));
     // Opened before recovery (it streams nothing until `start`): recovery needs its scheme.
-    this.reader = await opts.streamer.openReader(cdcTables, opts.runtime);
+    this.reader = await opts.streamer.openReader(cdcTables, {
+      ...opts.runtime,
+      log: this.log,
+      dims: { pipeline: opts.pipeline, source: opts.sourceName },
+    });
     await this.recover(firstStart, this.reader.positionScheme);
     this.tracker = new AckTracker(this.state.position);
     const next = new Map<string, string>();
@@ -601,6 +611,7 @@ class CdcRun {
     const reader = this.reader!;
     const marks = new Map<string, number>();
     const cuts: { t: Captured; batch: Batch }[] = [];
+    if (reader.settle) await reader.settle(due.map((t) => t.config.target));
     for (const t of due) {
       const target = t.config.target;
       marks.set(target, this.tracker.appendedRows(target));

@@ -1,0 +1,91 @@
+/**
+ * The Postgres change-stream source (registry `openCdc`): introspects the captured tables with
+ * the incremental driver's own introspection (so both modes agree on every column's lake type),
+ * makes sure the publication holds exactly those tables, and opens the pgoutput reader.
+ *
+ * Owns: the wiring of introspection, publication and reader for one source. Never decodes.
+ */
+import type { CdcRuntime, CdcTable, Reader } from '../../../contracts/cdc.js';
+import { SourceError, TidemarkError } from '../../../contracts/errors.js';
+import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
+import type { Schema } from '../../../dataplane/schema.js';
+import type { CdcSourceSettings, ClosableCdcSource } from '../../registry.js';
+import { PgConnection, translateConnectError } from '../connect.js';
+import { introspectTable, type TablePlan } from '../introspect.js';
+import { ensurePublications } from './publication.js';
+import { PgCdcReader } from './reader.js';
+
+export class PostgresCdcSource implements ClosableCdcSource, Introspector {
+  private readonly db: PgConnection;
+  private readonly plans = new Map<string, TablePlan>();
+  private readonly readers = new Set<Reader>();
+
+  constructor(private readonly settings: CdcSourceSettings) {
+    this.db = new PgConnection({
+      url: settings.url,
+      sourceName: settings.sourceName,
+      connectTimeoutMs: settings.connectTimeoutMs,
+      applicationName: 'tidemark-cdc',
+    });
+  }
+
+  async introspect(t: TableSpec): Promise<{ ref: TableRef; schema: Schema; warnings: Warning[] }> {
+    const plan = await this.guard((sql) => introspectTable(sql, t));
+    this.plans.set(t.source, plan);
+    return { ref: plan.ref, schema: plan.schema, warnings: [] };
+  }
+
+  async openReader(tables: readonly CdcTable[], runtime: CdcRuntime): Promise<Reader> {
+    const slot = runtime.slot ?? this.settings.slot;
+    const publication = runtime.publication ?? this.settings.publication;
+    if (!slot || !publication)
+      throw new SourceError(
+        'CDC_CONFIG',
+        `${this.settings.sourceName}: a Postgres cdc source needs a slot and a publication name`,
+      );
+    const setup = await this.guard((sql) =>
+      ensurePublications(
+        sql,
+        publication,
+        tables.map((t) => ({ source: t.ref.source, insertOnly: t.insertOnly === true })),
+      ),
+    );
+    for (const s of setup.executed) runtime.log?.info('publication updated', { statement: s });
+    for (const t of tables)
+      if (!this.plans.has(t.ref.source)) await this.introspect({ source: t.ref.source });
+    const reader = new PgCdcReader(
+      {
+        url: this.settings.url,
+        sourceName: this.settings.sourceName,
+        connectTimeoutMs: this.settings.connectTimeoutMs,
+        slot,
+        publications: setup.names,
+        heartbeatMs: runtime.heartbeatMs,
+        ...(this.settings.clock ? { clock: this.settings.clock } : {}),
+      },
+      tables,
+      this.plans,
+      runtime,
+    );
+    this.readers.add(reader);
+    return reader;
+  }
+
+  private async guard<T>(
+    fn: Parameters<PgConnection['run']>[0] extends (sql: infer S) => unknown ? (sql: S) => Promise<T> : never,
+  ): Promise<T> {
+    try {
+      return await this.db.run(fn);
+    } catch (e) {
+      if (e instanceof TidemarkError) throw e;
+      const translated = translateConnectError(e, this.db.endpoint, this.settings.connectTimeoutMs);
+      if (translated) throw translated;
+      throw e;
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const r of this.readers) await r.close().catch(() => undefined);
+    await this.db.close();
+  }
+}
