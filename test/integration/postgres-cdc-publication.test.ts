@@ -7,8 +7,12 @@
  * the configuration that is refused. The preflight lines are read from a real server and never
  * create anything.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cdcSettings, parseSpec, type Spec, type TableSpecConfig } from '../../shared/config/spec.js';
 import type { CheckItem } from '../../shared/contracts/check.js';
 import { SourceError } from '../../shared/contracts/errors.js';
 import { preflightCdcSource, preflightCdcTable } from '../../shared/drivers/postgres/cdc/preflight.js';
@@ -18,6 +22,7 @@ import {
   planPublications,
 } from '../../shared/drivers/postgres/cdc/publication.js';
 import { connect, type Sql } from '../../shared/drivers/postgres/connect.js';
+import { checkPipeline } from '../../shared/pipeline/check.js';
 import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
 
 let db: FreshDatabase;
@@ -467,5 +472,111 @@ describe('preflightCdcTable', () => {
     expect(exact.message).toContain('unchanged TOAST values come from the old row (exact)');
     const missing = await preflightCdcTable(sql, { source: 'public.nowhere', insertOnly: false });
     expect(missing).toMatchObject({ status: 'fail', code: 'SOURCE_TABLE_MISSING' });
+  });
+});
+
+/**
+ * `checkPipeline` on a spec with postgres cdc tables. The spec gate (shared/config/modes.ts)
+ * refuses them until the postgres driver has its log reader (`openCdc`), so the spec is
+ * hand-built from a parsed one: the wiring is tested now, the CLI test in check.test.ts runs once
+ * the gate opens.
+ */
+describe('tidemark check with postgres cdc tables (in process, hand-built spec)', () => {
+  it('adds the change-stream lines after the connect line, then each cdc table its table and toast lines', async () => {
+    await table('inc12', true);
+    await table('keyed12', true);
+    await table('log12', false);
+    const dir = mkdtempSync(join(tmpdir(), 'tidemark-cdc-check-'));
+    try {
+      const parsed = parseSpec({
+        pipeline: 'cdccheck',
+        sources: { app: { kind: 'postgres', url: db.url, connectTimeoutSeconds: 5 } },
+        state: { dir: join(dir, 'state') },
+        lake: { uri: `file://${join(dir, 'lake')}` },
+        tables: [
+          {
+            source: 'app',
+            table: 'public.inc12',
+            mode: 'incremental',
+            cursor: 'id',
+            writeMode: 'upsert',
+            lagSeconds: 0,
+          },
+        ],
+      });
+      const cdc = (table: string, insertOnly: boolean): TableSpecConfig => ({
+        source: 'app',
+        table,
+        mode: 'cdc',
+        writeMode: 'append',
+        exclude: [],
+        onWiden: 'stop',
+        snapshot: 'never',
+        onTruncate: 'record',
+        insertOnly,
+      });
+      const spec: Spec = {
+        ...parsed,
+        tables: [
+          ...parsed.tables,
+          cdc('public.keyed12', false),
+          cdc('public.log12', true),
+          cdc('public.nopk12', false),
+        ],
+      };
+      await table('nopk12', false);
+      const report = await checkPipeline(spec);
+      const rows = report.lines.map((l) => [l.subject, l.check, l.status]);
+      const { slot, publication } = cdcSettings(spec, 'app');
+      expect(rows).toEqual([
+        ['sources.app', 'connect', 'ok'],
+        ['public.inc12', 'table', 'ok'],
+        ...report.lines
+          .filter((l) => l.subject === 'public.inc12' && l.check !== 'table')
+          .map((l) => [l.subject, l.check, l.status]),
+        ['sources.app', 'wal_level', 'ok'],
+        ['sources.app', 'version', 'ok'],
+        ['sources.app', 'replication', 'ok'],
+        ['sources.app', 'slots', 'ok'],
+        ['sources.app', 'senders', 'ok'],
+        ['sources.app', 'slot', 'ok'],
+        ['sources.app', 'wal_keep', 'warn'],
+        ['sources.app', 'publication', 'fail'],
+        ['public.keyed12', 'table', 'ok'],
+        ['public.keyed12', 'toast', 'ok'],
+        ['public.log12', 'table', 'ok'],
+        ['public.log12', 'toast', 'ok'],
+        ['public.nopk12', 'table', 'ok'],
+        ['public.nopk12', 'toast', 'ok'],
+        ['state', 'dir', 'ok'],
+        ['lake', 'dir', 'ok'],
+      ]);
+      const pub = report.lines.find((l) => l.check === 'publication')!;
+      expect(pub.code).toBe('CDC_NO_REPLICA_IDENTITY');
+      expect(pub.message).toContain('ALTER TABLE "public"."nopk12" REPLICA IDENTITY FULL;');
+      expect(report.lines.find((l) => l.check === 'slot')!.message).toContain(
+        `slot "${slot}" does not exist yet`,
+      );
+      expect(report.lines.some((l) => l.code === 'CDC_NOT_CHECKED')).toBe(false);
+      expect(
+        report.lines.find((l) => l.subject === 'public.keyed12' && l.check === 'toast')!.message,
+      ).toContain('unchangedToast: reread');
+      expect(report.passed).toBe(false);
+      // A check creates nothing.
+      expect(await options(publication!)).toBeUndefined();
+      expect(await options(insertOnlyPublicationName(publication!))).toBeUndefined();
+      expect(await admin`SELECT 1 FROM pg_replication_slots WHERE slot_name = ${slot!}`).toHaveLength(0);
+
+      // Fixed as the line says, the source passes (the warning on unbounded WAL stays).
+      await admin.unsafe('ALTER TABLE nopk12 REPLICA IDENTITY FULL');
+      const fixed = await checkPipeline(spec);
+      expect(fixed.lines.find((l) => l.check === 'publication')).toMatchObject({ status: 'ok' });
+      expect(fixed.lines.find((l) => l.check === 'publication')!.message).toContain(
+        `"${publication}" will be created on first start: CREATE PUBLICATION`,
+      );
+      expect(fixed.passed).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
