@@ -13,12 +13,12 @@
  * (`driverKinds`), and every table's mode is judged against its kind's static capabilities by
  * the mode gate (./modes.ts) before a spec is returned, so no entry point can skip it.
  */
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError, type ConfigProblem } from '../contracts/errors.js';
+import { hashedPgName, PG_NAME_MAX } from '../drivers/postgres/names.js';
 import { driverKinds } from '../drivers/registry.js';
 import { redact, registerUrlSecrets } from '../observability/redact.js';
 import { checkModes } from './modes.js';
@@ -149,9 +149,6 @@ function kindList(): string {
   const kinds = driverKinds().map((k) => `"${k}"`);
   return kinds.length <= 2 ? kinds.join(' or ') : `one of ${kinds.join(', ')}`;
 }
-
-/** The longest Postgres identifier (NAMEDATALEN - 1); slot names have the same limit. */
-const PG_NAME_MAX = 63;
 
 /** A replication slot or publication name tidemark may use unquoted: `[a-z_][a-z0-9_]{0,62}`. */
 const pgName = z
@@ -326,6 +323,11 @@ const cdcTableSchema = z
      * before it), `fail` stops the table.
      */
     onTruncate: z.enum(['record', 'fail']).default('record'),
+    /**
+     * Postgres: an append-only table without a primary key, captured through an insert-only
+     * publication: its UPDATEs and DELETEs are not captured.
+     */
+    insertOnly: z.boolean().default(false),
   })
   .strict();
 
@@ -639,8 +641,7 @@ export function defaultCdcName(pipeline: string, source: string): string {
   const plain = `tidemark_${pipeline}_${source}`;
   const name = plain.replaceAll('-', '_');
   if (name === plain && name.length <= PG_NAME_MAX) return name;
-  const hash = createHash('sha256').update(`${pipeline}\0${source}`).digest('hex').slice(0, 8);
-  return `${name.slice(0, PG_NAME_MAX - 9)}_${hash}`;
+  return hashedPgName(name, `${pipeline}\0${source}`);
 }
 
 /** A source's change-stream settings with every default resolved (`cdcSettings`). */

@@ -64,6 +64,32 @@ export interface Preflight {
   preflightTable(t: PreflightTable): Promise<TablePreflight>;
 }
 
+/** A source's change-stream names, as `cdcSettings` resolves them (Postgres: slot and publication). */
+export interface CdcPreflightSettings {
+  readonly slot?: string;
+  readonly publication?: string;
+}
+
+/** A cdc table as a driver's CDC preflight needs it. */
+export interface CdcPreflightTable extends TableSpec {
+  /** Postgres: captured through the insert-only publication (an append-only table without a key). */
+  readonly insertOnly: boolean;
+}
+
+/**
+ * Optional source capability: checks what the source's change stream would need (log settings,
+ * replication privilege, slot, publication) without creating anything. Never throws.
+ */
+export interface CdcPreflight {
+  /** The source-wide lines (`wal_level`, `replication`, `slot`, `publication`, ...) for these cdc tables. */
+  preflightCdcSource(
+    settings: CdcPreflightSettings,
+    tables: readonly CdcPreflightTable[],
+  ): Promise<CheckItem[]>;
+  /** One cdc table: existence and SELECT, and how its changes are captured (`toast`). */
+  preflightCdcTable(t: CdcPreflightTable): Promise<CheckItem[]>;
+}
+
 /** An `ok` line. */
 export function passed(check: string, message: string): CheckItem {
   return { check, status: 'ok', message };

@@ -14,7 +14,7 @@
  */
 
 import type { Streamer } from '../contracts/cdc.js';
-import type { Preflight } from '../contracts/check.js';
+import type { CdcPreflight, Preflight } from '../contracts/check.js';
 import type {
   BatchIncrementalSource,
   Capabilities,
@@ -65,6 +65,7 @@ export type ClosableIncrementalSource = Introspector &
   Partial<NullCursorCounter> &
   Partial<RowEstimator> &
   Partial<Preflight> &
+  Partial<CdcPreflight> &
   Partial<WallClockZone> & { close(): Promise<void> };
 
 /**

@@ -8,15 +8,19 @@
  * Owns: which checks run for a spec, their order, and the rules that belong to no driver (the
  * NULL-cursor policy, upsert needs a key, a table never changes mode: a `mode` fail line per
  * table whose stored state is of the other mode, shared/pipeline/mode-change.ts); the drivers
- * judge their tables (contracts/check.ts `Preflight`), the state store and the lake their own
- * probes. Must never sync, never create a
+ * judge their tables (contracts/check.ts `Preflight`) and their change streams (`CdcPreflight`:
+ * log settings, slot, publication, per cdc table `table` and `toast`), the state store and the
+ * lake their own probes. Must never sync, never create a
  * table, bucket or folder a run would not, and never leave anything behind but what a run also
  * creates (a lake or state directory): its probes are deleted again. Never prints.
  */
 import { randomUUID } from 'node:crypto';
 import {
+  type CdcTableSpec,
+  cdcSettings,
   findTable,
   type IncrementalTableSpec,
+  isCdc,
   isIncremental,
   type Spec,
   type TableSpecConfig,
@@ -28,11 +32,11 @@ import type { TableRef } from '../contracts/source.js';
 import type { Clock } from '../contracts/state.js';
 import { BatchError, requireUpsertKey } from '../dataplane/batch.js';
 import { findColumn } from '../dataplane/schema.js';
-import type { ClosableIncrementalSource } from '../drivers/registry.js';
+import { type ClosableIncrementalSource, driver } from '../drivers/registry.js';
 import { NullCursorError } from '../engine/incremental/run.js';
 import { redact } from '../observability/redact.js';
 import { findModeChanges } from './mode-change.js';
-import { type OpenSources, openLake, openSources, openStateStore } from './open.js';
+import { type OpenSources, openLake, openSources, openStateStore, type SourceReadSettings } from './open.js';
 
 /**
  * The AWS calls the state and lake probes make, for the IAM the deployed function needs:
@@ -87,12 +91,12 @@ export async function checkPipeline(spec: Spec, opts: CheckOptions = {}): Promis
   let lines: CheckLine[];
   try {
     const [sourceLines, stateLine, lakeLine] = await Promise.all([
-      checkSources(spec, tables.filter(isIncremental), sources),
+      checkSources(spec, tables, sources),
       checkState(spec, `check#${spec.pipeline}#${id}`, clock),
       checkLake(spec, `${spec.pipeline}.${id}`),
     ]);
     const modeLines = stateLine.status === 'fail' ? [] : await checkModeChanges(spec, tables, clock);
-    lines = [...sourceLines, ...cdcLines(tables), ...modeLines, stateLine, lakeLine];
+    lines = [...sourceLines, ...cdcLines(spec, tables), ...modeLines, stateLine, lakeLine];
   } finally {
     await sources.close();
   }
@@ -102,12 +106,13 @@ export async function checkPipeline(spec: Spec, opts: CheckOptions = {}): Promis
 }
 
 /**
- * A `mode` warn line per cdc table: the spec gate let it through (its kind can stream), but the
- * log reader's checks (slot, publication, binlog settings, grants) come with `tidemark cdc`.
+ * A `mode` warn line per cdc table of a source that cannot be opened for a check (a kind without
+ * an incremental source): the spec gate let it through (its kind can stream), but the log
+ * reader's checks (slot, publication, binlog settings, grants) come with `tidemark cdc`.
  */
-function cdcLines(tables: readonly TableSpecConfig[]): CheckLine[] {
+function cdcLines(spec: Spec, tables: readonly TableSpecConfig[]): CheckLine[] {
   return tables
-    .filter((t) => t.mode === 'cdc')
+    .filter((t) => t.mode === 'cdc' && !checkable(spec, t.source))
     .map((t) => ({
       scope: 'table' as const,
       subject: t.table,
@@ -146,18 +151,41 @@ async function checkModeChanges(
   });
 }
 
-/** Each source's `connect` line, then its tables' lines; tables of a source that failed are not checked. */
+/**
+ * The read settings a source is opened with for its cdc tables when it has no incremental table
+ * (the check reads catalogs only: no bound, so no lag and no activity privilege).
+ */
+const CDC_CHECK_READ: SourceReadSettings = { lagSeconds: 0, lagOnly: true };
+
+/** The source can be opened for a check (its kind has an incremental source, whose connection the checks use). */
+function checkable(spec: Spec, name: string): boolean {
+  const kind = spec.sources[name]?.kind;
+  if (kind === undefined) return false;
+  try {
+    return driver(kind).openIncremental !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Each source's `connect` line, then its incremental tables' lines, then its change stream's
+ * lines and its cdc tables' lines; tables of a source that failed to connect are not checked.
+ */
 async function checkSources(
   spec: Spec,
-  tables: readonly IncrementalTableSpec[],
+  tables: readonly TableSpecConfig[],
   sources: OpenSources,
 ): Promise<CheckLine[]> {
   const lines: CheckLine[] = [];
-  const names = [...new Set(tables.map((t) => t.source))];
+  const incremental = tables.filter(isIncremental);
+  const cdc = tables.filter(isCdc).filter((t) => checkable(spec, t.source));
+  const names = [...new Set([...incremental, ...cdc].map((t) => t.source))];
   for (const name of names) {
     const subject = `sources.${name}`;
-    const own = tables.filter((t) => t.source === name);
-    const connect = await withSource(sources, name, own[0]!, 'connect', async (src) => {
+    const own = incremental.filter((t) => t.source === name);
+    const read = own[0] ?? CDC_CHECK_READ;
+    const connect = await withSource(sources, name, read, 'connect', async (src) => {
       if (!src.preflightSource)
         return [fail('connect', `the ${spec.sources[name]?.kind} driver has no preflight check`)];
       return src.preflightSource();
@@ -169,6 +197,66 @@ async function checkSources(
       const target = tableTarget(t);
       lines.push(...items.map((item) => ({ ...item, scope: 'table' as const, subject: t.table, target })));
     }
+    const ownCdc = cdc.filter((t) => t.source === name);
+    if (ownCdc.length > 0) lines.push(...(await checkCdcSource(spec, name, ownCdc, read, sources)));
+  }
+  return lines;
+}
+
+/**
+ * A source's change-stream lines (the driver's `CdcPreflight`: settings, role, slot,
+ * publication), then per cdc table its `table` and `toast` lines. A driver without it (MySQL,
+ * until its binlog reader) gets one `cdc` warn line for the source.
+ */
+async function checkCdcSource(
+  spec: Spec,
+  name: string,
+  tables: readonly CdcTableSpec[],
+  read: SourceReadSettings,
+  sources: OpenSources,
+): Promise<CheckLine[]> {
+  const subject = `sources.${name}`;
+  const kind = spec.sources[name]?.kind;
+  const preflightTables = tables.map((t) => ({
+    source: t.table,
+    target: tableTarget(t),
+    exclude: t.exclude,
+    insertOnly: t.insertOnly,
+  }));
+  const sourceItems = await withSource(sources, name, read, 'cdc', async (src) => {
+    if (!src.preflightCdcSource) {
+      return [
+        {
+          check: 'cdc',
+          status: 'warn' as const,
+          code: 'CDC_NOT_CHECKED',
+          message:
+            kind === 'mysql'
+              ? `${tables.length} cdc table(s); the binlog preflight (binlog settings, grants) arrives with the MySQL reader`
+              : `${tables.length} cdc table(s); the ${kind} driver has no change-stream check yet`,
+        },
+      ];
+    }
+    const { slot, publication } = cdcSettings(spec, name);
+    return src.preflightCdcSource(
+      { ...(slot ? { slot } : {}), ...(publication ? { publication } : {}) },
+      preflightTables,
+    );
+  });
+  const lines: CheckLine[] = sourceItems.map((item) => ({ ...item, scope: 'source' as const, subject }));
+  for (const [i, t] of tables.entries()) {
+    const items = await withSource(sources, name, read, 'table', async (src) =>
+      src.preflightCdcTable ? src.preflightCdcTable(preflightTables[i]!) : [],
+    );
+    const target = tableTarget(t);
+    lines.push(
+      ...items.map((item) => ({
+        ...withoutSubject(item, t.table),
+        scope: 'table' as const,
+        subject: t.table,
+        target,
+      })),
+    );
   }
   return lines;
 }
@@ -181,7 +269,7 @@ async function checkSources(
 async function withSource(
   sources: OpenSources,
   name: string,
-  table: IncrementalTableSpec,
+  table: SourceReadSettings,
   check: string,
   fn: (src: ClosableIncrementalSource) => Promise<CheckItem[]>,
 ): Promise<CheckItem[]> {

@@ -55,10 +55,13 @@ export const rowEncoder: RowEncoder = (schema, rows, meta): Batch =>
     writeMode: meta.writeMode,
   });
 
+/** The per-table settings a source is opened with (an incremental table's, or a check's own). */
+export type SourceReadSettings = Pick<IncrementalTableSpec, 'lagSeconds' | 'lagOnly' | 'cursorTimeZone'>;
+
 /** The sources of a spec: one per source name and per-table read settings, opened lazily. */
 export interface OpenSources {
   /** The source for a table (cached per source name and read settings). */
-  source(name: string, table: IncrementalTableSpec): Promise<ClosableIncrementalSource>;
+  source(name: string, table: SourceReadSettings): Promise<ClosableIncrementalSource>;
   close(): Promise<void>;
 }
 

@@ -12,11 +12,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DescribeTableCommand, type DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cdcMissing } from '../../shared/config/modes.js';
+import { driver } from '../../shared/drivers/registry.js';
 import { freePort } from '../../shared/local/free-port.js';
 import { DynamoCursorStore } from '../../shared/state/dynamo-cursor-store.js';
 import { dynamoClient, s3Client } from '../harness/aws.js';
 import { externalServers } from '../harness/env.js';
+import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
 import { testServers } from '../harness/servers.js';
 import { mysqlFixture, postgresFixture, type SourceFixture } from './incremental/fixture.js';
 
@@ -420,7 +424,9 @@ describe('tidemark check: state store and lake', () => {
     );
     const lake = checks.find((c) => c.scope === 'lake')!;
     expect(lake).toMatchObject({ check: 'dir', status: 'fail', code: 'SINK_DIR_UNWRITABLE' });
-    expect(lake.message).toMatch(/regular-file\/lake.*ENOTDIR.*lake\.uri .* must be a folder this user can create and write/);
+    expect(lake.message).toMatch(
+      /regular-file\/lake.*ENOTDIR.*lake\.uri .* must be a folder this user can create and write/,
+    );
   });
 });
 
@@ -466,5 +472,59 @@ describe('tidemark invoke check: the checks inside the bundled Lambda handler', 
     ]);
     expect(out.at(-1)).toMatchObject({ type: 'summary', fail: 2, passed: false });
     expect(bad.stdout).not.toContain(LIMITED_PASSWORD);
+  });
+});
+
+/**
+ * Postgres cdc tables through the real bin. The spec gate refuses them until the postgres
+ * driver has its log reader (`openCdc`); this runs by itself once it does (the same lines are
+ * tested in process today: test/integration/postgres-cdc-publication.test.ts).
+ */
+describe.skipIf(cdcMissing(driver('postgres')).length > 0)('tidemark check: Postgres cdc tables', () => {
+  let db: FreshDatabase;
+  beforeAll(async () => {
+    db = await freshPgDatabase('check_cdc');
+    const sql = postgres(db.url, { max: 1, onnotice: () => undefined });
+    await sql.unsafe(`CREATE TABLE orders (id int PRIMARY KEY, note text);
+      CREATE TABLE events (at timestamptz NOT NULL, body jsonb);
+      CREATE TABLE nokey (id int, note text)`);
+    await sql.end();
+  });
+  afterAll(() => db?.drop());
+
+  function cdcSpec(tables: [string, Record<string, unknown>?][]) {
+    return {
+      pipeline: 'check-cdc',
+      sources: { db: { kind: 'postgres', url: db.url, connectTimeoutSeconds: 5 } },
+      ...localWhere(),
+      tables: tables.map(([table, extra]) => ({
+        source: 'db',
+        table,
+        mode: 'cdc',
+        snapshot: 'never',
+        writeMode: 'append',
+        ...extra,
+      })),
+    };
+  }
+
+  it('reports the change-stream lines and per table its toast line; a table without replica identity fails with the fix', async () => {
+    const good = await tidemark(
+      ['check'],
+      cdcSpec([['public.orders'], ['public.events', { insertOnly: true }]]),
+    );
+    expect(good.code, good.stdout + good.stderr).toBe(0);
+    for (const check of ['wal_level', 'version', 'replication', 'slots', 'senders', 'slot', 'publication'])
+      expect(line(good, 'sources.db', check).status).toBe('ok');
+    expect(line(good, 'sources.db', 'wal_keep').status).toBe('warn');
+    expect(line(good, 'sources.db', 'slot').message).toContain('will be created on first start');
+    expect(line(good, 'public.orders', 'toast').message).toContain('unchangedToast: reread');
+    expect(line(good, 'public.events', 'table').status).toBe('ok');
+
+    const bad = await tidemark(['check'], cdcSpec([['public.nokey']]));
+    expect(bad.code).toBe(1);
+    const pub = line(bad, 'sources.db', 'publication');
+    expect(pub.status).toBe('fail');
+    expect(pub.message).toContain('ALTER TABLE "public"."nokey" REPLICA IDENTITY FULL;');
   });
 });

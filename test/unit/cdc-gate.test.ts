@@ -201,7 +201,7 @@ describe('the mode gate', () => {
     const { cursor: _c, schedule: _s, ...rest } = incrementalTables(spec)[0]!;
     const handBuilt = {
       ...spec,
-      tables: [{ ...rest, mode: 'cdc', snapshot: 'never', onTruncate: 'record' }],
+      tables: [{ ...rest, mode: 'cdc', snapshot: 'never', onTruncate: 'record', insertOnly: false }],
     } as Spec;
     expect(checkModes(handBuilt).map((p) => p.path)).toEqual(['tables[0].mode']);
     expect(() => assertModes(handBuilt)).toThrow(/public\.orders is mode: cdc, but the postgres driver/);

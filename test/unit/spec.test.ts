@@ -212,6 +212,7 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
       writeMode: 'upsert',
       snapshot: 'never',
       onTruncate: 'record',
+      insertOnly: false,
       exclude: [],
       onWiden: 'stop',
     });

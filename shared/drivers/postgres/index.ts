@@ -20,7 +20,17 @@
  * }
  * await pg.close();
  */
-import type { CheckItem, Preflight, PreflightTable, TablePreflight } from '../../contracts/check.js';
+import {
+  type CdcPreflight,
+  type CdcPreflightSettings,
+  type CdcPreflightTable,
+  type CheckItem,
+  failed,
+  type Preflight,
+  type PreflightTable,
+  passed,
+  type TablePreflight,
+} from '../../contracts/check.js';
 import { SourceError, TidemarkError } from '../../contracts/errors.js';
 import type {
   BatchIncrementalSource,
@@ -41,6 +51,7 @@ import { microsToTimestampText } from '../../position/time-text.js';
 import { withWarnings } from '../page.js';
 import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
 import { checkActivityPrivilege, wallClockToUtcMicros } from './bound.js';
+import { preflightCdcSource, preflightCdcTable } from './cdc/preflight.js';
 import { PgConnection, type Sql, translateConnectError } from './connect.js';
 import { type BatchPageRequest, type BoundSettings, readBatchPage, readRowPage } from './incremental.js';
 import {
@@ -63,8 +74,8 @@ export type PostgresSourceOptions = SqlSourceOptions;
 /**
  * A Postgres source for cursor-based incremental sync. One connection (opened on first use,
  * replaced if it dies or a page read is aborted); pages are read one at a time. Implements
- * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter`, `Preflight`
- * and `WallClockZone`.
+ * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter`, `Preflight`,
+ * `CdcPreflight` and `WallClockZone`.
  */
 export class PostgresSource
   implements
@@ -73,6 +84,7 @@ export class PostgresSource
     BatchIncrementalSource,
     NullCursorCounter,
     Preflight,
+    CdcPreflight,
     WallClockZone
 {
   private readonly db: PgConnection;
@@ -174,11 +186,40 @@ export class PostgresSource
 
   /** A table's check lines (preflight.ts): what a run would refuse, line by line; never throws. */
   async preflightTable(t: PreflightTable): Promise<TablePreflight> {
-    return preflightTable(
-      t,
-      { lagOnly: this.options.lagOnly ?? false, lagMs: this.settings.lagMs },
-      (fn) => this.guard(t.source, fn),
+    return preflightTable(t, { lagOnly: this.options.lagOnly ?? false, lagMs: this.settings.lagMs }, (fn) =>
+      this.guard(t.source, fn),
     );
+  }
+
+  /** The source's change-stream lines (cdc/preflight.ts): settings, role, slot, publication; never throws. */
+  async preflightCdcSource(
+    settings: CdcPreflightSettings,
+    tables: readonly CdcPreflightTable[],
+  ): Promise<CheckItem[]> {
+    const { slot, publication } = settings;
+    if (!slot || !publication) return [failed('slot', new Error('no slot or publication name resolved'))];
+    const published = tables.map((t) => ({ source: t.source, insertOnly: t.insertOnly }));
+    try {
+      return await this.guard(this.db.endpoint.source, (sql) =>
+        preflightCdcSource(sql, { slot, publication, tables: published }),
+      );
+    } catch (e) {
+      return [failed('cdc', e)];
+    }
+  }
+
+  /** A cdc table's lines: `table` (exists, SELECT) and `toast` (cdc/preflight.ts); never throws. */
+  async preflightCdcTable(t: CdcPreflightTable): Promise<CheckItem[]> {
+    let columns: number;
+    try {
+      columns = (await this.guard(t.source, (sql) => introspectTable(sql, t))).columns.length;
+    } catch (e) {
+      return [failed('table', e)];
+    }
+    const toast = await this.guard(t.source, (sql) =>
+      preflightCdcTable(sql, { source: t.source, insertOnly: t.insertOnly }),
+    ).catch((e: unknown) => failed('toast', e));
+    return [passed('table', `exists, and this role may SELECT from it (${columns} columns)`), toast];
   }
 
   /** A wall-clock timestamp as UTC microseconds, in the database's default TimeZone (WallClockZone). */
