@@ -328,6 +328,12 @@ const cdcTableSchema = z
      * publication: its UPDATEs and DELETEs are not captured.
      */
     insertOnly: z.boolean().default(false),
+    /**
+     * Postgres, a table without REPLICA IDENTITY FULL: an UPDATE that leaves a TOASTed column
+     * unchanged carries no value for it in the log. `reread` reads it back by key at the flush
+     * (the latest version is exact; an intermediate one may show a later value), `fail` stops.
+     */
+    unchangedToast: z.enum(['reread', 'fail']).default('reread'),
   })
   .strict();
 

@@ -193,6 +193,8 @@ function tableConfigs(spec: Spec, source: string): CdcTableConfig[] {
       exclude: t.exclude,
       onWiden: t.onWiden,
       onTruncate: t.onTruncate,
+      insertOnly: t.insertOnly,
+      unchangedToast: t.unchangedToast,
     }));
 }
 

@@ -515,6 +515,7 @@ describe('tidemark check with postgres cdc tables (in process, hand-built spec)'
         snapshot: 'never',
         onTruncate: 'record',
         insertOnly,
+        unchangedToast: 'reread',
       });
       const spec: Spec = {
         ...parsed,
@@ -607,6 +608,7 @@ describe('tidemark check with postgres cdc tables (in process, hand-built spec)'
             snapshot: 'never',
             onTruncate: 'record',
             insertOnly: false,
+            unchangedToast: 'reread',
           },
         ],
       };
