@@ -196,8 +196,12 @@ const cdcSourceSchema = z
      * its log (WAL retention).
      */
     maxAckLagSeconds: z.number().min(1).max(86_400).default(300),
-    /** With no rows to write, the position is still committed this often (an idle log moves on). */
-    idleCommitSeconds: z.number().min(1).max(3600).default(60),
+    /**
+     * With no rows to write, the position is still committed (and then acknowledged) this often,
+     * so an idle captured table does not pin the server's log: Postgres' restart_lsn and WAL
+     * retention follow the acknowledged position. One small state write per interval.
+     */
+    idleCommitSeconds: z.number().min(1).max(3600).default(10),
     /** The CDC task's lease on its source; renewed every third of it. */
     leaseTtlSeconds: z.number().min(15).max(3600).default(60),
     /**

@@ -142,3 +142,16 @@ export async function lakeRows(
 export function pgClient(url: string): postgres.Sql {
   return postgres(url, { max: 2, onnotice: () => undefined });
 }
+
+/** Waits until the replication slot `slot` exists and a walsender streams from it. */
+export async function waitForActiveSlot(sql: postgres.Sql, slot: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const [r] = await sql<
+      { active: boolean }[]
+    >`SELECT active FROM pg_replication_slots WHERE slot_name = ${slot}`;
+    if (r?.active) return;
+    if (Date.now() > deadline) throw new Error(`slot ${slot} was not streaming within ${timeoutMs} ms`);
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
-import { lakeLatest, pgCdcSpec, pgClient, startCapture } from '../harness/pg-cdc.js';
+import { lakeLatest, pgCdcSpec, pgClient, startCapture, waitForActiveSlot } from '../harness/pg-cdc.js';
 
 let db: FreshDatabase;
 beforeAll(async () => {
@@ -22,6 +22,7 @@ describe('postgres cdc', () => {
       const { spec, dir } = pgCdcSpec(db.url, [{ table: 'public.orders' }]);
       const cap = startCapture(spec);
       await cap.until((r) => r['public.orders'] !== undefined);
+      await waitForActiveSlot(sql, 'tidemark_p_src');
       await sql`INSERT INTO orders SELECT g, 'n' || g, g * 1.5, now(), 0.1 FROM generate_series(1, 100) g`;
       await sql`UPDATE orders SET note = 'changed' WHERE id % 10 = 0`;
       await sql`DELETE FROM orders WHERE id % 7 = 0`;

@@ -296,7 +296,7 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
       flushBytes: 64 * 2 ** 20,
       flushSeconds: 60,
       maxAckLagSeconds: 300,
-      idleCommitSeconds: 60,
+      idleCommitSeconds: 10,
       leaseTtlSeconds: 60,
       stopTimeoutSeconds: 30,
       onPositionLost: 'fail',
