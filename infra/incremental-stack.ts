@@ -488,8 +488,8 @@ export class TidemarkStack extends Stack {
 /**
  * Rules a spec must pass to be deployed, beyond spec validation: state and lake in AWS, and every
  * table's mode served by its source's driver kind (the mode gate, shared/config/modes.ts; static
- * capabilities, nothing is opened: today postgres and mysql have no log reader, so their cdc
- * tables are refused here). Cheap and independent of the stack, so the app runs it before
+ * capabilities, nothing is opened: today mysql has no log reader, so its cdc tables are refused
+ * here; postgres cdc tables pass). Cheap and independent of the stack, so the app runs it before
  * spending seconds on bundling.
  * @throws ConfigError naming the spec field and the fix.
  */

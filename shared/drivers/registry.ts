@@ -84,9 +84,9 @@ export interface DriverRegistration {
 }
 
 /**
- * Capabilities of the SQL drivers today: incremental only. No stream reader exists yet, so no
- * `cdc` mode, no stream, no snapshot, no chunked SELECTs, and no recoverable position (it is
- * about resuming a STREAM: it turns true with the slot / binlog reader).
+ * Capabilities of a SQL driver without a stream reader (mysql today: no binlog reader yet):
+ * incremental only, so no `cdc` mode, no stream, no snapshot, no chunked SELECTs, and no
+ * recoverable position (it is about resuming a STREAM: it turns true with the binlog reader).
  */
 function incrementalOnly(beforeImage: boolean): Capabilities {
   return Object.freeze({

@@ -1,8 +1,8 @@
 /**
  * The mode gate (shared/config/modes.ts) and the mode-change refusal
  * (shared/pipeline/mode-change.ts), with no server: a scripted driver kind registered in-process
- * (shared/drivers/registry.ts `registerDriver`) stands for a kind with a log reader; postgres and
- * mysql are judged on their real, truthful capabilities. `tidemark validate` and `tidemark run`
+ * (shared/drivers/registry.ts `registerDriver`) stands for a kind with a log reader; postgres (which
+ * has one) and mysql (which has none yet) are judged on their real, truthful capabilities. `tidemark validate` and `tidemark run`
  * are called in-process (the registration lives in this process), with a file state store and a
  * file lake in a temp dir.
  */
@@ -118,18 +118,39 @@ async function putState(store: FileCursorStore, key: string, value: StateValue):
 }
 
 describe('the registry tells the truth', () => {
-  it('postgres and mysql are incremental only, with no stream, snapshot, chunks or recoverable position', () => {
-    for (const kind of BUILTIN_DRIVER_KINDS) {
-      expect(capabilities(kind)).toMatchObject({
-        modes: ['incremental'],
-        stream: false,
-        snapshot: false,
-        chunkQuery: false,
-        recoverablePosition: false,
-      });
-      expect(driver(kind).openCdc).toBeUndefined();
-      expect(driver(kind).openIncremental).toBeTypeOf('function');
-    }
+  it('postgres streams (incremental and cdc, recoverable position, a log reader); mysql is incremental only', () => {
+    expect(BUILTIN_DRIVER_KINDS).toEqual(['postgres', 'mysql']);
+    const pg = capabilities('postgres');
+    expect(pg).toEqual({
+      snapshot: false,
+      chunkQuery: false,
+      stream: true,
+      maxConnections: 0,
+      modes: ['incremental', 'cdc'],
+      beforeImage: false,
+      monotonicSequence: false,
+      recoverablePosition: true,
+    });
+    expect(Object.isFrozen(pg)).toBe(true);
+    expect(Object.isFrozen(pg.modes)).toBe(true);
+    expect(driver('postgres').openCdc).toBeTypeOf('function');
+    expect(driver('postgres').openIncremental).toBeTypeOf('function');
+
+    const my = capabilities('mysql');
+    expect(my).toEqual({
+      snapshot: false,
+      chunkQuery: false,
+      stream: false,
+      maxConnections: 0,
+      modes: ['incremental'],
+      beforeImage: true,
+      monotonicSequence: false,
+      recoverablePosition: false,
+    });
+    expect(Object.isFrozen(my)).toBe(true);
+    expect(Object.isFrozen(my.modes)).toBe(true);
+    expect(driver('mysql').openCdc).toBeUndefined();
+    expect(driver('mysql').openIncremental).toBeTypeOf('function');
   });
 
   it('registers and unregisters a kind; built-ins and duplicates are refused', () => {
@@ -146,7 +167,7 @@ describe('the registry tells the truth', () => {
 });
 
 describe('the mode gate', () => {
-  it('refuses cdc tables on postgres and mysql: one message per table naming the table, the kind and mode: incremental', () => {
+  it('refuses cdc tables on mysql: one message per table naming the table, the kind and mode: incremental; passes postgres cdc tables', () => {
     const dir = tempDir();
     const e = configErrorOf(() =>
       parseSpec(
@@ -154,21 +175,39 @@ describe('the mode gate', () => {
           cdcTable('pg', 'public.orders'),
           incrementalTable('pg', 'public.items'),
           { ...cdcTable('my', 'shop.orders'), target: 'my.orders' },
+          incrementalTable('my', 'shop.items'),
+          cdcTable('my', 'shop.customers'),
         ]),
       ),
     );
-    expect(e.problems.map((p) => p.path)).toEqual(['tables[0].mode', 'tables[2].mode']);
-    const [pg, my] = e.problems;
-    expect(pg!.message).toMatch(
-      /^public\.orders is mode: cdc, but the postgres driver \(sources\.pg\) cannot stream/,
-    );
-    expect(my!.message).toMatch(
+    expect(e.problems.map((p) => p.path)).toEqual(['tables[2].mode', 'tables[4].mode']);
+    const [orders, customers] = e.problems;
+    expect(orders!.message).toMatch(
       /^shop\.orders \(lake table my\.orders\) is mode: cdc, but the mysql driver \(sources\.my\) cannot stream/,
     );
+    expect(customers!.message).toMatch(
+      /^shop\.customers is mode: cdc, but the mysql driver \(sources\.my\) cannot stream/,
+    );
     for (const p of e.problems) {
-      expect(p.message).toContain('stream false, recoverablePosition false, no log reader');
+      expect(p.message).toContain(
+        'capabilities: modes incremental (no cdc), stream false, recoverablePosition false, no log reader',
+      );
       expect(p.message).toContain('set mode: incremental with a cursor column');
     }
+
+    // The same postgres tables without the mysql ones pass the gate.
+    const spec = parseSpec(
+      rawSpec(dir, { pg: 'postgres' }, [
+        cdcTable('pg', 'public.orders'),
+        incrementalTable('pg', 'public.items'),
+      ]),
+    );
+    expect(spec.tables.map((t) => [t.table, t.mode])).toEqual([
+      ['public.orders', 'cdc'],
+      ['public.items', 'incremental'],
+    ]);
+    expect(checkModes(spec)).toEqual([]);
+    expect(() => assertModes(spec)).not.toThrow();
   });
 
   it('refuses a registered kind without stream and recoverablePosition, or without a log reader; passes a capable one', () => {
@@ -197,14 +236,24 @@ describe('the mode gate', () => {
 
   it('judges a hand-built spec too (cdk synth calls it on the spec it is given)', () => {
     const dir = tempDir();
-    const spec = parseSpec(rawSpec(dir, { pg: 'postgres' }, [incrementalTable('pg', 'public.orders')]));
+    const spec = parseSpec(rawSpec(dir, { my: 'mysql' }, [incrementalTable('my', 'shop.orders')]));
     const { cursor: _c, schedule: _s, ...rest } = incrementalTables(spec)[0]!;
     const handBuilt = {
       ...spec,
       tables: [{ ...rest, mode: 'cdc', snapshot: 'never', onTruncate: 'record', insertOnly: false }],
     } as Spec;
     expect(checkModes(handBuilt).map((p) => p.path)).toEqual(['tables[0].mode']);
-    expect(() => assertModes(handBuilt)).toThrow(/public\.orders is mode: cdc, but the postgres driver/);
+    expect(() => assertModes(handBuilt)).toThrow(/shop\.orders is mode: cdc, but the mysql driver/);
+
+    // The same hand-built table on a postgres source passes.
+    const pgSpec = parseSpec(rawSpec(dir, { pg: 'postgres' }, [incrementalTable('pg', 'public.orders')]));
+    const { cursor: _pc, schedule: _ps, ...pgRest } = incrementalTables(pgSpec)[0]!;
+    const pgHandBuilt = {
+      ...pgSpec,
+      tables: [{ ...pgRest, mode: 'cdc', snapshot: 'never', onTruncate: 'record' }],
+    } as Spec;
+    expect(checkModes(pgHandBuilt)).toEqual([]);
+    expect(() => assertModes(pgHandBuilt)).not.toThrow();
   });
 });
 
@@ -229,9 +278,9 @@ describe('tidemark validate and run, in-process', () => {
         `^tables\\[0\\]\\.mode: public\\.orders is mode: cdc, but the ${HALF} driver .*set mode: incremental`,
       ),
     );
-    const pg = specFile({ pg: 'postgres' }, [cdcTable('pg', 'public.orders')]);
-    await expect(cmdValidate(['-c', pg.file])).rejects.toThrow(
-      /the postgres driver \(sources\.pg\) cannot stream/,
+    const my = specFile({ my: 'mysql' }, [cdcTable('my', 'shop.orders')]);
+    await expect(cmdValidate(['-c', my.file])).rejects.toThrow(
+      /^tables\[0\]\.mode: shop\.orders is mode: cdc, but the mysql driver \(sources\.my\) cannot stream/,
     );
 
     const out: string[] = [];
@@ -241,6 +290,15 @@ describe('tidemark validate and run, in-process', () => {
       incrementalTable('pg', 'public.items'),
     ]);
     await cmdValidate(['-c', ok.file]);
+    expect(out.at(-1)).toBe(
+      'ok: pipeline shop, 2 table(s) (1 incremental, 1 cdc); no table changed mode against the stored state',
+    );
+    // A postgres cdc table: its kind streams now.
+    const pg = specFile({ pg: 'postgres' }, [
+      cdcTable('pg', 'public.orders'),
+      incrementalTable('pg', 'public.items'),
+    ]);
+    await cmdValidate(['-c', pg.file]);
     expect(out.at(-1)).toBe(
       'ok: pipeline shop, 2 table(s) (1 incremental, 1 cdc); no table changed mode against the stored state',
     );

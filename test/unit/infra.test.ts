@@ -400,7 +400,7 @@ describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
     expect(configErrorOf(() => stackOf(rawSpec(), {}, work)).message).toMatch(/has no index\.js/);
   });
 
-  it('refuses at synth, through the mode gate, a cdc table whose kind cannot stream (postgres and mysql today)', () => {
+  it('refuses at synth, through the mode gate, a cdc table whose kind cannot stream (mysql today); a postgres one passes it', () => {
     const events = {
       source: 'app',
       table: 'public.events',
@@ -408,20 +408,49 @@ describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
       writeMode: 'append',
       snapshot: 'never',
     };
-    const pg = rawSpec();
-    pg.tables = [...(pg.tables as object[]), events];
-    expect(configErrorOf(() => stackOf(pg)).message).toMatch(
-      /^tables\[2\]\.mode: public\.events is mode: cdc, but the postgres driver \(sources\.app\) cannot stream changes .*; set mode: incremental with a cursor column/,
-    );
-    expect(configErrorOf(() => assertDeployableSpec(parseSpec(pg, { env: {} }))).message).toMatch(
-      /^tables\[2\]\.mode: .*postgres driver/,
-    );
     const my = rawSpec();
     my.sources = { app: { kind: 'mysql', secretArn: SECRET_ARN, cdc: { serverId: 5400 } } };
     my.tables = [...(my.tables as object[]), events];
-    expect(configErrorOf(() => stackOf(my)).message).toMatch(
+    expect(configErrorOf(() => stackOf(my, VPC_CONTEXT)).message).toMatch(
+      /^tables\[2\]\.mode: public\.events is mode: cdc, but the mysql driver \(sources\.app\) cannot stream changes .*; set mode: incremental with a cursor column/,
+    );
+    expect(configErrorOf(() => assertDeployableSpec(parseSpec(my, { env: {} }))).message).toMatch(
       /^tables\[2\]\.mode: .*the mysql driver .*cannot stream/,
     );
+
+    // Postgres streams now: the gate passes its cdc table, and the stack asks for the VPC the
+    // CDC task runs in (the gate would have answered first).
+    const pg = rawSpec();
+    pg.tables = [...(pg.tables as object[]), events];
+    expect(() => assertDeployableSpec(parseSpec(pg, { env: {} }))).not.toThrow();
+    expect(configErrorOf(() => stackOf(pg)).message).toMatch(
+      /^-c tidemark:vpcId: is required for cdc tables: the CDC tasks run in the database's VPC/,
+    );
+  });
+
+  it('synthesizes the CDC service for a postgres cdc table, beside the incremental function', () => {
+    const pg = rawSpec();
+    pg.tables = [
+      ...(pg.tables as object[]),
+      { source: 'app', table: 'public.events', mode: 'cdc', writeMode: 'append', snapshot: 'never' },
+    ];
+    const t = synth(pg, VPC_CONTEXT);
+    t.resourceCountIs('AWS::Lambda::Function', 1);
+    t.resourceCountIs('AWS::ECS::Cluster', 1);
+    t.resourceCountIs('AWS::ECS::Service', 1);
+    const defs = Object.values(t.findResources('AWS::ECS::TaskDefinition'));
+    expect(defs).toHaveLength(1);
+    const env = Object.fromEntries(
+      defs[0]!.Properties.ContainerDefinitions[0].Environment.map((e: { Name: string; Value: string }) => [
+        e.Name,
+        e.Value,
+      ]),
+    );
+    expect(env.TIDEMARK_CDC_SOURCE).toBe('app');
+    expect(loadSpecText(env.TIDEMARK_SPEC_YAML).sources.app).toMatchObject({
+      kind: 'postgres',
+      secretArn: SECRET_ARN,
+    });
   });
 
   it('warns at synth about settings that only make sense locally', () => {

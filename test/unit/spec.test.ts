@@ -421,13 +421,30 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
         /^sources\.app_db\.cdc\.publication: publication "tidemark_shop_app_db_[0-9a-f]{8}" is also sources\.app-db's/,
       ),
     ]);
-    // Every problem at once: the mode gate's refusals of these postgres cdc tables follow.
-    expect(problems.slice(2).map((p) => p.split(':')[0])).toEqual(['tables[0].mode', 'tables[1].mode']);
+    // Only those two: the mode gate passes postgres cdc tables (the kind has a log reader).
+    expect(problems).toHaveLength(2);
+    // Distinct names pass.
+    two.sources.app_db = { ...two.sources['app-db']!, cdc: { slot: 'other_slot', publication: 'other_pub' } };
+    const spec = parseSpec(two, { env: {} });
+    expect(cdcSettings(spec, 'app-db').slot).toBe(defaultCdcName('shop', 'app-db'));
+    expect(cdcSettings(spec, 'app_db')).toMatchObject({ slot: 'other_slot', publication: 'other_pub' });
   });
 
-  it('refuses a cdc table on postgres (no stream reader yet), naming the table, the kind and mode: incremental', () => {
-    expect(errorOf(cdcBase('postgres')).message).toBe(
-      'tables[0].mode: public.orders is mode: cdc, but the postgres driver (sources.app) cannot stream changes in this release (capabilities: modes incremental (no cdc), stream false, recoverablePosition false, no log reader); set mode: incremental with a cursor column (cursor: updated_at, say) for this table',
+  it('accepts a cdc table on postgres; refuses one on mysql (no binlog reader yet), naming the table, the kind and mode: incremental', () => {
+    const pg = parseSpec(cdcBase('postgres'), { env: {} });
+    expect(pg.tables.map((t) => [t.source, t.table, t.mode])).toEqual([['app', 'public.orders', 'cdc']]);
+    expect(cdcSettings(pg, 'app')).toMatchObject({
+      kind: 'postgres',
+      slot: defaultCdcName('shop', 'app'),
+      publication: defaultCdcName('shop', 'app'),
+    });
+
+    const my = cdcBase('mysql');
+    my.sources.app = { kind: 'mysql', url: 'mysql://u@h/db', cdc: { serverId: 7 } };
+    const e = errorOf(my);
+    expect(e.problems.map((p) => p.path)).toEqual(['tables[0].mode']);
+    expect(e.message).toBe(
+      'tables[0].mode: public.orders is mode: cdc, but the mysql driver (sources.app) cannot stream changes in this release (capabilities: modes incremental (no cdc), stream false, recoverablePosition false, no log reader); set mode: incremental with a cursor column (cursor: updated_at, say) for this table',
     );
   });
 
