@@ -18,7 +18,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError, type ConfigProblem } from '../contracts/errors.js';
-import { hashedPgName, PG_NAME_MAX } from '../drivers/postgres/names.js';
+import { hashedPgName, PG_NAME_MAX } from './pg-names.js';
 import { driverKinds } from '../drivers/registry.js';
 import { redact, registerUrlSecrets } from '../observability/redact.js';
 import { checkModes } from './modes.js';

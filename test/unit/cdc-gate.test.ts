@@ -240,7 +240,9 @@ describe('the mode gate', () => {
     const { cursor: _c, schedule: _s, ...rest } = incrementalTables(spec)[0]!;
     const handBuilt = {
       ...spec,
-      tables: [{ ...rest, mode: 'cdc', snapshot: 'never', onTruncate: 'record', insertOnly: false }],
+      tables: [
+        { ...rest, mode: 'cdc', snapshot: 'never', onTruncate: 'record', insertOnly: false, unchangedToast: 'reread' },
+      ],
     } as Spec;
     expect(checkModes(handBuilt).map((p) => p.path)).toEqual(['tables[0].mode']);
     expect(() => assertModes(handBuilt)).toThrow(/shop\.orders is mode: cdc, but the mysql driver/);
@@ -250,7 +252,16 @@ describe('the mode gate', () => {
     const { cursor: _pc, schedule: _ps, ...pgRest } = incrementalTables(pgSpec)[0]!;
     const pgHandBuilt = {
       ...pgSpec,
-      tables: [{ ...pgRest, mode: 'cdc', snapshot: 'never', onTruncate: 'record' }],
+      tables: [
+        {
+          ...pgRest,
+          mode: 'cdc',
+          snapshot: 'never',
+          onTruncate: 'record',
+          insertOnly: false,
+          unchangedToast: 'reread',
+        },
+      ],
     } as Spec;
     expect(checkModes(pgHandBuilt)).toEqual([]);
     expect(() => assertModes(pgHandBuilt)).not.toThrow();

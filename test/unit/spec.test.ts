@@ -213,6 +213,7 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
       snapshot: 'never',
       onTruncate: 'record',
       insertOnly: false,
+      unchangedToast: 'reread',
       exclude: [],
       onWiden: 'stop',
     });

@@ -23,7 +23,7 @@
 import { SourceError } from '../../../contracts/errors.js';
 import type { Sql } from '../connect.js';
 import { splitTableName } from '../introspect.js';
-import { hashedPgName, PG_NAME_MAX } from '../names.js';
+import { hashedPgName, PG_NAME_MAX } from '../../../config/pg-names.js';
 import { quoteIdent } from '../types.js';
 
 /** A spec table as the publications see it. */

@@ -2,8 +2,8 @@
  * Postgres object names tidemark makes up (replication slots, publications): the 63-byte limit
  * and the one rule for fitting a longer name into it.
  *
- * Owns: that rule, so a default slot name (shared/config/spec.ts `defaultCdcName`) and a derived
- * publication name (cdc/publication.ts `insertOnlyPublicationName`) are cut alike. Never quotes:
+ * Owns: that rule, so a default slot name (spec.ts `defaultCdcName`) and a derived
+ * publication name (shared/drivers/postgres/cdc/publication.ts `insertOnlyPublicationName`) are cut alike. Never quotes:
  * the names it makes are `[a-z0-9_]` when its input is.
  */
 import { createHash } from 'node:crypto';
