@@ -22,7 +22,7 @@
  * Owns: the embedded Postgres it starts (stopped by pid), its temp dir, its child processes.
  * Never tunes the reader, the engine or the sink.
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -156,6 +156,18 @@ export async function main(argv: readonly string[]): Promise<void> {
         return s;
       };
       const reports = new Map<string, PgCdcBenchReport[]>();
+      const serverCpu = new Map<string, number[]>();
+      /** Runs `fn` on a fresh slot while sampling its walsender's CPU seconds (server side). */
+      const onSlot = async <T>(name: string, fn: (slot: string) => Promise<T>): Promise<T> => {
+        const slot = takeSlot();
+        const watch = watchWalsender(sql, slot);
+        try {
+          return await fn(slot);
+        } finally {
+          const cpu = await watch.stop();
+          if (cpu !== undefined) serverCpu.set(name, [...(serverCpu.get(name) ?? []), cpu]);
+        }
+      };
       const childRun = async (
         name: string,
         variant: 'decode' | 'engine',
@@ -164,20 +176,22 @@ export async function main(argv: readonly string[]): Promise<void> {
         const dir = join(work, `run-${slots.length}`);
         await mkdir(dir, { recursive: true });
         try {
-          const report = await runChild(
-            {
-              variant,
-              url,
-              slot: takeSlot(),
-              publication: PUBLICATION,
-              tables: [TABLE],
-              expectedRows: options.changes,
-              endLsn,
-              dir,
-              flushRows: FLUSH_ROWS,
-              flushMs: 5_000,
-            },
-            profDir,
+          const report = await onSlot(name, (slot) =>
+            runChild(
+              {
+                variant,
+                url,
+                slot,
+                publication: PUBLICATION,
+                tables: [TABLE],
+                expectedRows: options.changes,
+                endLsn,
+                dir,
+                flushRows: FLUSH_ROWS,
+                flushMs: 5_000,
+              },
+              profDir,
+            ),
           );
           if (report.rows !== options.changes)
             throw new Error(`${name}: ${report.rows} rows, expected ${options.changes}`);
@@ -202,7 +216,7 @@ export async function main(argv: readonly string[]): Promise<void> {
       const A = '(a) PgCdcReader -> Arrow, null sink';
       const B = '(b) runCdc -> Parquet zstd file lake + file state';
       const variants: Variant[] = [
-        { name: BASE, run: () => timeShell(baselineCommand(takeSlot())) },
+        { name: BASE, run: () => onSlot(BASE, (slot) => timeShell(baselineCommand(slot))) },
         { name: A, run: () => childRun(A, 'decode') },
         { name: B, run: () => childRun(B, 'engine') },
       ];
@@ -212,17 +226,19 @@ export async function main(argv: readonly string[]): Promise<void> {
         const r = reports.get(name)?.at(-1);
         const split =
           r?.mainThreadCpuSeconds === undefined ? '' : `, main thread ${r.mainThreadCpuSeconds.toFixed(2)} s`;
+        const server = serverCpu.get(name)?.at(-1);
         console.log(
           `  run ${round + 1}: ${name}: ${sample.seconds.toFixed(2)} s (${fmtInt(options.changes / sample.seconds)} changes/s), ` +
             `CPU ${sample.cpuSeconds?.toFixed(2) ?? '-'} s${split}` +
+            `${server === undefined ? '' : `, walsender CPU ${server.toFixed(2)} s`}` +
             `${sample.rssMiB === undefined ? '' : `, peak RSS ${sample.rssMiB.toFixed(0)} MiB`}` +
             `${r?.flushes === undefined ? '' : `, ${r.batches} objects, ${r.flushes} flushes`}`,
         );
       });
       const base = results[0]!;
       const lines = [
-        '| variant | median s | changes/s | x baseline (paired: baseline s / this s) | per round | client CPU s | main-thread CPU s | peak RSS MiB |',
-        '|---|---:|---:|---:|---|---:|---:|---:|',
+        '| variant | median s | changes/s | x baseline (paired: baseline s / this s) | per round | client CPU s | main-thread CPU s | walsender CPU s | peak RSS MiB |',
+        '|---|---:|---:|---:|---|---:|---:|---:|---:|',
       ];
       const ratioOf = new Map<string, number>();
       for (const r of results) {
@@ -235,7 +251,8 @@ export async function main(argv: readonly string[]): Promise<void> {
         lines.push(
           `| ${r.name} | ${r.seconds.toFixed(2)} | ${fmtInt(options.changes / r.seconds)} | ${m.toFixed(2)}x | ` +
             `${ratios.map((x) => x.toFixed(2)).join(', ')} | ${r.cpuSeconds?.toFixed(2) ?? '-'} | ` +
-            `${mains.length ? median(mains).toFixed(2) : '-'} | ${r.rssMiB?.toFixed(0) ?? '-'} |`,
+            `${mains.length ? median(mains).toFixed(2) : '-'} | ${serverCpu.has(r.name) ? median(serverCpu.get(r.name)!).toFixed(2) : '-'} | ` +
+            `${r.rssMiB?.toFixed(0) ?? '-'} |`,
         );
       }
       console.log(`\n${lines.join('\n')}`);
@@ -248,7 +265,8 @@ export async function main(argv: readonly string[]): Promise<void> {
         'median s: the child from connect to the last change decoded (a) or durable in the state (b);' +
           ' pg_recvlogical: the whole process. client CPU: user + system of the child (all threads;' +
           ' the Parquet encode worker included) or of pg_recvlogical; the server (walsender) is not counted.' +
-          ' main-thread CPU: the child main thread alone (/proc), the rest is the encode worker, GC and libuv.',
+          ' main-thread CPU: the child main thread alone (/proc), the rest is the encode worker, GC and libuv.' +
+          " walsender CPU: the slot's walsender process (server side; sampled every 100 ms from /proc, so up to 0.1 s low).",
       );
       if (profileA || a < GATE) await profileDecode(work, childRun);
       if (options.latency) {
@@ -330,6 +348,47 @@ function countLive(changes: number): number {
     done += size;
   }
   return live;
+}
+
+/**
+ * Samples the CPU seconds (user + system, /proc/<pid>/stat) of the walsender serving `slot`
+ * every 100 ms; `stop()` gives the last reading (undefined if none was seen).
+ */
+function watchWalsender(sql: postgres.Sql, slot: string): { stop(): Promise<number | undefined> } {
+  let last: number | undefined;
+  let pid: number | undefined;
+  let busy = false;
+  const sample = async (): Promise<void> => {
+    if (busy) return;
+    busy = true;
+    try {
+      if (pid === undefined) {
+        const row = (
+          await sql<
+            { pid: number | null }[]
+          >`SELECT active_pid AS pid FROM pg_replication_slots WHERE slot_name = ${slot}`
+        )[0];
+        pid = row?.pid ?? undefined;
+      }
+      if (pid !== undefined) {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        last = (Number(f[11]) + Number(f[12])) / 100;
+      }
+    } catch {
+      // the walsender is gone (the run ended) or not there yet
+    } finally {
+      busy = false;
+    }
+  };
+  const timer = setInterval(() => void sample(), 100);
+  return {
+    async stop() {
+      clearInterval(timer);
+      while (busy) await new Promise((r) => setTimeout(r, 10));
+      return last;
+    },
+  };
 }
 
 async function runChild(config: PgCdcBenchConfig, profDir?: string): Promise<PgCdcBenchReport> {
