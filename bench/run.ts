@@ -6,6 +6,9 @@
  *   big-values          peak RSS of tidemark run on tables of big values vs the page byte budget
  *   cdc-engine          the CDC engine alone on the scripted source (1M changes, 10 tables) vs
  *                       the scripted reader alone: changes/s, client CPU, peak RSS [--runs N] [--quick]
+ *   cdc                 Postgres CDC: PgCdcReader (a) and runCdc -> Parquet (b) vs pg_recvlogical on
+ *                       the same slot backlog, and commit-to-durable latency under pgbench
+ *                       [--changes N] [--runs N] [--quick] [--profile] [--no-latency]
  *   encoder             bench/encoder.ts [rows]
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
@@ -26,6 +29,7 @@ const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly strin
   'incremental-mysql': () => import('./incremental-mysql.js'),
   'big-values': () => import('./big-values.js'),
   'cdc-engine': () => import('./cdc-engine.js'),
+  cdc: () => import('./cdc.js'),
 };
 
 const [name, ...rest] = process.argv.slice(2);
