@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import postgres from 'postgres';
-import { parseSpec, type Spec } from '../../shared/config/spec.js';
+import { cdcSettings, parseSpec, type Spec } from '../../shared/config/spec.js';
 import type { CdcSummary } from '../../shared/engine/cdc/run.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { createLogger } from '../../shared/observability/log.js';
@@ -21,7 +21,10 @@ export interface PgCdcTableSpec {
   readonly [k: string]: unknown;
 }
 
-/** A spec capturing `tables` of the database at `url` into a temp dir. */
+/**
+ * A spec capturing `tables` of the database at `url` into a temp dir. Slots are global to the
+ * server: tests running in parallel must each name their own (`cdc.slot`).
+ */
 export function pgCdcSpec(
   url: string,
   tables: readonly PgCdcTableSpec[],
@@ -49,6 +52,11 @@ export interface Capture {
   readonly logs: string[];
 }
 
+/**
+ * Runs the spec's capture in this process. `until` first waits for the source's slot to stream:
+ * the engine commits its first state before the reader creates the slot, so a change made right
+ * after the state appears could precede the slot (and is then, rightly, not captured).
+ */
 export function startCapture(spec: Spec): Capture {
   const stop = new AbortController();
   const logs: string[] = [];
@@ -65,6 +73,19 @@ export function startCapture(spec: Spec): Capture {
     const state = parseCdcState(rec.value);
     return Object.fromEntries(Object.entries(state.tables).map(([k, v]) => [k, v.rows]));
   };
+  let streaming = false;
+  const slotStreams = async (): Promise<boolean> => {
+    if (streaming) return true;
+    const url = spec.sources.src?.url;
+    if (!url) return true;
+    const sql = postgres(url, { max: 1, onnotice: () => undefined });
+    try {
+      streaming = await walsenderStreams(sql, cdcSettings(spec, 'src').slot ?? '');
+      return streaming;
+    } finally {
+      await sql.end();
+    }
+  };
   return {
     done,
     logs,
@@ -72,6 +93,14 @@ export function startCapture(spec: Spec): Capture {
     async until(pred, timeoutMs = 30_000) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
+        if (failure === undefined && !(await slotStreams())) {
+          if (Date.now() > deadline)
+            throw new Error(
+              `the slot did not stream in ${timeoutMs} ms; logs:\n${logs.slice(-20).join('\n')}`,
+            );
+          await new Promise((r) => setTimeout(r, 100));
+          continue;
+        }
         if (failure !== undefined) throw failure;
         const rows = await committedRows();
         if (pred(rows)) return;
@@ -143,14 +172,23 @@ export function pgClient(url: string): postgres.Sql {
   return postgres(url, { max: 2, onnotice: () => undefined });
 }
 
+/**
+ * Whether a walsender streams from `slot`. Not just `active`: a slot being created is active too
+ * (held by the creating backend, which may wait for every running transaction to end), and a
+ * change made then precedes the slot's consistent point.
+ */
+async function walsenderStreams(sql: postgres.Sql, slot: string): Promise<boolean> {
+  const [r] = await sql<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
+    WHERE s.slot_name = ${slot} AND a.backend_type = 'walsender'`;
+  return (r?.n ?? 0) > 0;
+}
+
 /** Waits until the replication slot `slot` exists and a walsender streams from it. */
 export async function waitForActiveSlot(sql: postgres.Sql, slot: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const [r] = await sql<
-      { active: boolean }[]
-    >`SELECT active FROM pg_replication_slots WHERE slot_name = ${slot}`;
-    if (r?.active) return;
+    if (await walsenderStreams(sql, slot)) return;
     if (Date.now() > deadline) throw new Error(`slot ${slot} was not streaming within ${timeoutMs} ms`);
     await new Promise((res) => setTimeout(res, 100));
   }

@@ -46,7 +46,13 @@ describe('postgres cdc, long and large', () => {
           src: {
             kind: 'postgres',
             url: db.url,
-            cdc: { heartbeatSeconds: 1, flushSeconds: 1, idleCommitSeconds: 1 },
+            cdc: {
+              slot: 'tidemark_big',
+              publication: 'tidemark_big',
+              heartbeatSeconds: 1,
+              flushSeconds: 1,
+              idleCommitSeconds: 1,
+            },
           },
         },
         tables: [{ source: 'src', table: 'public.big', mode: 'cdc', snapshot: 'never', writeMode: 'upsert' }],
@@ -84,7 +90,7 @@ describe('postgres cdc, long and large', () => {
         }
       };
       await poll('started', async () => (await state()) !== undefined, 60_000);
-      await waitForActiveSlot(sql, 'tidemark_p_src');
+      await waitForActiveSlot(sql, 'tidemark_big');
 
       // One statement: one transaction of a million rows.
       await sql`INSERT INTO big SELECT g, g, md5(g::text), g * 0.5 FROM generate_series(1, ${ROWS}) g`;
@@ -92,7 +98,7 @@ describe('postgres cdc, long and large', () => {
       const slotConfirmed = async () => {
         const [r] = await sql<
           { lsn: string | null }[]
-        >`SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = 'tidemark_p_src'`;
+        >`SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = 'tidemark_big'`;
         return parseLsn(r!.lsn!);
       };
       await poll(

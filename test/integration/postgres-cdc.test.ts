@@ -19,10 +19,13 @@ describe('postgres cdc', () => {
     const sql = pgClient(db.url);
     try {
       await sql`CREATE TABLE public.orders (id int PRIMARY KEY, note text, amount numeric(12,2), at timestamptz, r real)`;
-      const { spec, dir } = pgCdcSpec(db.url, [{ table: 'public.orders' }]);
+      const { spec, dir } = pgCdcSpec(db.url, [{ table: 'public.orders' }], {
+        slot: 'tidemark_basic',
+        publication: 'tidemark_basic',
+      });
       const cap = startCapture(spec);
       await cap.until((r) => r['public.orders'] !== undefined);
-      await waitForActiveSlot(sql, 'tidemark_p_src');
+      await waitForActiveSlot(sql, 'tidemark_basic');
       await sql`INSERT INTO orders SELECT g, 'n' || g, g * 1.5, now(), 0.1 FROM generate_series(1, 100) g`;
       await sql`UPDATE orders SET note = 'changed' WHERE id % 10 = 0`;
       await sql`DELETE FROM orders WHERE id % 7 = 0`;

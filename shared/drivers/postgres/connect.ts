@@ -116,9 +116,13 @@ function clientOptions(
 }
 
 /**
- * A replication client (walsender, `replication: database`) for logical streaming: the same
- * session settings as every other client (pgoutput's text follows them, so both read paths see
- * the same text) plus `TimeZone=UTC`, and no idle or lifetime limit (the stream runs for days).
+ * A replication client (walsender, `replication: database`) for logical streaming: exactly the
+ * session settings of every other client (pgoutput's text follows them, so both read paths see
+ * the same text), and no idle or lifetime limit (the stream runs for days). TimeZone is left at
+ * the server's (database's) default like every other client: timestamptz text carries its offset
+ * (parsed to the same micros in any zone), while types read as text that embed a timestamptz
+ * (tstzrange, composites) print it in the session zone, which must then be the incremental
+ * path's too (tested under a non-UTC database zone).
  * Only simple-protocol statements work on it (`sql.unsafe` without parameters).
  */
 export function replicationClient(opts: ConnectOptions): Sql {
@@ -129,7 +133,6 @@ export function replicationClient(opts: ConnectOptions): Sql {
       max_lifetime: null,
       connection: {
         ...SESSION_SETTINGS,
-        TimeZone: 'UTC',
         replication: 'database',
         application_name: opts.applicationName ?? 'tidemark-cdc',
       } as Record<string, string>,

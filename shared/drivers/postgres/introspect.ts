@@ -43,6 +43,8 @@ export interface ColumnInfo {
   readonly attTypmod: number;
   /** pg_attribute.attndims. */
   readonly attNdims: number;
+  /** For arrays: the element's base type OID (domains resolved); 0 otherwise. */
+  readonly elementOid: number;
   readonly read: ReadPlan;
 }
 
@@ -163,6 +165,7 @@ export async function introspectTable(sql: Sql, spec: TableSpec): Promise<TableP
       attTypeOid: Number(a.type_oid),
       attTypmod: a.typmod,
       attNdims: a.attndims,
+      elementOid: t.element?.oid ?? 0,
       read: readPlan(t, a.attname, a.attndims),
     };
   });

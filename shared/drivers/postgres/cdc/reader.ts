@@ -771,6 +771,7 @@ export class PgCdcReader implements Reader {
           attTypeOid: c.typeOid,
           attTypmod: c.typmod,
           attNdims: d?.attndims ?? 0,
+          elementOid: t.element?.oid ?? 0,
           read: readPlan(t, c.name, d?.attndims ?? 0),
         };
       });
@@ -938,7 +939,7 @@ export class PgCdcReader implements Reader {
     const result = await this.catalog((sql) =>
       sql.unsafe<Record<string, string | null>[]>(
         `SELECT k.v::text AS key, ${select}
-         FROM jsonb_array_elements($1::jsonb) AS k(v)
+         FROM jsonb_array_elements($1::text::jsonb) AS k(v)
          JOIN ${quoteIdent(nsp)}.${quoteIdent(rel)} t ON ${on}`,
         [JSON.stringify(keys)],
       ),
@@ -1079,14 +1080,8 @@ function writersOf(enc: BatchEncoder): ColumnWriter[] {
 function appendersOf(schema: Schema, infos: readonly ColumnInfo[], source: string): Appender[] {
   return schema.columns.map((c, j) => {
     const info = infos[j]!;
-    const element = info.read.list ? elementOidOf(info) : 0;
-    return appenderFor(info.read, info.baseOid, element, { table: source, column: c.name });
+    return appenderFor(info.read, info.baseOid, info.elementOid, { table: source, column: c.name });
   });
-}
-
-/** The element base OID of a list column (float4 lists are rounded like float4 scalars). */
-function elementOidOf(info: ColumnInfo): number {
-  return info.read.expr.endsWith('::float8[]') ? 700 : 0;
 }
 
 /** True when a key column's text differs between `old` and `nu` (both in `buf`), bytewise. */

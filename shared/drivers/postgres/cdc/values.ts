@@ -8,11 +8,20 @@
  * the incremental suite proves equal to the COPY path. The one difference of forms: a `real`
  * (float4) column is selected as `::float8` by both incremental paths, while pgoutput sends the
  * float4's own shortest text (`0.1`), so it is rounded to float4 with `Math.fround` first
- * (0.1 -> 0.10000000149011612, what the cast gives).
+ * (0.1 -> 0.10000000149011612, what the cast gives). And `inet`, selected as `::text` by both
+ * incremental paths, whose cast always prints the netmask (`10.0.0.1/32`) while inet's own
+ * output (what pgoutput sends) leaves a host's mask out: the mask is added back.
  * Must never: approximate (a value the column cannot hold is the writer's DataError).
  */
 import type { ColumnWriter } from '../../../dataplane/encoder.js';
 import { OID, parseColumnText, type ReadPlan, type ValueContext } from '../types.js';
+
+const INET_OID = 869;
+
+/** inet's output text as `inet::text` prints it: with the netmask, also for a single host. */
+export function inetAsText(s: string): string {
+  return s.includes('/') ? s : `${s}${s.includes(':') ? '/128' : '/32'}`;
+}
 
 /** Appends the text value `buf[s, e)` to `w`. */
 export type Appender = (w: ColumnWriter, buf: Buffer, s: number, e: number) => void;
@@ -49,12 +58,19 @@ export function appenderFor(
   const generic: Appender = (w, buf, s, e) =>
     w.appendValue(parseColumnText(plan, buf.toString('utf8', s, e), ctx));
   if (plan.list) {
+    if (elementOid === INET_OID)
+      return (w, buf, s, e) => {
+        const v = parseColumnText(plan, buf.toString('utf8', s, e), ctx) as (string | null)[];
+        w.appendValue(v.map((x) => (x === null ? null : inetAsText(x))));
+      };
     if (elementOid !== OID.float4) return generic;
     return (w, buf, s, e) => {
       const v = parseColumnText(plan, buf.toString('utf8', s, e), ctx) as (number | null)[];
       w.appendValue(v.map((x) => (x === null ? null : Math.fround(x))));
     };
   }
+  if (baseOid === INET_OID && plan.wire === 'text')
+    return (w, buf, s, e) => w.appendText(inetAsText(buf.toString('latin1', s, e)));
   switch (plan.wire) {
     case 'text':
     case 'uuid':
