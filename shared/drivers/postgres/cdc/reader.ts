@@ -178,6 +178,13 @@ export class PgCdcReader implements Reader {
   private txnCommitNs = 0n;
   // Positions.
   private confirmed = 0n;
+  /**
+   * The newest position delivered (the start, a commit's end, a progress point): a keepalive's
+   * WAL end may lie below where the stream was asked to start (the walsender reports how far it
+   * has read, from the slot's restart point), and such a point must never become progress: the
+   * state's position would move backwards, below the slot's confirmed_flush_lsn.
+   */
+  private floor = 0n;
   private lastActivity: number;
   private lastHeartbeat = 0;
   private statusTimer: NodeJS.Timeout | undefined;
@@ -266,6 +273,7 @@ export class PgCdcReader implements Reader {
     const startLsn = await this.prepareSlot(from.position);
     if (startLsn === undefined) return; // a gap is queued
     this.confirmed = startLsn;
+    this.floor = startLsn;
     await this.startStreaming(startLsn, signal);
   }
 
@@ -488,7 +496,7 @@ export class PgCdcReader implements Reader {
       if (type === 0x6b /* k */) {
         const walEnd = chunk.readBigUInt64BE(1);
         if (chunk[17] === 1) this.sendStatus(true);
-        if (!this.inTxn && !run && walEnd > 0n) return { kind: 'progress', position: lsnPosition(walEnd) };
+        if (!this.inTxn && !run && walEnd > this.floor) return this.progress(walEnd);
         if (run) return this.rowsEvent(run);
         continue;
       }
@@ -528,6 +536,11 @@ export class PgCdcReader implements Reader {
       const ev = await this.decodeOther(tag, m);
       if (ev) return ev;
     }
+  }
+
+  private progress(lsn: bigint): CdcEvent {
+    this.floor = lsn;
+    return { kind: 'progress', position: lsnPosition(lsn) };
   }
 
   private rowsEvent(run: { t: TableState; count: number; bytes: number }): CdcEvent {
@@ -608,6 +621,7 @@ export class PgCdcReader implements Reader {
           const commitTs = m.i64();
           this.inTxn = false;
           this.lastActivity = this.clock();
+          if (endLsn > this.floor) this.floor = endLsn;
           return {
             kind: 'commit',
             position: lsnPosition(endLsn),
@@ -652,9 +666,8 @@ export class PgCdcReader implements Reader {
           const transactional = (m.u8() & 1) === 1;
           const lsn = m.u64();
           const prefix = m.cstring();
-          if (!transactional && !this.inTxn && prefix === HEARTBEAT_PREFIX) {
-            return { kind: 'progress', position: lsnPosition(lsn) };
-          }
+          if (!transactional && !this.inTxn && prefix === HEARTBEAT_PREFIX && lsn > this.floor)
+            return this.progress(lsn);
           return undefined;
         }
       default:
