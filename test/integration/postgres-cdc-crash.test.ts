@@ -10,6 +10,10 @@
  * row inserted after capture started is in the lake exactly once, and every account's, teller's
  * and branch's latest lake version (by __pos) equals the source.
  *
+ * The first child (which creates the slot and publication and commits the first position) is
+ * SIGKILLed idle by the test; the WAL head at that moment is where "after capture started" begins.
+ * TIDEMARK_PGCRASH_KEEP=1 keeps each run's directory (state, lake, kills, child logs).
+ *
  * Mutation self-check: the same checker run under a broken protocol (the ack moved before the
  * state commit, a recovery that removes nothing, the commit before the write) must DETECT a
  * violation. The wrappers live in the child, never in production code.
@@ -217,15 +221,21 @@ interface Outcome {
  * pgbench against the captured tables, `kills` child generations each SIGKILLed at its point,
  * then a clean child to the WAL head; returns what is wrong (empty: the protocol held).
  */
-async function pgbenchCrash(
-  kills: readonly { point: CdcPoint; nth: number }[],
-  mutation?: PgMutation,
-): Promise<Outcome> {
+/** One child generation: SIGKILLed the `nth` time it reaches `point`; `quiet`: with pgbench paused. */
+interface Kill {
+  readonly point: CdcPoint;
+  readonly nth: number;
+  readonly quiet?: boolean;
+}
+
+async function pgbenchCrash(kills: readonly Kill[], mutation?: PgMutation): Promise<Outcome> {
   const pgbench = findPgbench();
   const db: FreshDatabase = await freshPgDatabase('pgcrash');
   cleanup.push(() => db.drop());
   const dir = mkdtempSync(join(tmpdir(), 'tidemark-pgcrash-'));
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+  // TIDEMARK_PGCRASH_KEEP=1 keeps the state, lake, kills and child logs for a post-mortem.
+  if (process.env.TIDEMARK_PGCRASH_KEEP) process.stdout.write(`[pgbench crash] keeping ${dir}\n`);
+  else cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
   const env = pgEnv(db.url);
   const init = await run(pgbench, ['-i', '-s', '1', '-q'], env);
   if (init.code !== 0) throw new Error(`pgbench -i failed: ${init.out}`);
@@ -243,6 +253,40 @@ async function pgbenchCrash(
     ...(mutation ? { mutation } : {}),
   };
   const log = (i: number | string) => join(dir, `child-${i}.log`);
+
+  /** After a kill: the (slot confirmed_flush_lsn, committed state position) pair, checked. */
+  const checkPair = async (
+    generation: number,
+    point: CdcPoint | 'idle',
+    nth: number,
+    committedAtKill: string | null,
+  ): Promise<void> => {
+    const slot = await slotConfirmed(sql, base.slot);
+    const committed = (await committedPosition(dir)) ?? null;
+    const before = pairs.at(-1)?.committed ?? null;
+    pairs.push({
+      generation,
+      point,
+      nth,
+      confirmed: slot.confirmed,
+      committed,
+      committedAtKill,
+      slotStillActive: slot.active,
+    });
+    const at = `generation ${generation} (${point}#${nth})`;
+    // The durable resume position only moves forward: a child never commits a position below the
+    // one it started from.
+    if (before !== null && committed !== null && parseLsn(committed) < parseLsn(before))
+      problems.push(`${at}: the state position moved backwards, from ${before} to ${committed}`);
+    if (slot.confirmed === null) problems.push(`${at}: the slot is gone`);
+    else if (committed === null)
+      // The first child committed a position before the first kill: it is never missing here.
+      problems.push(`${at}: the state holds no position`);
+    else if (parseLsn(slot.confirmed) > parseLsn(committed))
+      problems.push(
+        `${at}: the slot is confirmed at ${slot.confirmed}, past the durable state position ${committed}`,
+      );
+  };
 
   // The first start creates the slot and the publication and commits a position; changes
   // after the WAL head at that moment must all arrive. Then it is SIGKILLed while idle.
@@ -267,11 +311,16 @@ async function pgbenchCrash(
     join(dir, 'kills'),
     `${JSON.stringify({ point: 'idle', nth: 1, committed: committedAtIdle } satisfies KillLine)}\n`,
   );
+  await checkPair(-1, 'idle', 1, committedAtIdle);
 
-  const bench = startPgbench(pgbench, env);
+  let bench: ReturnType<typeof startPgbench> | undefined = startPgbench(pgbench, env);
   let pgbenchRuns = 0;
   try {
-    for (const [i, kill] of kills.entries()) {
+    for (const [i, { quiet, ...kill }] of kills.entries()) {
+      if (quiet && bench) {
+        pgbenchRuns += await bench.stop();
+        bench = undefined;
+      } else if (!quiet && !bench) bench = startPgbench(pgbench, env);
       const child = startChild({ ...base, kill }, log(i));
       gens.push({ ...kill, child });
       const timer = setTimeout(() => child.proc.kill('SIGKILL'), CHILD_DEADLINE_MS);
@@ -294,28 +343,10 @@ async function pgbenchCrash(
           `${[...lines, { point: kill.point, nth: -1, committed: null }].map((l) => JSON.stringify(l)).join('\n')}\n`,
         );
       }
-      const slot = await slotConfirmed(sql, base.slot);
-      const committed = (await committedPosition(dir)) ?? null;
-      const pair: Pair = {
-        generation: i,
-        point: kill.point,
-        nth: kill.nth,
-        confirmed: slot.confirmed,
-        committed,
-        committedAtKill: landed?.committed ?? null,
-        slotStillActive: slot.active,
-      };
-      pairs.push(pair);
-      if (slot.confirmed === null) problems.push(`generation ${i}: the slot is gone`);
-      else if (committed === null)
-        problems.push(`generation ${i}: the state holds no position (the first child committed one)`);
-      else if (parseLsn(slot.confirmed) > parseLsn(committed))
-        problems.push(
-          `generation ${i} (${kill.point}#${kill.nth}): the slot is confirmed at ${slot.confirmed}, past the durable state position ${committed}`,
-        );
+      await checkPair(i, kill.point, kill.nth, landed?.committed ?? null);
     }
   } finally {
-    pgbenchRuns = await bench.stop();
+    if (bench) pgbenchRuns += await bench.stop();
   }
 
   // pgbench has ended cleanly: everything it did is before this WAL head.
@@ -469,10 +500,6 @@ async function checkLake(
   }
 }
 
-/** What the checker reports when the protocol is broken. */
-const VIOLATION =
-  /past the durable state|past the state's|are missing from the lake|more than once|duplicate \(key, __pos\)|differs from the source|have no lake version|not in the source|POSITION_LOST/;
-
 function schedule(n: number): { point: CdcPoint; nth: number }[] {
   return Array.from({ length: n }, (_, i) => ({ point: POINTS[i % POINTS.length]!, nth: 1 + (i % 3) }));
 }
@@ -506,41 +533,84 @@ describe('Postgres CDC under pgbench, SIGKILLed 20 times', () => {
         .join('\n')}\n`,
     );
     expect(outcome.problems, summarize(outcome)).toEqual([]);
-    expect(outcome.pairs).toHaveLength(20);
+    // The idle kill of the first child, then the 20 kills at protocol points.
+    expect(outcome.pairs).toHaveLength(21);
   });
 
-  // Mutation self-checks: each broken protocol must be DETECTED by the same checker.
-  const MUTANTS: Record<PgMutation, { point: CdcPoint; nth: number }[]> = {
-    'ack-before-commit': [
-      { point: 'before-write', nth: 2 },
-      { point: 'after-write', nth: 2 },
-      { point: 'before-write', nth: 3 },
-      { point: 'after-write', nth: 1 },
-    ],
-    'noop-recover': [
-      { point: 'after-write', nth: 2 },
-      { point: 'after-write', nth: 3 },
-      { point: 'after-write', nth: 2 },
-      { point: 'after-write', nth: 1 },
-    ],
-    'commit-before-write': [
-      { point: 'after-commit', nth: 2 },
-      { point: 'after-commit', nth: 3 },
-      { point: 'after-commit', nth: 2 },
-      { point: 'after-commit', nth: 1 },
-    ],
+  // A kill between commit and ack leaves the slot behind the state (the ack never left); the
+  // next child starts at the state's position while the slot is still behind it. On a quiet
+  // source that child only commits idle positions (keepalives, heartbeats) and acks them
+  // (killed at its 3rd ack): none may be below where it started, and the slot must stay at or
+  // below the state.
+  it('restarted on a quiet source after a kill between commit and ack: the position never moves back, the slot never passes it', {
+    timeout: 10 * 60_000,
+  }, async () => {
+    const kills: Kill[] = [];
+    for (let i = 0; i < 4; i++)
+      kills.push({ point: 'after-commit', nth: 2 }, { point: 'after-ack', nth: 3, quiet: true });
+    const outcome = await pgbenchCrash(kills);
+    process.stdout.write(
+      `[pgbench crash, quiet restarts] pairs:\n${outcome.pairs.map((p) => `  ${p.generation} ${p.point}#${p.nth}: ${p.confirmed} <= ${p.committed}`).join('\n')}\n`,
+    );
+    // The scenario was set up: some after-commit kill left the slot behind the state.
+    const behind = outcome.pairs.filter(
+      (p) =>
+        p.point === 'after-commit' &&
+        p.confirmed &&
+        p.committed &&
+        parseLsn(p.confirmed) < parseLsn(p.committed),
+    );
+    expect(behind.length, summarize(outcome)).toBeGreaterThan(0);
+    expect(outcome.problems, summarize(outcome)).toEqual([]);
+  });
+
+  // Mutation self-checks: each broken protocol must be DETECTED by the same checker, by the
+  // check that guards the step it breaks.
+  const MUTANTS: Record<PgMutation, { kills: { point: CdcPoint; nth: number }[]; detectedBy: RegExp }> = {
+    // The ack moves before the state commit: the slot passes the durable position (and the next
+    // start finds the slot ahead of the state: POSITION_LOST, rows lost).
+    'ack-before-commit': {
+      kills: [
+        { point: 'before-write', nth: 2 },
+        { point: 'after-write', nth: 2 },
+        { point: 'before-write', nth: 3 },
+        { point: 'after-write', nth: 1 },
+      ],
+      detectedBy: /past the durable state position/,
+    },
+    // A crashed attempt's objects are not removed: its rows are in the lake twice.
+    'noop-recover': {
+      kills: [
+        { point: 'after-write', nth: 2 },
+        { point: 'after-write', nth: 3 },
+        { point: 'after-write', nth: 2 },
+        { point: 'after-write', nth: 1 },
+      ],
+      detectedBy: /more than once|duplicate \(key, __pos\)/,
+    },
+    // The durability order reversed (state committed before the object is written): a kill
+    // after the commit loses the page.
+    'commit-before-write': {
+      kills: [
+        { point: 'after-commit', nth: 2 },
+        { point: 'after-commit', nth: 3 },
+        { point: 'after-commit', nth: 2 },
+        { point: 'after-commit', nth: 1 },
+      ],
+      detectedBy: /are missing from the lake|have no lake version/,
+    },
   };
-  for (const [mutation, kills] of Object.entries(MUTANTS) as [
+  for (const [mutation, { kills, detectedBy }] of Object.entries(MUTANTS) as [
     PgMutation,
-    { point: CdcPoint; nth: number }[],
+    (typeof MUTANTS)[PgMutation],
   ][]) {
     it(`detects a broken protocol: ${mutation}`, { timeout: 10 * 60_000 }, async () => {
       const outcome = await pgbenchCrash(kills, mutation);
       process.stdout.write(
         `[pgbench crash, mutation ${mutation}] detected: ${JSON.stringify(outcome.problems)}\n`,
       );
-      // Only a protocol violation counts as detection (not, say, a workload that did not run).
-      const violations = outcome.problems.filter((p) => VIOLATION.test(p));
+      // Only the violation the broken step causes counts (not, say, a workload that did not run).
+      const violations = outcome.problems.filter((p) => detectedBy.test(p));
       expect(violations.length, summarize(outcome)).toBeGreaterThan(0);
     });
   }
