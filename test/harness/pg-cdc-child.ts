@@ -119,7 +119,7 @@ async function main(): Promise<void> {
         bytes: 64 * 2 ** 20,
         ms: 1000,
         maxAckLagMs: 2000,
-        idleCommitMs: 1000,
+        idleCommitMs: config.idleCommitMs ?? 1000,
       },
       leaseTtlMs: PG_LEASE_TTL_MS,
       renewEveryMs: PG_RENEW_EVERY_MS,

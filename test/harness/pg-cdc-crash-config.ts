@@ -18,6 +18,8 @@ export interface PgChildConfig {
   readonly mutation?: PgMutation;
   /** Flush a table at this many pending rows (default 200). */
   readonly flushRows?: number;
+  /** With nothing pending, commit a newer resume position at least this often (default 1000). */
+  readonly idleCommitMs?: number;
 }
 
 export const PG_PIPELINE = 'p';

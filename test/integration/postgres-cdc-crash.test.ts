@@ -221,11 +221,15 @@ interface Outcome {
  * pgbench against the captured tables, `kills` child generations each SIGKILLed at its point,
  * then a clean child to the WAL head; returns what is wrong (empty: the protocol held).
  */
-/** One child generation: SIGKILLed the `nth` time it reaches `point`; `quiet`: with pgbench paused. */
+/**
+ * One child generation: SIGKILLed the `nth` time it reaches `point`; `quiet`: with pgbench
+ * paused; `idleCommitMs`: the child's idle-commit interval.
+ */
 interface Kill {
   readonly point: CdcPoint;
   readonly nth: number;
   readonly quiet?: boolean;
+  readonly idleCommitMs?: number;
 }
 
 async function pgbenchCrash(kills: readonly Kill[], mutation?: PgMutation): Promise<Outcome> {
@@ -316,12 +320,12 @@ async function pgbenchCrash(kills: readonly Kill[], mutation?: PgMutation): Prom
   let bench: ReturnType<typeof startPgbench> | undefined = startPgbench(pgbench, env);
   let pgbenchRuns = 0;
   try {
-    for (const [i, { quiet, ...kill }] of kills.entries()) {
+    for (const [i, { quiet, idleCommitMs, ...kill }] of kills.entries()) {
       if (quiet && bench) {
         pgbenchRuns += await bench.stop();
         bench = undefined;
       } else if (!quiet && !bench) bench = startPgbench(pgbench, env);
-      const child = startChild({ ...base, kill }, log(i));
+      const child = startChild({ ...base, kill, ...(idleCommitMs ? { idleCommitMs } : {}) }, log(i));
       gens.push({ ...kill, child });
       const timer = setTimeout(() => child.proc.kill('SIGKILL'), CHILD_DEADLINE_MS);
       const r = await child.exited;
@@ -351,12 +355,17 @@ async function pgbenchCrash(kills: readonly Kill[], mutation?: PgMutation): Prom
 
   // pgbench has ended cleanly: everything it did is before this WAL head.
   const stopLsn = await walHead(sql);
+  const stateStore = new FileCursorStore(join(dir, 'state'));
+  const versionBefore = (await stateStore.load(PG_STATE_KEY)).version;
   const last = startChild(base, log('last'));
   const lastDeadline = Date.now() + CHILD_DEADLINE_MS;
   let caughtUp = false;
   while (last.proc.exitCode === null && Date.now() < lastDeadline) {
-    const pos = await committedPosition(dir);
-    if (pos !== undefined && parseLsn(pos) >= parseLsn(stopLsn)) {
+    // The child has written the state (taken the lease: its SIGTERM handler is installed) and
+    // its committed position reached the WAL head at the stop.
+    const rec = await stateStore.load(PG_STATE_KEY);
+    const pos = parseCdcState(rec.value).position?.value;
+    if (rec.version > versionBefore && pos !== undefined && parseLsn(pos) >= parseLsn(stopLsn)) {
       caughtUp = true;
       break;
     }
@@ -541,13 +550,17 @@ describe('Postgres CDC under pgbench, SIGKILLed 20 times', () => {
   // next child starts at the state's position while the slot is still behind it. On a quiet
   // source that child only commits idle positions (keepalives, heartbeats) and acks them
   // (killed at its 3rd ack): none may be below where it started, and the slot must stay at or
-  // below the state.
+  // below the state. Its idle commits come every 100 ms, so the first one is taken before the
+  // walsender has caught up (as with a long backlog between restart_lsn and the WAL head).
   it('restarted on a quiet source after a kill between commit and ack: the position never moves back, the slot never passes it', {
     timeout: 10 * 60_000,
   }, async () => {
     const kills: Kill[] = [];
     for (let i = 0; i < 4; i++)
-      kills.push({ point: 'after-commit', nth: 2 }, { point: 'after-ack', nth: 3, quiet: true });
+      kills.push(
+        { point: 'after-commit', nth: 2 },
+        { point: 'after-ack', nth: 3, quiet: true, idleCommitMs: 100 },
+      );
     const outcome = await pgbenchCrash(kills);
     process.stdout.write(
       `[pgbench crash, quiet restarts] pairs:\n${outcome.pairs.map((p) => `  ${p.generation} ${p.point}#${p.nth}: ${p.confirmed} <= ${p.committed}`).join('\n')}\n`,
