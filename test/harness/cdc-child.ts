@@ -11,7 +11,7 @@
  * fail): never a switch in production code, always a wrapper injected here.
  */
 import { join } from 'node:path';
-import type { Reader, Streamer } from '../../shared/contracts/cdc.js';
+import type { Streamer } from '../../shared/contracts/cdc.js';
 import type { Sink } from '../../shared/contracts/sink.js';
 import type { CursorStore, StateRecord } from '../../shared/contracts/state.js';
 import type { CdcPoint } from '../../shared/engine/cdc/run.js';
@@ -20,7 +20,7 @@ import { ParquetSink } from '../../shared/sink/parquet-sink.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { isProvablyDead, localOwner } from '../../shared/state/lease-owner.js';
 import { runEngine } from './cdc-engine.js';
-import { durableBeforeWrite, noopRecover, record } from './mutations.js';
+import { ackBeforeCommit, durableBeforeWrite, noopRecover, record } from './mutations.js';
 import { generateScript, ScriptedServer, type ScriptParams } from './scripted-source.js';
 
 /** A broken protocol step the crash suite must catch. */
@@ -55,27 +55,6 @@ function ackBeforePersist(inner: CursorStore): CursorStore {
       return typeof v === 'function' ? v.bind(target) : v;
     },
   });
-}
-
-/** A reader that acknowledges every commit as soon as it reads it, before anything is durable. */
-function ackBeforeCommit(inner: Streamer): Streamer {
-  return {
-    async openReader(tables, runtime) {
-      const reader = await inner.openReader(tables, runtime);
-      const next: Reader['next'] = async (waitMs, signal) => {
-        const ev = await reader.next(waitMs, signal);
-        if (ev?.kind === 'commit') await reader.setConfirmed(ev.position);
-        return ev;
-      };
-      return new Proxy(reader, {
-        get(target, key) {
-          if (key === 'next') return next;
-          const v = Reflect.get(target, key) as unknown;
-          return typeof v === 'function' ? v.bind(target) : v;
-        },
-      }) as Reader;
-    },
-  };
 }
 
 async function main(): Promise<void> {

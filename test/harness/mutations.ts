@@ -6,6 +6,7 @@
  */
 import { appendFileSync, closeSync, fsyncSync, openSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Reader, Streamer } from '../../shared/contracts/cdc.js';
 import type { ObjectRef, Sink } from '../../shared/contracts/sink.js';
 import type { CursorStore } from '../../shared/contracts/state.js';
 
@@ -85,5 +86,26 @@ export function durableBeforeWrite(inner: Sink): Sink {
     recover: (...a) => inner.recover(...a),
     list: (...a) => inner.list(...a),
     discard: (...a) => inner.discard(...a),
+  };
+}
+
+/** A reader that acknowledges every commit as soon as it reads it, before anything is durable. */
+export function ackBeforeCommit(inner: Streamer): Streamer {
+  return {
+    async openReader(tables, runtime) {
+      const reader = await inner.openReader(tables, runtime);
+      const next: Reader['next'] = async (waitMs, signal) => {
+        const ev = await reader.next(waitMs, signal);
+        if (ev?.kind === 'commit') await reader.setConfirmed(ev.position);
+        return ev;
+      };
+      return new Proxy(reader, {
+        get(target, key) {
+          if (key === 'next') return next;
+          const v = Reflect.get(target, key) as unknown;
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      }) as Reader;
+    },
   };
 }

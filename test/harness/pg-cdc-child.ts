@@ -14,7 +14,7 @@
  * switch in production code. SIGTERM drains (flush, commit, ack, release) and exits 0.
  */
 import { join } from 'node:path';
-import type { Reader, Streamer } from '../../shared/contracts/cdc.js';
+import type { Streamer } from '../../shared/contracts/cdc.js';
 import type { Sink } from '../../shared/contracts/sink.js';
 import type { CursorStore } from '../../shared/contracts/state.js';
 import { PostgresCdcSource } from '../../shared/drivers/postgres/cdc/source.js';
@@ -25,7 +25,7 @@ import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { ParquetSink } from '../../shared/sink/parquet-sink.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { isProvablyDead, localOwner } from '../../shared/state/lease-owner.js';
-import { commitBeforeWrite, noopRecover, record } from './mutations.js';
+import { ackBeforeCommit, commitBeforeWrite, noopRecover, record } from './mutations.js';
 import {
   type KillLine,
   PG_LEASE_TTL_MS,
@@ -36,27 +36,6 @@ import {
   PGBENCH_TABLES,
   type PgChildConfig,
 } from './pg-cdc-crash-config.js';
-
-/** A streamer whose readers acknowledge every commit as soon as they read it (before it is durable). */
-function ackBeforeCommit(inner: Streamer): Streamer {
-  return {
-    async openReader(tables, runtime) {
-      const reader = await inner.openReader(tables, runtime);
-      const next: Reader['next'] = async (waitMs, signal) => {
-        const ev = await reader.next(waitMs, signal);
-        if (ev?.kind === 'commit') await reader.setConfirmed(ev.position);
-        return ev;
-      };
-      return new Proxy(reader, {
-        get(target, key) {
-          if (key === 'next') return next;
-          const v = Reflect.get(target, key) as unknown;
-          return typeof v === 'function' ? v.bind(target) : v;
-        },
-      }) as Reader;
-    },
-  };
-}
 
 async function main(): Promise<void> {
   const config = JSON.parse(process.argv[2]!) as PgChildConfig;
