@@ -20,10 +20,11 @@
  * `_ins` one); a main publication left from an earlier spec is emptied of the tables it still
  * holds (it is not dropped), and so is an `_ins` publication once no table is insertOnly.
  */
+
+import { hashedPgName, PG_NAME_MAX } from '../../../config/pg-names.js';
 import { SourceError } from '../../../contracts/errors.js';
 import type { Sql } from '../connect.js';
 import { splitTableName } from '../introspect.js';
-import { hashedPgName, PG_NAME_MAX } from '../../../config/pg-names.js';
 import { quoteIdent } from '../types.js';
 
 /** A spec table as the publications see it. */
