@@ -48,4 +48,33 @@ describe('postgres cdc', () => {
       await sql.end();
     }
   });
+
+  it('captures a partitioned table through its root: one lake table, rows of every partition', {
+    timeout: 120_000,
+  }, async () => {
+    const sql = pgClient(db.url);
+    try {
+      await sql.unsafe(`
+        CREATE TABLE public.events (id int, at date, v text, PRIMARY KEY (id, at)) PARTITION BY RANGE (at);
+        CREATE TABLE public.events_2025 PARTITION OF public.events FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');
+        CREATE TABLE public.events_2026 PARTITION OF public.events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');`);
+      const { spec, dir } = pgCdcSpec(db.url, [{ table: 'public.events' }], {
+        slot: 'tidemark_parts',
+        publication: 'tidemark_parts',
+      });
+      const cap = startCapture(spec);
+      await cap.until((r) => r['public.events'] !== undefined);
+      await sql`INSERT INTO events SELECT g, date '2025-06-01' + (g * 2), 'v' || g FROM generate_series(1, 200) g`;
+      await sql`UPDATE events SET v = 'moved' WHERE id % 20 = 0`;
+      await cap.until((r) => (r['public.events'] ?? 0) >= 210);
+      await cap.stop();
+      const parts = await sql<{ n: number }[]>`SELECT count(DISTINCT tableoid)::int AS n FROM events`;
+      expect(parts[0]!.n).toBe(2);
+      const lake = await lakeLatest(dir, 'public.events', 'id', ['v']);
+      expect(lake.size).toBe(200);
+      expect([...lake.values()].filter((r) => r.v === 'moved').length).toBe(10);
+    } finally {
+      await sql.end();
+    }
+  });
 });
