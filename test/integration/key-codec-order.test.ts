@@ -595,8 +595,10 @@ const MY_COLUMNS: ColumnCase[] = [
     type: { kind: 'float64' },
     value: withTies(fc.double({ noNaN: true, noDefaultInfinity: true }), 0, -0, 1, -1),
     toSql: (v) => v,
-    select: (c) => c,
-    fromSql: (raw) => raw,
+    // Read as text and parsed here, as the driver does (typeCast: false): mysql2's own parse of a
+    // DOUBLE in the text protocol is not exact (988363526545097.9 came back as 988363526545098).
+    select: (c) => `CAST(${c} AS CHAR)`,
+    fromSql: (raw) => Number(raw),
   },
 ];
 
