@@ -593,11 +593,12 @@ const MY_COLUMNS: ColumnCase[] = [
     name: 'c_dbl',
     sqlType: 'DOUBLE',
     type: { kind: 'float64' },
-    value: withTies(fc.double({ noNaN: true, noDefaultInfinity: true }), 0, -0, 1, -1),
+    value: withTies(fc.double({ noNaN: true, noDefaultInfinity: true }), 0, -0, 1, -1, 988363526545097.9),
     toSql: (v) => v,
-    // Read as text and parsed here, as the driver does (typeCast: false): mysql2's own parse of a
-    // DOUBLE in the text protocol is not exact (988363526545097.9 came back as 988363526545098).
-    select: (c) => `CAST(${c} AS CHAR)`,
+    // Read as the server's text and parsed here, as the driver does (typeCast: false; `ordered`
+    // below): mysql2's own parse of a DOUBLE is not exact (988363526545097.9 came back as
+    // 988363526545098), and CAST(... AS CHAR) prints 15 digits.
+    select: (c) => c,
     fromSql: (raw) => Number(raw),
   },
 ];
@@ -646,10 +647,12 @@ describe('key codec order vs MariaDB ORDER BY', () => {
   ): Promise<{ tuples: unknown[][]; eqPrev: boolean[] }> {
     const key = [...columns.map((c) => c.name), ...(withId ? ['id'] : [])];
     const equalPrev = key.map((k) => `${k} <=> lag(${k}) OVER (ORDER BY ${key.join(', ')})`).join(' AND ');
-    const [rows] = await connection.query(
-      `SELECT ${columns.map((c, i) => `${c.select(c.name)} AS v${i}`).join(', ')}, id, COALESCE(${equalPrev}, 0) AS eq_prev
+    const [rows] = await connection.query({
+      sql: `SELECT ${columns.map((c, i) => `${c.select(c.name)} AS v${i}`).join(', ')}, id, COALESCE(${equalPrev}, 0) AS eq_prev
          FROM t ORDER BY ${key.join(', ')}`,
-    );
+      // DOUBLE as the server's text (see c_dbl).
+      typeCast: (field, next) => (field.type === 'DOUBLE' ? field.string() : next()),
+    });
     const list = rows as Record<string, unknown>[];
     return {
       tuples: list.map((r) => [
