@@ -298,7 +298,11 @@ export class MysqlCdcReader implements Reader {
 
   private startStreaming(at: BinlogPoint, stored: SourcePosition | undefined): Promise<void> {
     const include: Record<string, string[]> = {};
-    for (const t of this.tables.values()) (include[t.database] ??= []).push(t.table);
+    for (const t of this.tables.values()) {
+      const list = include[t.database] ?? [];
+      list.push(t.table);
+      include[t.database] = list;
+    }
     const z = new ZongJi({
       uri: this.opts.url,
       connectTimeout: this.opts.connectTimeoutMs ?? 10_000,
@@ -326,6 +330,8 @@ export class MysqlCdcReader implements Reader {
         }
         this.streamError ??= e;
         this.wake?.();
+        // A dump refused at once (purged binlogs) never gets ready: the gap is the answer.
+        resolve();
       });
       z.on('ready', () => {
         ready = true;
