@@ -393,3 +393,171 @@ describe('mysql cdc: binlogs purged while stopped', () => {
     expect(gaps[0]!.detail).toContain('1236');
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Every type, both paths
+
+/** Per column: name and MySQL DDL (mysql-types.test.ts's golden table, plus more forms). */
+const EVERY_TYPE: [name: string, ddl: string][] = [
+  ['id', 'INT PRIMARY KEY'],
+  ['ti', 'TINYINT'],
+  ['tb', 'TINYINT(1)'],
+  ['tu', 'TINYINT UNSIGNED'],
+  ['si', 'SMALLINT'],
+  ['su', 'SMALLINT UNSIGNED'],
+  ['mi', 'MEDIUMINT'],
+  ['mu', 'MEDIUMINT UNSIGNED'],
+  ['i', 'INT'],
+  ['iu', 'INT UNSIGNED'],
+  ['bi', 'BIGINT'],
+  ['bu', 'BIGINT UNSIGNED'],
+  ['d38', 'DECIMAL(38,10)'],
+  ['d65', 'DECIMAL(65,30)'],
+  ['f', 'FLOAT'],
+  ['db', 'DOUBLE'],
+  ['bt', 'BIT(10)'],
+  ['y', 'YEAR'],
+  ['dt', 'DATE'],
+  ['dtm', 'DATETIME(6)'],
+  ['ts', 'TIMESTAMP(6) NULL'],
+  ['tm', 'TIME(6)'],
+  ['vc', 'VARCHAR(20)'],
+  ['l1', 'VARCHAR(20) CHARACTER SET latin1'],
+  ['bn', 'BINARY(3)'],
+  ['bl', 'BLOB'],
+  ['j', 'JSON'],
+  ['e', "ENUM('sad','ok')"],
+  ['st', "SET('x','y','z')"],
+  ['gv', 'BIGINT AS (i * 2) VIRTUAL'],
+  ['gs', "VARCHAR(30) AS (CONCAT(vc, '!')) STORED"],
+  ['ch', 'CHAR(5)'],
+  ['vb', 'VARBINARY(10)'],
+  ['tt', 'TINYTEXT'],
+  ['lt', 'LONGTEXT'],
+  ['d10', 'DECIMAL(10,2)'],
+  ['dt0', 'DATETIME'],
+  ['ts3', 'TIMESTAMP(3) NULL'],
+  ['tm0', 'TIME'],
+  ['b64', 'BIT(64)'],
+  ['fmd', 'FLOAT(7,3)'],
+  ['dmd', 'DOUBLE(12,4)'],
+  ['uu', 'UUID'],
+  ['i4', 'INET4'],
+  ['i6', 'INET6'],
+];
+const GOLDEN_COLUMNS =
+  'id, ti, tb, tu, si, su, mi, mu, i, iu, bi, bu, d38, d65, f, db, bt, y, dt, dtm, ts, tm, vc, l1, bn, bl, j, e, st';
+const GOLDEN_ROWS = `
+  (1, -128, 0, 0, -32768, 0, -8388608, 0, -2147483648, 0, -9223372036854775808, 0,
+   '-9999999999999999999999999999.9999999999', '-99999999999999999999999999999999999.999999999999999999999999999999',
+   -3.4e38, -1.7976931348623157e308, b'0', 1901, '1000-01-01', '1000-01-01 00:00:00.000000', '1970-01-01 00:00:01.000000',
+   '-838:59:59.000000', '', '', X'000000', X'', '[]', 'sad', ''),
+  (2, 127, 1, 255, 32767, 65535, 8388607, 16777215, 2147483647, 4294967295, 9223372036854775807, 18446744073709551615,
+   '9999999999999999999999999999.9999999999', '0.000000000000000000000000000001',
+   16777217, 5e-324, b'1111111111', 2155, '9999-12-31', '9999-12-31 23:59:59.999999', '2038-01-19 03:14:07.999999',
+   '838:59:59.999999', '😀 ünï', 'café €ÿ', X'ff0102', X'00ff', '{"a": 12345678901234567890}', 'ok', 'x,z'),
+  (3, 0, NULL, 1, 0, 1, 0, 1, 0, 1, 9007199254740993, 9007199254740993, '0.0000000001', '-0.000000000000000000000000000001',
+   0.1, 0.1, b'1', 0, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '25:00:00.000001', 'a''b\\\\c', NULL, NULL, NULL,
+   'null', NULL, NULL),
+  (4, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '1969-12-31',
+   '1969-12-31 23:59:59.999999', NULL, '-00:00:00.000001', NULL, NULL, NULL, NULL, NULL, NULL, NULL)`;
+const EXTRA_UPDATES = [
+  `UPDATE every_type SET ch = '', vb = X'', tt = '', lt = '', d10 = -99999999.99, dt0 = '1000-01-01 00:00:00',
+     ts3 = '1970-01-01 00:00:01.000', tm0 = '-838:59:59', b64 = b'0', fmd = -9999.999, dmd = -99999999.9999,
+     uu = '00000000-0000-0000-0000-000000000000', i4 = '0.0.0.0', i6 = '::' WHERE id = 1`,
+  `UPDATE every_type SET ch = 'abcde', vb = X'00ff00', tt = 'tiny', lt = REPEAT('x', 70000), d10 = 99999999.99,
+     dt0 = '9999-12-31 23:59:59', ts3 = '2038-01-19 03:14:07.999', tm0 = '838:59:59', b64 = 0xFFFFFFFFFFFFFFFF,
+     fmd = 9999.999, dmd = 12345678.1234, uu = '123e4567-e89b-12d3-a456-426614174000', i4 = '255.255.255.255',
+     i6 = '2001:db8::ff00:42:8329' WHERE id = 2`,
+  `UPDATE every_type SET ch = 'a  ', vb = X'00', lt = '😀', d10 = 0, dt0 = '0000-00-00 00:00:00',
+     ts3 = '0000-00-00 00:00:00', tm0 = '00:00:00', b64 = b'1', fmd = 0.1, dmd = 0.1, i4 = '10.1.2.3',
+     i6 = '::ffff:1.2.3.4' WHERE id = 3`,
+];
+
+/** Latest version per `id` of a lake table (deletes dropped), every data column as VARCHAR, and the DuckDB types. */
+async function lakeLatestAll(
+  glob: string,
+  columns: readonly string[],
+): Promise<{ rows: Map<string, Record<string, string | null>>; types: Record<string, string> }> {
+  const inst = await DuckDBInstance.create(':memory:');
+  const conn = await inst.connect();
+  try {
+    await conn.run("SET TimeZone = 'UTC'");
+    const described = (
+      await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet('${glob}', union_by_name = true)`)
+    ).getRowObjects();
+    const types = Object.fromEntries(
+      described
+        .filter((c) => !String(c.column_name).startsWith('__'))
+        .map((c) => [String(c.column_name), String(c.column_type)]),
+    );
+    const cols = columns.map((c) => `CAST("${c}" AS VARCHAR) AS "${c}"`).join(', ');
+    const r = await conn.runAndReadAll(
+      `SELECT ${cols} FROM (SELECT *, row_number() OVER (PARTITION BY id ORDER BY __pos DESC) AS rn
+         FROM read_parquet('${glob}', union_by_name = true)) WHERE rn = 1 AND __op <> 'd' ORDER BY id`,
+    );
+    const rows = new Map<string, Record<string, string | null>>();
+    for (const row of r.getRowObjects()) rows.set(String(row.id), row as Record<string, string | null>);
+    return { rows, types };
+  } finally {
+    conn.closeSync();
+  }
+}
+
+describe('mysql cdc: every type, CDC lake == incremental lake', () => {
+  it('every data column of every row and every Parquet type agree', T, async () => {
+    const d = db.name;
+    await sql.query(
+      `CREATE TABLE \`${d}\`.every_type (${EVERY_TYPE.map(([n, ddl]) => `${n} ${ddl}`).join(', ')})`,
+    );
+    const { spec, dir } = mysqlCdcSpec(db.url, serverId(), [{ table: `${d}.every_type` }]);
+    const cap = startMysqlCapture(spec);
+    try {
+      await cap.until((r) => r[`${d}.every_type`] !== undefined, 60_000);
+      // Zero dates need a session sql_mode that allows them.
+      await sql.query(`SET SESSION sql_mode = ''; SET time_zone = '+00:00'`);
+      await sql.query(`INSERT INTO every_type (${GOLDEN_COLUMNS}) VALUES ${GOLDEN_ROWS}`);
+      for (const u of EXTRA_UPDATES) await sql.query(u);
+      await sql.query(`SET SESSION sql_mode = DEFAULT; SET time_zone = DEFAULT`);
+      await cap.until((r) => (r[`${d}.every_type`] ?? 0) >= 4 + EXTRA_UPDATES.length, 60_000);
+    } finally {
+      await cap.stop();
+    }
+    const incDir = mkdtempSync(join(tmpdir(), 'tidemark-mycdc-inc-'));
+    const incSpec = parseSpec({
+      pipeline: 'inc',
+      sources: { db: { kind: 'mysql', url: db.url } },
+      state: { dir: join(incDir, 'state') },
+      lake: { uri: `file://${join(incDir, 'lake')}` },
+      tables: [
+        {
+          source: 'db',
+          table: `${d}.every_type`,
+          mode: 'incremental',
+          cursor: 'id',
+          writeMode: 'append',
+          pageSize: 1000,
+          lagSeconds: 0,
+        },
+      ],
+    });
+    const summary = await runOnce(incSpec);
+    expect(summary.rows).toBe(4);
+    const names = EVERY_TYPE.map(([n]) => n);
+    const cdc = await lakeLatestAll(join(dir, 'lake', `${d}.every_type`, '*.parquet'), names);
+    const inc = await lakeLatestAll(join(incDir, 'lake', `${d}.every_type`, '*.parquet'), names);
+    expect(cdc.types).toEqual(inc.types);
+    expect(Object.keys(cdc.types)).toEqual(names);
+    expect([...cdc.rows.keys()]).toEqual(['1', '2', '3', '4']);
+    const diffs: string[] = [];
+    for (const [id, c] of cdc.rows) {
+      const i = inc.rows.get(id)!;
+      for (const col of names)
+        if (c[col] !== i[col])
+          diffs.push(
+            `id ${id} ${col}: cdc ${JSON.stringify(c[col])?.slice(0, 80)} != incremental ${JSON.stringify(i[col])?.slice(0, 80)}`,
+          );
+    }
+    expect(diffs).toEqual([]);
+  });
+});

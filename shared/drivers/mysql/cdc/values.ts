@@ -11,7 +11,9 @@
  *   - a zero TIMESTAMP arrives as the epoch second 0 (`1970-01-01 00:00:00`, outside the
  *     TIMESTAMP range otherwise) and is NULL like every zero date;
  *   - zero DATE/DATETIME values arrive as `0000-00-00...` text and are NULL through `appenderOf`;
- *   - an ENUM's invalid-value index 0 (the empty string) arrives as `undefined`: ''.
+ *   - an ENUM's invalid-value index 0 (the empty string) arrives as `undefined`: '';
+ *   - MariaDB's UUID, INET4 and INET6 arrive as fixed binary (the FULL row metadata describes
+ *     them as BINARY(16)/BINARY(4)) and are printed as the server prints them.
  *
  * Owns: that conversion. Never parses a value a second way: the bytes go to types.ts.
  */
@@ -70,6 +72,10 @@ export function binlogAppenderFor(info: ColumnInfo, ctx: ValueContext): BinlogAp
     case 'float':
       return withCtx((w, v) => w.appendFloat64(typeof v === 'number' ? v : Number(String(v))));
     case 'text':
+      if (type === 'uuid' || type === 'inet4' || type === 'inet6') {
+        const format = type === 'uuid' ? formatUuid : type === 'inet4' ? formatInet4 : formatInet6;
+        return withCtx((w, v) => w.appendText(Buffer.isBuffer(v) ? format(v) : String(v)));
+      }
       return withCtx((w, v) => {
         if (v === undefined) {
           w.appendText('');
@@ -93,6 +99,49 @@ export function binlogAppenderFor(info: ColumnInfo, ctx: ValueContext): BinlogAp
         });
       return withCtx((w, v) => text(w, textBytes(v)));
   }
+}
+
+/** MariaDB's UUID text: 8-4-4-4-12 lowercase hex of the 16 bytes. */
+export function formatUuid(b: Buffer): string {
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
+
+/** INET4 text: dotted quad of the 4 network-order bytes. */
+export function formatInet4(b: Buffer, off = 0): string {
+  return `${b[off]}.${b[off + 1]}.${b[off + 2]}.${b[off + 3]}`;
+}
+
+/**
+ * INET6 text as MariaDB prints it: RFC 5952 (lowercase groups, the longest run of two or more
+ * zero groups as '::', the leftmost on a tie), IPv4-mapped `::ffff:a.b.c.d` and IPv4-compatible
+ * `::a.b.c.d` (except `::` and `::1`) in dotted form.
+ */
+export function formatInet6(b: Buffer): string {
+  if (b.subarray(0, 10).every((x) => x === 0)) {
+    if (b[10] === 0xff && b[11] === 0xff) return `::ffff:${formatInet4(b, 12)}`;
+    if (b[10] === 0 && b[11] === 0 && b.readUInt32BE(12) > 1) return `::${formatInet4(b, 12)}`;
+  }
+  const groups: number[] = [];
+  for (let i = 0; i < 16; i += 2) groups.push(b.readUInt16BE(i));
+  let bestStart = -1;
+  let bestLength = 1;
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLength) {
+      bestStart = i;
+      bestLength = j - i;
+    }
+    i = j;
+  }
+  const hex = (g: number[]) => g.map((x) => x.toString(16)).join(':');
+  if (bestStart === -1) return hex(groups);
+  return `${hex(groups.slice(0, bestStart))}::${hex(groups.slice(bestStart + bestLength))}`;
 }
 
 /** The bytes a key value compares by (bytewise, as the issue's key-change rule says). */
