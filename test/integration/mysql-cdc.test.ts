@@ -421,6 +421,42 @@ describe('mysql cdc: TRUNCATE', () => {
     expect(rows.at(-1)).toEqual({ id: '10', v: 'after' });
   });
 
+  it('DROP TABLE and RENAME TABLE of captured tables are recorded as ddl events', T, async () => {
+    const d = db.name;
+    await sql.query(
+      `CREATE TABLE \`${d}\`.dr1 (id int PRIMARY KEY); CREATE TABLE \`${d}\`.dr2 (id int PRIMARY KEY); CREATE TABLE \`${d}\`.dr3 (id int PRIMARY KEY)`,
+    );
+    const { spec } = mysqlCdcSpec(
+      db.url,
+      serverId(),
+      ['dr1', 'dr2', 'dr3'].map((t) => ({ table: `${d}.${t}`, onTruncate: 'record' })),
+    );
+    const cap = startMysqlCapture(spec);
+    try {
+      await cap.until((r) => r[`${d}.dr1`] !== undefined, 60_000);
+      await sql.query('INSERT INTO dr1 VALUES (1)');
+      await cap.until((r) => r[`${d}.dr1`] === 1, 60_000);
+      await sql.query('RENAME TABLE dr2 TO dr2_old');
+      await sql.query(`ALTER TABLE \`${d}\`.dr3 RENAME TO dr3_old`);
+      await sql.query('DROP TABLE IF EXISTS dr1');
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const state = await loadCdcState(spec);
+        const ddl = (state.events ?? []).filter((e) => e.kind === 'ddl');
+        if (ddl.length >= 3) {
+          expect(ddl.map((e) => e.table)).toEqual([`${d}.dr2`, `${d}.dr3`, `${d}.dr1`]);
+          expect(ddl[0]!.detail).toContain('RENAME TABLE');
+          expect(ddl[2]!.detail).toContain('DROP TABLE');
+          break;
+        }
+        if (Date.now() > deadline) throw new Error(`ddl events: ${JSON.stringify(state.events)}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      await cap.stop();
+    }
+  });
+
   it('under onTruncate: fail stops the capture with DESTRUCTIVE_DDL', T, async () => {
     const d = db.name;
     await sql.query(`CREATE TABLE \`${d}\`.tf (id int PRIMARY KEY, v varchar(10))`);

@@ -548,43 +548,14 @@ export class MysqlCdcReader implements Reader {
   /** TRUNCATE, DROP and RENAME of captured tables named in `sql` (default database `schema`). */
   private destructive(sql: string, schema: string): CdcEvent[] {
     const out: CdcEvent[] = [];
-    const stripped = sql.replace(/\/\*.*?\*\//gs, ' ').trim();
-    const resolve = (name: string): TableState | undefined => {
-      const parts = name
-        .trim()
-        .split('.')
-        .map((p) => p.trim().replace(/^`|`$/g, '').replace(/``/g, '`'));
-      const [db, table] = parts.length === 2 ? [parts[0]!, parts[1]!] : [schema, parts[0]!];
-      return this.bySource.get(`${db}.${table}`);
-    };
-    const push = (kind: 'truncate' | 'ddl', t: TableState | undefined) => {
+    for (const hit of destructiveTargets(sql, schema)) {
+      const t = this.bySource.get(hit.table);
       if (t)
-        out.push({ kind: 'ddl', ddl: { source: 'mysql', kind, table: t.target, detail: sql.slice(0, 500) } });
-    };
-    const name = '(`(?:[^`]|``)+`|[\\w$]+)(?:\\s*\\.\\s*(`(?:[^`]|``)+`|[\\w$]+))?';
-    const one = (m: RegExpExecArray | null, at: number): string | undefined =>
-      m ? (m[at + 1] ? `${m[at]}.${m[at + 1]}` : m[at]) : undefined;
-    let m = new RegExp(`^TRUNCATE\\s+(?:TABLE\\s+)?${name}`, 'i').exec(stripped);
-    if (m) {
-      push('truncate', resolve(one(m, 1)!));
-      return out;
+        out.push({
+          kind: 'ddl',
+          ddl: { source: 'mysql', kind: hit.kind, table: t.target, detail: sql.slice(0, 500) },
+        });
     }
-    m = /^DROP\s+(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?(.*)$/is.exec(stripped);
-    if (m) {
-      for (const part of splitNames(m[1]!.replace(/\s+(RESTRICT|CASCADE)\s*$/i, '')))
-        push('ddl', resolve(part));
-      return out;
-    }
-    m = /^RENAME\s+TABLES?\s+(.*)$/is.exec(stripped);
-    if (m) {
-      for (const pair of splitNames(m[1]!)) {
-        const from = pair.split(/\s+TO\s+/i)[0];
-        if (from) push('ddl', resolve(from));
-      }
-      return out;
-    }
-    m = new RegExp(`^ALTER\\s+(?:ONLINE\\s+|IGNORE\\s+)*TABLE\\s+${name}\\s+(.*)$`, 'is').exec(stripped);
-    if (m && /\bRENAME\b(?!\s+(COLUMN|INDEX|KEY)\b)/i.test(m[3] ?? '')) push('ddl', resolve(one(m, 1)!));
     return out;
   }
 
@@ -843,6 +814,65 @@ function keyChanged(t: TableState, old: Record<string, unknown>, nu: Record<stri
     if (!a.equals(b)) return true;
   }
   return false;
+}
+
+/**
+ * The tables a statement truncates, drops or renames away (`database.table`, unquoted; names
+ * without a database are in `defaultDb`, the QUERY event's current database). Only TRUNCATE,
+ * DROP TABLE, RENAME TABLE and ALTER TABLE ... RENAME [TO|AS] are recognized; comments are
+ * ignored.
+ */
+export function destructiveTargets(
+  sql: string,
+  defaultDb: string,
+): { kind: 'truncate' | 'ddl'; table: string }[] {
+  const stripped = sql
+    .replace(/\/\*.*?\*\//gs, ' ')
+    .replace(/--\s[^\n]*/g, ' ')
+    .trim();
+  const unquote = (p: string) => {
+    const t = p.trim();
+    return t.startsWith('`') ? t.slice(1, -1).replace(/``/g, '`') : t;
+  };
+  const resolve = (name: string): string => {
+    const parts = splitDotted(name.trim());
+    return parts.length >= 2
+      ? `${unquote(parts[0]!)}.${unquote(parts[1]!)}`
+      : `${defaultDb}.${unquote(parts[0] ?? '')}`;
+  };
+  const name = '((?:`(?:[^`]|``)+`|[\\w$]+)(?:\\s*\\.\\s*(?:`(?:[^`]|``)+`|[\\w$]+))?)';
+  let m = new RegExp(`^TRUNCATE\\s+(?:TABLE\\s+)?${name}`, 'i').exec(stripped);
+  if (m) return [{ kind: 'truncate', table: resolve(m[1]!) }];
+  m = /^DROP\s+(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?(.*?)(?:\s+(?:RESTRICT|CASCADE))?\s*$/is.exec(
+    stripped,
+  );
+  if (m) return splitNames(m[1]!).map((n) => ({ kind: 'ddl', table: resolve(n) }));
+  m = /^RENAME\s+TABLES?\s+(.*)$/is.exec(stripped);
+  if (m)
+    return splitNames(m[1]!).flatMap((pair) => {
+      const from = pair.split(/\s+TO\s+/i)[0];
+      return from ? [{ kind: 'ddl' as const, table: resolve(from) }] : [];
+    });
+  m = new RegExp(`^ALTER\\s+(?:ONLINE\\s+|IGNORE\\s+)*TABLE\\s+${name}\\s+(.*)$`, 'is').exec(stripped);
+  if (m && /(^|,)\s*RENAME\s+(?!(?:COLUMN|INDEX|KEY)\b)/i.test(m[2] ?? ''))
+    return [{ kind: 'ddl', table: resolve(m[1]!) }];
+  return [];
+}
+
+/** Splits `a`.`b` / a.b at the dot outside backquotes. */
+function splitDotted(name: string): string[] {
+  const out: string[] = [];
+  let cur = '';
+  let quoted = false;
+  for (const ch of name) {
+    if (ch === '`') quoted = !quoted;
+    if (ch === '.' && !quoted) {
+      out.push(cur.trim());
+      cur = '';
+    } else cur += ch;
+  }
+  out.push(cur.trim());
+  return out;
 }
 
 /** Splits a comma-separated list of (possibly backquoted) names or `a TO b` pairs. */
