@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import {
   binlogPosition,
   destructiveTargets,
+  gtidWentBack,
   parseBinlogPosition,
 } from '../../shared/drivers/mysql/cdc/reader.js';
 import { formatInet4, formatInet6, formatUuid } from '../../shared/drivers/mysql/cdc/values.js';
@@ -88,5 +89,18 @@ describe('MariaDB UUID/INET text', () => {
     expect(v6('20010db8000000000000ff0000428329')).toBe('2001:db8::ff00:42:8329');
     expect(v6('20010db8000000010000000000000001')).toBe('2001:db8:0:1::1');
     expect(v6('20010db8000000000001000000000001')).toBe('2001:db8::1:0:0:1');
+  });
+});
+
+describe('gtidWentBack', () => {
+  it('says when the server is behind a stored domain (reset binlogs), and not otherwise', () => {
+    expect(gtidWentBack('', '0-1-5')).toBeUndefined();
+    expect(gtidWentBack('0-1-5', '0-1-5')).toBeUndefined();
+    expect(gtidWentBack('0-1-5', '0-1-9,1-2-3')).toBeUndefined();
+    // Another server id in the domain (a failover) with a lower sequence is not a reset by itself.
+    expect(gtidWentBack('0-1-5', '0-2-3')).toBeUndefined();
+    expect(gtidWentBack('0-1-5', '0-1-2')).toBe('domain 0: 0-1-5, now 0-1-2');
+    expect(gtidWentBack('0-1-5,1-1-7', '0-1-6')).toBe('domain 1: 1-1-7, now absent');
+    expect(gtidWentBack('0-1-18446744073709551615', '0-1-18446744073709551614')).toContain('domain 0');
   });
 });

@@ -273,6 +273,17 @@ export class MysqlCdcReader implements Reader {
           );
           return;
         }
+        const [g] = await conn.query('SELECT @@GLOBAL.gtid_binlog_pos AS g').catch(() => [[]]);
+        const current = (g as { g?: unknown }[])[0]?.g;
+        const reset = typeof current === 'string' ? gtidWentBack(at.gtid, current) : undefined;
+        if (reset) {
+          this.queueGap(
+            `the server's binlog GTID position ${current || '(empty)'} is behind the stored one (${reset}): its binlogs were reset (RESET MASTER) or it is another server, so the stored file:pos does not apply`,
+            from.position,
+            undefined,
+          );
+          return;
+        }
       }
     } finally {
       await conn.end().catch(() => undefined);
@@ -568,7 +579,12 @@ export class MysqlCdcReader implements Reader {
     if (!t) return undefined;
     const entry = ev.tableMap[ev.tableId];
     const cols = entry?.columnSchemas;
-    if (!cols || cols.length !== ev.columnCount || !ev.hasSelfDescribingMetadata()) return undefined;
+    if (!ev.hasSelfDescribingMetadata())
+      throw new SourceError(
+        'CDC_BINLOG_ROW_METADATA',
+        `${t.source}: the binlog's TableMap carries no column names (binlog_row_metadata is not FULL), so a row written before an ALTER TABLE would decode under the wrong columns; SET GLOBAL binlog_row_metadata = FULL (and in the server's configuration), then restart the capture`,
+      );
+    if (!cols || cols.length !== ev.columnCount) return undefined;
     const prior = t.swap?.all ?? t.all;
     const all = cols.map((c): ColumnInfo => {
       const before = prior.find((p) => p.name === c.COLUMN_NAME);
@@ -752,6 +768,32 @@ async function binlogStatus(conn: mysql.Connection): Promise<{ file: string; pos
       'the server has no binary log (SHOW MASTER STATUS is empty): start it with log_bin, binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL',
     );
   return { file: r.File, pos: Number(r.Position) };
+}
+
+/**
+ * The first domain whose stored MariaDB GTID (`domain-server-seq`) the server's binlog position
+ * has not reached (same server id, lower sequence, or the domain gone): coordinates were reset.
+ * Undefined when every stored domain is at or past its stored GTID (or nothing was stored).
+ */
+export function gtidWentBack(stored: string, current: string): string | undefined {
+  const parse = (text: string) =>
+    new Map(
+      text
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => /^\d+-\d+-\d+$/.test(x))
+        .map((x) => {
+          const [d, server, seq] = x.split('-');
+          return [d!, { server: server!, seq: BigInt(seq!), text: x }] as const;
+        }),
+    );
+  const now = parse(current);
+  for (const [domain, was] of parse(stored)) {
+    const is = now.get(domain);
+    if (!is) return `domain ${domain}: ${was.text}, now absent`;
+    if (is.seq < was.seq && is.server === was.server) return `domain ${domain}: ${was.text}, now ${is.text}`;
+  }
+  return undefined;
 }
 
 /** A column as a FULL-metadata TableMap describes it, mapped like introspection would. */
