@@ -181,7 +181,7 @@ export class MysqlCdcReader implements Reader {
   private started = false;
   private closed = false;
   /** Counters tests read. */
-  readonly seen = { keyChanges: 0, tableMaps: 0, skipped: 0 };
+  readonly seen = { keyChanges: 0, tableMaps: 0, skipped: 0, pauses: 0 };
 
   constructor(
     private readonly opts: MysqlReaderOptions,
@@ -338,6 +338,7 @@ export class MysqlCdcReader implements Reader {
         this.queue.push(ev);
         if (!this.paused && this.queue.length - this.head >= MAX_QUEUE) {
           this.paused = true;
+          this.seen.pauses++;
           z.connection?.pause();
         }
         this.wake?.();
