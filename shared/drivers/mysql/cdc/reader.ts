@@ -255,7 +255,10 @@ export class MysqlCdcReader implements Reader {
     const conn = await this.control();
     let at: BinlogPoint;
     try {
-      const [idRows] = await conn.query('SELECT @@server_id AS id');
+      // MySQL names a server by its server_uuid; MariaDB has none, its @@server_id it is.
+      const [idRows] = await conn
+        .query('SELECT @@server_uuid AS id')
+        .catch(() => conn.query('SELECT @@server_id AS id'));
       this.server = String((idRows as { id: unknown }[])[0]?.id ?? '');
       if (from.position === undefined) {
         const status = await binlogStatus(conn);
