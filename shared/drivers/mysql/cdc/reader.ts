@@ -135,6 +135,8 @@ interface TableState {
   ordTxn: number;
   lastPos: string;
   swap: { schema: Schema; infos: ColumnInfo[]; all: ColumnInfo[] } | undefined;
+  /** The last TableMap's table id, types, names and metadata, as compared. */
+  mapKey: string;
 }
 
 const MAX_QUEUE = 4096;
@@ -230,6 +232,7 @@ export class MysqlCdcReader implements Reader {
         ordTxn: -1,
         lastPos: '',
         swap: undefined,
+        mapKey: '',
       };
       state.writers = writersOf(state.encoder);
       state.appenders = appendersOf(infos, t.ref.source);
@@ -407,6 +410,9 @@ export class MysqlCdcReader implements Reader {
       if (out) return out;
       const more = this.events.shift();
       if (more) return more;
+      // A long run of events without anything for the engine (other tables' transactions)
+      // must not hold its timers (flush deadlines) past waitMs.
+      if (this.clock() >= deadline) return undefined;
     }
   }
 
@@ -581,6 +587,10 @@ export class MysqlCdcReader implements Reader {
     this.seen.tableMaps++;
     const t = this.bySource.get(`${ev.schemaName}.${ev.tableName}`);
     if (!t) return undefined;
+    // The same table id, types and names as the last TableMap: nothing changed (the common
+    // case, one TableMap per transaction), without mapping every column again.
+    const key = `${ev.tableId}|${ev.columnTypes.join(',')}|${(ev.columnNames ?? []).join('\u0000')}|${JSON.stringify(ev.columnsMetadata)}`;
+    if (key === t.mapKey) return undefined;
     const entry = ev.tableMap[ev.tableId];
     const cols = entry?.columnSchemas;
     if (!ev.hasSelfDescribingMetadata())
@@ -596,6 +606,7 @@ export class MysqlCdcReader implements Reader {
       return before && sameShape(before, info) ? before : info;
     });
     const signature = signatureOf(all);
+    t.mapKey = key;
     if (signature === (t.swap ? signatureOf(t.swap.all) : t.signature)) return undefined;
     const kept = all.filter((c) => !t.excluded.has(c.name));
     const old = t.swap?.schema ?? t.schema;
