@@ -180,6 +180,29 @@ describe('mysql cdc: live changes', () => {
   );
 });
 
+describe('mysql cdc: an idle first run', () => {
+  it('commits its start position, so changes made before the next start are captured', T, async () => {
+    const d = db.name;
+    await sql.query(`CREATE TABLE \`${d}\`.idle (id int PRIMARY KEY)`);
+    const { spec, dir } = mysqlCdcSpec(db.url, serverId(), [{ table: `${d}.idle` }]);
+    let cap = startMysqlCapture(spec);
+    try {
+      await cap.until((r) => r[`${d}.idle`] !== undefined, 60_000);
+    } finally {
+      await cap.stop();
+    }
+    expect((await loadCdcState(spec)).position?.scheme).toBe('mysql');
+    await sql.query('INSERT INTO idle VALUES (1), (2)');
+    cap = startMysqlCapture(spec);
+    try {
+      await cap.until((r) => r[`${d}.idle`] === 2, 60_000);
+    } finally {
+      await cap.stop();
+    }
+    expect((await lakePositions(dir, `${d}.idle`, 'id')).map((p) => p.k)).toEqual(['1', '2']);
+  });
+});
+
 describe('mysql cdc: a backlog of small transactions', () => {
   it(
     'captures every one exactly once (the binlog connection pauses while the engine is behind)',

@@ -304,6 +304,11 @@ export class MysqlCdcReader implements Reader {
     }
     this.floor = at;
     await this.startStreaming(at, from.position);
+    // A first start's position lives only in this process until the engine commits it: hand it
+    // over as progress at once (the server keeps no replica position, unlike a Postgres slot),
+    // so a restart after an idle first run resumes here instead of at a later binlog end.
+    if (from.position === undefined && this.streamError === undefined)
+      this.events.push({ kind: 'progress', position: binlogPosition(at) });
   }
 
   private control(): Promise<mysql.Connection> {
