@@ -83,24 +83,6 @@ export interface DriverRegistration {
   openCdc?(settings: CdcSourceSettings): Promise<ClosableCdcSource>;
 }
 
-/**
- * Capabilities of a SQL driver without a stream reader (mysql today: no binlog reader yet):
- * incremental only, so no `cdc` mode, no stream, no snapshot, no chunked SELECTs, and no
- * recoverable position (it is about resuming a STREAM: it turns true with the binlog reader).
- */
-function incrementalOnly(beforeImage: boolean): Capabilities {
-  return Object.freeze({
-    snapshot: false,
-    chunkQuery: false,
-    stream: false,
-    maxConnections: 0,
-    modes: Object.freeze(['incremental'] as const),
-    beforeImage,
-    monotonicSequence: false,
-    recoverablePosition: false,
-  });
-}
-
 /** The constructor options both SQL drivers take, from the per-table settings. */
 function sourceOptions(s: IncrementalSourceSettings) {
   return {
@@ -141,13 +123,30 @@ const postgres: DriverRegistration = {
   },
 };
 
+/**
+ * MySQL/MariaDB: incremental, and CDC through the row binlog (@vlasky/zongji); the binlog
+ * file:pos (with the GTID position) stored in state is the recoverable position. Binlog row
+ * events carry the full before image (binlog_row_image=FULL).
+ */
 const mysql: DriverRegistration = {
   kind: 'mysql',
-  // Binlog row events carry the full before image (binlog_row_image=FULL).
-  capabilities: incrementalOnly(true),
+  capabilities: Object.freeze({
+    snapshot: false,
+    chunkQuery: false,
+    stream: true,
+    maxConnections: 0,
+    modes: Object.freeze(['incremental', 'cdc'] as const),
+    beforeImage: true,
+    monotonicSequence: false,
+    recoverablePosition: true,
+  }),
   async openIncremental(s) {
     const { MysqlSource } = await import('./mysql/index.js');
     return new MysqlSource(sourceOptions(s));
+  },
+  async openCdc(s) {
+    const { MysqlCdcSource } = await import('./mysql/cdc/source.js');
+    return new MysqlCdcSource(s);
   },
 };
 

@@ -156,6 +156,9 @@ export async function startMariaDb(options: MariaDbOptions): Promise<MariaDbServ
       `--log-bin=${join(dataDir, 'binlog')}`,
       '--binlog-format=ROW',
       '--binlog-row-image=FULL',
+      // Column names in every TableMap: the binlog reader decodes rows written before an ALTER
+      // under their own names (under the default NO_LOG they land under the new columns).
+      '--binlog-row-metadata=FULL',
       '--server-id=1',
       '--character-set-server=utf8mb4',
       '--collation-server=utf8mb4_unicode_ci',

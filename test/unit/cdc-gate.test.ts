@@ -1,8 +1,9 @@
 /**
  * The mode gate (shared/config/modes.ts) and the mode-change refusal
  * (shared/pipeline/mode-change.ts), with no server: a scripted driver kind registered in-process
- * (shared/drivers/registry.ts `registerDriver`) stands for a kind with a log reader; postgres (which
- * has one) and mysql (which has none yet) are judged on their real, truthful capabilities. `tidemark validate` and `tidemark run`
+ * (shared/drivers/registry.ts `registerDriver`) stands for a kind with a log reader, another for an
+ * incremental-only kind; postgres and mysql (both with a log reader) are judged on their real,
+ * truthful capabilities. `tidemark validate` and `tidemark run`
  * are called in-process (the registration lives in this process), with a file state store and a
  * file lake in a temp dir.
  */
@@ -45,14 +46,26 @@ const CAPABLE = 'scripted';
 const HALF = 'scripted-half';
 /** Everything but the log reader (`openCdc`). */
 const READERLESS = 'scripted-noreader';
+/** Incremental only, no log reader: what mysql was before its binlog reader. */
+const INC_ONLY = 'scripted-inconly';
 
 beforeAll(() => {
   registerDriver(scriptedDriver(CAPABLE));
   registerDriver(scriptedDriver(HALF, { stream: false, recoverablePosition: false }));
   registerDriver(scriptedDriver(READERLESS, {}, { reader: false }));
+  registerDriver({
+    ...scriptedDriver(
+      INC_ONLY,
+      { stream: false, modes: ['incremental'], recoverablePosition: false },
+      { reader: false },
+    ),
+    async openIncremental() {
+      throw new Error(`the ${INC_ONLY} test driver opens nothing`);
+    },
+  });
 });
 afterAll(() => {
-  for (const kind of [CAPABLE, HALF, READERLESS]) unregisterDriver(kind);
+  for (const kind of [CAPABLE, HALF, READERLESS, INC_ONLY]) unregisterDriver(kind);
 });
 
 const dirs: string[] = [];
@@ -118,7 +131,7 @@ async function putState(store: FileCursorStore, key: string, value: StateValue):
 }
 
 describe('the registry tells the truth', () => {
-  it('postgres streams (incremental and cdc, recoverable position, a log reader); mysql is incremental only', () => {
+  it('postgres and mysql stream (incremental and cdc, recoverable position, a log reader)', () => {
     expect(BUILTIN_DRIVER_KINDS).toEqual(['postgres', 'mysql']);
     const pg = capabilities('postgres');
     expect(pg).toEqual({
@@ -140,21 +153,22 @@ describe('the registry tells the truth', () => {
     expect(my).toEqual({
       snapshot: false,
       chunkQuery: false,
-      stream: false,
+      stream: true,
       maxConnections: 0,
-      modes: ['incremental'],
+      modes: ['incremental', 'cdc'],
+      // Binlog row events carry the whole before image (binlog_row_image=FULL).
       beforeImage: true,
       monotonicSequence: false,
-      recoverablePosition: false,
+      recoverablePosition: true,
     });
     expect(Object.isFrozen(my)).toBe(true);
     expect(Object.isFrozen(my.modes)).toBe(true);
-    expect(driver('mysql').openCdc).toBeUndefined();
+    expect(driver('mysql').openCdc).toBeTypeOf('function');
     expect(driver('mysql').openIncremental).toBeTypeOf('function');
   });
 
   it('registers and unregisters a kind; built-ins and duplicates are refused', () => {
-    expect(driverKinds()).toEqual(['postgres', 'mysql', CAPABLE, HALF, READERLESS]);
+    expect(driverKinds()).toEqual(['postgres', 'mysql', CAPABLE, HALF, READERLESS, INC_ONLY]);
     registerDriver(scriptedDriver('scripted-extra'));
     expect(driverKinds()).toContain('scripted-extra');
     unregisterDriver('scripted-extra');
@@ -167,26 +181,31 @@ describe('the registry tells the truth', () => {
 });
 
 describe('the mode gate', () => {
-  it('refuses cdc tables on mysql: one message per table naming the table, the kind and mode: incremental; passes postgres cdc tables', () => {
+  it('refuses cdc tables on an incremental-only kind: one message per table naming the table, the kind and mode: incremental; passes postgres and mysql cdc tables', () => {
     const dir = tempDir();
     const e = configErrorOf(() =>
       parseSpec(
-        rawSpec(dir, { pg: 'postgres', my: 'mysql' }, [
+        rawSpec(dir, { pg: 'postgres', inc: INC_ONLY, my: 'mysql' }, [
           cdcTable('pg', 'public.orders'),
           incrementalTable('pg', 'public.items'),
-          { ...cdcTable('my', 'shop.orders'), target: 'my.orders' },
-          incrementalTable('my', 'shop.items'),
-          cdcTable('my', 'shop.customers'),
+          { ...cdcTable('inc', 'shop.orders'), target: 'inc.orders' },
+          incrementalTable('inc', 'shop.items'),
+          cdcTable('inc', 'shop.customers'),
+          cdcTable('my', 'shop.payments'),
         ]),
       ),
     );
     expect(e.problems.map((p) => p.path)).toEqual(['tables[2].mode', 'tables[4].mode']);
     const [orders, customers] = e.problems;
     expect(orders!.message).toMatch(
-      /^shop\.orders \(lake table my\.orders\) is mode: cdc, but the mysql driver \(sources\.my\) cannot stream/,
+      new RegExp(
+        `^shop\\.orders \\(lake table inc\\.orders\\) is mode: cdc, but the ${INC_ONLY} driver \\(sources\\.inc\\) cannot stream`,
+      ),
     );
     expect(customers!.message).toMatch(
-      /^shop\.customers is mode: cdc, but the mysql driver \(sources\.my\) cannot stream/,
+      new RegExp(
+        `^shop\\.customers is mode: cdc, but the ${INC_ONLY} driver \\(sources\\.inc\\) cannot stream`,
+      ),
     );
     for (const p of e.problems) {
       expect(p.message).toContain(
@@ -195,16 +214,19 @@ describe('the mode gate', () => {
       expect(p.message).toContain('set mode: incremental with a cursor column');
     }
 
-    // The same postgres tables without the mysql ones pass the gate.
+    // The same postgres and mysql tables without the incremental-only kind's pass the gate: a
+    // mysql cdc table with a serverId is accepted.
     const spec = parseSpec(
-      rawSpec(dir, { pg: 'postgres' }, [
+      rawSpec(dir, { pg: 'postgres', my: 'mysql' }, [
         cdcTable('pg', 'public.orders'),
         incrementalTable('pg', 'public.items'),
+        cdcTable('my', 'shop.payments'),
       ]),
     );
     expect(spec.tables.map((t) => [t.table, t.mode])).toEqual([
       ['public.orders', 'cdc'],
       ['public.items', 'incremental'],
+      ['shop.payments', 'cdc'],
     ]);
     expect(checkModes(spec)).toEqual([]);
     expect(() => assertModes(spec)).not.toThrow();
@@ -236,18 +258,45 @@ describe('the mode gate', () => {
 
   it('judges a hand-built spec too (cdk synth calls it on the spec it is given)', () => {
     const dir = tempDir();
-    const spec = parseSpec(rawSpec(dir, { my: 'mysql' }, [incrementalTable('my', 'shop.orders')]));
+    const spec = parseSpec(rawSpec(dir, { inc: INC_ONLY }, [incrementalTable('inc', 'shop.orders')]));
     const { cursor: _c, schedule: _s, ...rest } = incrementalTables(spec)[0]!;
     const handBuilt = {
       ...spec,
       tables: [
-        { ...rest, mode: 'cdc', snapshot: 'never', onTruncate: 'record', insertOnly: false, unchangedToast: 'reread' },
+        {
+          ...rest,
+          mode: 'cdc',
+          snapshot: 'never',
+          onTruncate: 'record',
+          insertOnly: false,
+          unchangedToast: 'reread',
+        },
       ],
     } as Spec;
     expect(checkModes(handBuilt).map((p) => p.path)).toEqual(['tables[0].mode']);
-    expect(() => assertModes(handBuilt)).toThrow(/shop\.orders is mode: cdc, but the mysql driver/);
+    expect(() => assertModes(handBuilt)).toThrow(
+      new RegExp(`shop\\.orders is mode: cdc, but the ${INC_ONLY} driver`),
+    );
 
-    // The same hand-built table on a postgres source passes.
+    // The same hand-built table on a mysql source passes.
+    const mySpec = parseSpec(rawSpec(dir, { my: 'mysql' }, [incrementalTable('my', 'shop.orders')]));
+    const { cursor: _mc, schedule: _ms, ...myRest } = incrementalTables(mySpec)[0]!;
+    const myHandBuilt = {
+      ...mySpec,
+      tables: [
+        {
+          ...myRest,
+          mode: 'cdc',
+          snapshot: 'never',
+          onTruncate: 'record',
+          insertOnly: false,
+          unchangedToast: 'reread',
+        },
+      ],
+    } as Spec;
+    expect(checkModes(myHandBuilt)).toEqual([]);
+
+    // And on a postgres source.
     const pgSpec = parseSpec(rawSpec(dir, { pg: 'postgres' }, [incrementalTable('pg', 'public.orders')]));
     const { cursor: _pc, schedule: _ps, ...pgRest } = incrementalTables(pgSpec)[0]!;
     const pgHandBuilt = {
@@ -289,9 +338,11 @@ describe('tidemark validate and run, in-process', () => {
         `^tables\\[0\\]\\.mode: public\\.orders is mode: cdc, but the ${HALF} driver .*set mode: incremental`,
       ),
     );
-    const my = specFile({ my: 'mysql' }, [cdcTable('my', 'shop.orders')]);
-    await expect(cmdValidate(['-c', my.file])).rejects.toThrow(
-      /^tables\[0\]\.mode: shop\.orders is mode: cdc, but the mysql driver \(sources\.my\) cannot stream/,
+    const inc = specFile({ inc: INC_ONLY }, [cdcTable('inc', 'shop.orders')]);
+    await expect(cmdValidate(['-c', inc.file])).rejects.toThrow(
+      new RegExp(
+        `^tables\\[0\\]\\.mode: shop\\.orders is mode: cdc, but the ${INC_ONLY} driver \\(sources\\.inc\\) cannot stream`,
+      ),
     );
 
     const out: string[] = [];
@@ -301,6 +352,15 @@ describe('tidemark validate and run, in-process', () => {
       incrementalTable('pg', 'public.items'),
     ]);
     await cmdValidate(['-c', ok.file]);
+    expect(out.at(-1)).toBe(
+      'ok: pipeline shop, 2 table(s) (1 incremental, 1 cdc); no table changed mode against the stored state',
+    );
+    // A mysql cdc table (with its serverId): its kind streams now.
+    const my = specFile({ my: 'mysql' }, [
+      cdcTable('my', 'shop.orders'),
+      incrementalTable('my', 'shop.items'),
+    ]);
+    await cmdValidate(['-c', my.file]);
     expect(out.at(-1)).toBe(
       'ok: pipeline shop, 2 table(s) (1 incremental, 1 cdc); no table changed mode against the stored state',
     );

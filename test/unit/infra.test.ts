@@ -400,7 +400,7 @@ describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
     expect(configErrorOf(() => stackOf(rawSpec(), {}, work)).message).toMatch(/has no index\.js/);
   });
 
-  it('refuses at synth, through the mode gate, a cdc table whose kind cannot stream (mysql today); a postgres one passes it', () => {
+  it('refuses at synth, through the mode gate, a cdc table whose kind cannot stream (an incremental-only kind); postgres and mysql ones pass it', () => {
     const events = {
       source: 'app',
       table: 'public.events',
@@ -408,22 +408,46 @@ describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
       writeMode: 'append',
       snapshot: 'never',
     };
-    const my = rawSpec();
-    my.sources = { app: { kind: 'mysql', secretArn: SECRET_ARN, cdc: { serverId: 5400 } } };
-    my.tables = [...(my.tables as object[]), events];
-    expect(configErrorOf(() => stackOf(my, VPC_CONTEXT)).message).toMatch(
-      /^tables\[2\]\.mode: public\.events is mode: cdc, but the mysql driver \(sources\.app\) cannot stream changes .*; set mode: incremental with a cursor column/,
-    );
-    expect(configErrorOf(() => assertDeployableSpec(parseSpec(my, { env: {} }))).message).toMatch(
-      /^tables\[2\]\.mode: .*the mysql driver .*cannot stream/,
-    );
+    const kind = 'scripted-inconly';
+    registerDriver({
+      ...scriptedDriver(
+        kind,
+        { stream: false, modes: ['incremental'], recoverablePosition: false },
+        { reader: false },
+      ),
+      async openIncremental() {
+        throw new Error(`the ${kind} test driver opens nothing`);
+      },
+    });
+    try {
+      const inc = rawSpec();
+      inc.sources = { app: { kind, secretArn: SECRET_ARN } };
+      inc.tables = [...(inc.tables as object[]), events];
+      expect(configErrorOf(() => stackOf(inc, VPC_CONTEXT)).message).toMatch(
+        new RegExp(
+          `^tables\\[2\\]\\.mode: public\\.events is mode: cdc, but the ${kind} driver \\(sources\\.app\\) cannot stream changes .*; set mode: incremental with a cursor column`,
+        ),
+      );
+      expect(configErrorOf(() => assertDeployableSpec(parseSpec(inc, { env: {} }))).message).toMatch(
+        new RegExp(`^tables\\[2\\]\\.mode: .*the ${kind} driver .*cannot stream`),
+      );
+    } finally {
+      unregisterDriver(kind);
+    }
 
-    // Postgres streams now: the gate passes its cdc table, and the stack asks for the VPC the
-    // CDC task runs in (the gate would have answered first).
+    // Postgres and mysql stream now: the gate passes their cdc tables, and the stack asks for
+    // the VPC the CDC task runs in (the gate would have answered first).
     const pg = rawSpec();
     pg.tables = [...(pg.tables as object[]), events];
     expect(() => assertDeployableSpec(parseSpec(pg, { env: {} }))).not.toThrow();
     expect(configErrorOf(() => stackOf(pg)).message).toMatch(
+      /^-c tidemark:vpcId: is required for cdc tables: the CDC tasks run in the database's VPC/,
+    );
+    const my = rawSpec();
+    my.sources = { app: { kind: 'mysql', secretArn: SECRET_ARN, cdc: { serverId: 5400 } } };
+    my.tables = [...(my.tables as object[]), events];
+    expect(() => assertDeployableSpec(parseSpec(my, { env: {} }))).not.toThrow();
+    expect(configErrorOf(() => stackOf(my)).message).toMatch(
       /^-c tidemark:vpcId: is required for cdc tables: the CDC tasks run in the database's VPC/,
     );
   });

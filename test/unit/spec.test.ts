@@ -396,7 +396,8 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
     const my = cdcBase('mysql');
     my.sources.app = { kind: 'mysql', url: 'mysql://u@h/db' };
     const e = errorOf(my);
-    expect(e.problems.map((p) => p.path)).toEqual(['sources.app.cdc.serverId', 'tables[0].mode']);
+    // Only the serverId: the mode gate passes mysql cdc tables (the kind has a binlog reader).
+    expect(e.problems.map((p) => p.path)).toEqual(['sources.app.cdc.serverId']);
     expect(e.problems[0]!.message).toMatch(
       /^is required for a mysql source with cdc tables: .*\(SELECT @@server_id on each\), 1 to 4294967295$/,
     );
@@ -431,7 +432,7 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
     expect(cdcSettings(spec, 'app_db')).toMatchObject({ slot: 'other_slot', publication: 'other_pub' });
   });
 
-  it('accepts a cdc table on postgres; refuses one on mysql (no binlog reader yet), naming the table, the kind and mode: incremental', () => {
+  it('accepts a cdc table on postgres, and one on mysql with a serverId', () => {
     const pg = parseSpec(cdcBase('postgres'), { env: {} });
     expect(pg.tables.map((t) => [t.source, t.table, t.mode])).toEqual([['app', 'public.orders', 'cdc']]);
     expect(cdcSettings(pg, 'app')).toMatchObject({
@@ -442,11 +443,14 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
 
     const my = cdcBase('mysql');
     my.sources.app = { kind: 'mysql', url: 'mysql://u@h/db', cdc: { serverId: 7 } };
-    const e = errorOf(my);
-    expect(e.problems.map((p) => p.path)).toEqual(['tables[0].mode']);
-    expect(e.message).toBe(
-      'tables[0].mode: public.orders is mode: cdc, but the mysql driver (sources.app) cannot stream changes in this release (capabilities: modes incremental (no cdc), stream false, recoverablePosition false, no log reader); set mode: incremental with a cursor column (cursor: updated_at, say) for this table',
-    );
+    const spec = parseSpec(my, { env: {} });
+    expect(spec.tables.map((t) => [t.source, t.table, t.mode])).toEqual([['app', 'public.orders', 'cdc']]);
+    expect(cdcSettings(spec, 'app')).toMatchObject({ kind: 'mysql', serverId: 7 });
+    expect(cdcSettings(spec, 'app').slot).toBeUndefined();
+
+    // Without the serverId the same spec is refused, naming the setting.
+    my.sources.app = { kind: 'mysql', url: 'mysql://u@h/db' };
+    expect(errorOf(my).problems.map((p) => p.path)).toEqual(['sources.app.cdc.serverId']);
   });
 
   it('finds incremental tables for commands that only run those', () => {

@@ -1,0 +1,954 @@
+/**
+ * The MySQL/MariaDB change-stream reader: the row binlog through `@vlasky/zongji` (built on
+ * mysql2), implementing the CDC engine's `Reader` (shared/contracts/cdc.ts).
+ *
+ * Owns:
+ *   - the stream: a binlog dump from `file:pos` (the end of the last committed transaction's
+ *     event group; on a first start the server's current binlog end), filtered to the captured
+ *     tables (`includeSchema`), with backpressure (zongji's connection is paused while the
+ *     engine is behind);
+ *   - positions: a row's `__pos` is `mysqlPosition(epoch, file index, start offset of its
+ *     transaction's event group (the GTID event's, = nextPosition - size), ordinal per
+ *     (transaction, table))`; the resume point after a transaction is its commit event's
+ *     nextPosition, with the GTID position (MariaDB `domain-server-seq` per domain), the
+ *     server identity and the epoch, as JSON (`MYSQL_POSITION_SCHEME`);
+ *   - decoding write/update/delete rows straight into per-table Arrow writers with the
+ *     incremental driver's read plans (./values.ts), an update whose before-image key differs
+ *     bytewise from its after-image key as a delete plus an insert;
+ *   - TableMap events: a changed column list (names and types; binlog_row_metadata=FULL gives
+ *     the names) is a `schema` event through compareSchemas; TRUNCATE/DROP/RENAME of a
+ *     captured table in a QUERY event is a `ddl` event;
+ *   - purged binlogs (error 1236 from the dump) are a `gap`.
+ * A transaction with no captured rows delivers no begin/commit: its end is `progress` (rate
+ * limited to one per heartbeat interval), so an idle captured table still advances the position.
+ * Must never: deliver a row below its table's `next`, or a commit position inside an event group.
+ */
+import ZongJi, {
+  type AnyBinlogEvent,
+  type DeleteRowsEvent,
+  type MariadbGtidEvent,
+  type QueryEvent,
+  type RotateEvent,
+  type TableMapEvent,
+  type UpdateRowsEvent,
+  type WriteRowsEvent,
+} from '@vlasky/zongji';
+import mysql from 'mysql2/promise';
+import type {
+  CdcEvent,
+  CdcRuntime,
+  CdcTable,
+  PendingRows,
+  Reader,
+  ReaderLog,
+  SourcePosition,
+  StartFrom,
+} from '../../../contracts/cdc.js';
+import { SourceError, TidemarkError } from '../../../contracts/errors.js';
+import { type Batch, newBatch, type WriteMode } from '../../../dataplane/batch.js';
+import { BatchEncoder, type ColumnWriter } from '../../../dataplane/encoder.js';
+import { Op, type OpCode } from '../../../dataplane/metadata.js';
+import type { Column, Schema } from '../../../dataplane/schema.js';
+import { compareSchemas, schemaHash } from '../../../dataplane/schema-rules.js';
+import { binlogFileIndex, mysqlPosition } from '../../../position/position.js';
+import type { ColumnInfo, TablePlan } from '../introspect.js';
+import { type InfoColumn, mapColumn } from '../types.js';
+import { type BinlogAppender, binlogAppenderFor, keyBytes } from './values.js';
+
+/** The scheme of MySQL resume positions (`SourcePosition.scheme`): a value is JSON. */
+export const MYSQL_POSITION_SCHEME = 'mysql';
+
+/** A MySQL resume point: after the transaction that ended at `file:pos`. */
+export interface BinlogPoint {
+  readonly file: string;
+  readonly pos: number;
+  /** MariaDB gtid_slave_pos-style `domain-server-seq` list (or MySQL's set), '' when unknown. */
+  readonly gtid: string;
+  /** The server the coordinates belong to (`@@server_uuid`, or `@@server_id` on MariaDB). */
+  readonly server: string;
+  readonly epoch: number;
+}
+
+export function binlogPosition(p: BinlogPoint): SourcePosition {
+  return {
+    scheme: MYSQL_POSITION_SCHEME,
+    value: JSON.stringify({ file: p.file, pos: p.pos, gtid: p.gtid, server: p.server, epoch: p.epoch }),
+    display: `${p.file}:${p.pos}`,
+  };
+}
+
+export function parseBinlogPosition(p: SourcePosition): BinlogPoint {
+  if (p.scheme !== MYSQL_POSITION_SCHEME)
+    throw new TidemarkError(
+      'POSITION_SCHEME',
+      `the stored position is of scheme "${p.scheme}", not a MySQL binlog position: it was written by another kind of source; reset the source's state`,
+    );
+  let v: Partial<BinlogPoint>;
+  try {
+    v = JSON.parse(p.value) as Partial<BinlogPoint>;
+  } catch (e) {
+    throw new TidemarkError('POSITION_SCHEME', `the stored MySQL position is not JSON: ${p.value}`, {
+      cause: e,
+    });
+  }
+  if (typeof v.file !== 'string' || typeof v.pos !== 'number')
+    throw new TidemarkError('POSITION_SCHEME', `the stored MySQL position has no file and pos: ${p.value}`);
+  return {
+    file: v.file,
+    pos: v.pos,
+    gtid: typeof v.gtid === 'string' ? v.gtid : '',
+    server: typeof v.server === 'string' ? v.server : '',
+    epoch: typeof v.epoch === 'number' ? v.epoch : 0,
+  };
+}
+
+export interface MysqlReaderOptions {
+  readonly url: string;
+  readonly sourceName?: string;
+  readonly connectTimeoutMs?: number;
+  readonly heartbeatMs: number;
+  readonly clock?: () => number;
+  /** `__ingest_ts` of cut batches, ns since the epoch [wall clock]. */
+  readonly ingestTsNanos?: () => bigint;
+}
+
+interface TableState {
+  readonly target: string;
+  readonly source: string;
+  readonly database: string;
+  readonly table: string;
+  readonly writeMode: WriteMode;
+  readonly excluded: ReadonlySet<string>;
+  schema: Schema;
+  encoder: BatchEncoder;
+  writers: ColumnWriter[];
+  /** Per schema column: its facts and appender. */
+  infos: ColumnInfo[];
+  appenders: BinlogAppender[];
+  /** Every column of the table as last seen (excluded ones too), for the next TableMap. */
+  all: ColumnInfo[];
+  /** names + logical types of `all`: what a TableMap is compared with. */
+  signature: string;
+  /** Rows whose `__pos` is below this are durable already. */
+  next: string;
+  ord: number;
+  ordTxn: number;
+  lastPos: string;
+  swap: { schema: Schema; infos: ColumnInfo[]; all: ColumnInfo[] } | undefined;
+  /** The last TableMap's table id, types, names and metadata, as compared. */
+  mapKey: string;
+}
+
+const MAX_QUEUE = 4096;
+const RESUME_QUEUE = 1024;
+/** ER_MASTER_FATAL_ERROR_READING_BINLOG: the requested binlog (or GTID state) is gone. */
+const BINLOG_GONE = 1236;
+const SPATIAL =
+  /^(geometry|point|linestring|polygon|multipoint|multilinestring|multipolygon|geometrycollection|geomcollection)\b/i;
+const PREFIX_LENGTH = 33; // 'm' + epoch 8 + file 8 + offset 16
+
+/** Reads one source's captured tables from its binlog (see the module comment). */
+export class MysqlCdcReader implements Reader {
+  readonly positionScheme = 'm';
+  private zongji: ZongJi | undefined;
+  private readonly tables = new Map<string, TableState>();
+  private readonly bySource = new Map<string, TableState>();
+  private readonly clock: () => number;
+  private readonly ingestTs: () => bigint;
+  private readonly log: ReaderLog | undefined;
+  private readonly serverId: number;
+  // The event queue (index-based) and the stream's state.
+  private queue: AnyBinlogEvent[] = [];
+  private head = 0;
+  private paused = false;
+  private streamError: unknown;
+  private wake: (() => void) | undefined;
+  private readonly events: CdcEvent[] = [];
+  private gapDelivered = false;
+  // Coordinates.
+  private file = '';
+  private fileIndex = 0;
+  private epoch = 0;
+  private server = '';
+  private readonly gtids = new Map<string, string>();
+  private floor: BinlogPoint | undefined;
+  private lastProgress = 0;
+  // Transaction state: a group opened by a GTID event (or BEGIN), begun for the engine lazily.
+  private inGroup = false;
+  private begun = false;
+  private txn = 0;
+  private txnPrefix = '';
+  private txnCommitNs = 0n;
+  private txnGtid: MariadbGtidEvent | undefined;
+  private started = false;
+  private closed = false;
+  /** Counters tests read. */
+  readonly seen = { keyChanges: 0, tableMaps: 0, skipped: 0, pauses: 0 };
+
+  constructor(
+    private readonly opts: MysqlReaderOptions,
+    captured: readonly CdcTable[],
+    plans: ReadonlyMap<string, TablePlan>,
+    runtime: CdcRuntime,
+  ) {
+    if (runtime.serverId === undefined)
+      throw new SourceError(
+        'CDC_CONFIG',
+        `${opts.sourceName ?? 'the source'}: a MySQL cdc source needs cdc.serverId (a replica server id unique among the server's replicas)`,
+      );
+    this.serverId = runtime.serverId;
+    this.clock = opts.clock ?? Date.now;
+    this.ingestTs = opts.ingestTsNanos ?? (() => BigInt(Date.now()) * 1_000_000n);
+    this.log = runtime.log;
+    for (const t of captured) {
+      const plan = plans.get(t.ref.source);
+      if (!plan) throw new Error(`mysql cdc: no introspection of ${t.ref.source}`);
+      const names = new Set(t.schema.columns.map((c) => c.name));
+      const excluded = new Set(plan.columns.filter((c) => !names.has(c.name)).map((c) => c.name));
+      const infos = t.schema.columns.map((c) => plan.columns.find((p) => p.name === c.name)!);
+      const spatial = infos.find((c) => SPATIAL.test(c.sourceType));
+      if (spatial)
+        throw new SourceError(
+          'CDC_UNSUPPORTED_TYPE',
+          `${t.ref.source}.${spatial.name}: the binlog client decodes spatial values into coordinates without their SRID, so CDC cannot store the bytes the incremental path stores; exclude the column (tables[].exclude) or sync the table incrementally`,
+        );
+      const dot = t.ref.source.indexOf('.');
+      const state: TableState = {
+        target: t.ref.target,
+        source: t.ref.source,
+        database: t.ref.source.slice(0, dot),
+        table: t.ref.source.slice(dot + 1),
+        writeMode: t.writeMode,
+        excluded,
+        schema: t.schema,
+        encoder: new BatchEncoder(t.schema, { phase: 'stream' }),
+        writers: [],
+        infos,
+        appenders: [],
+        all: [...plan.columns],
+        signature: signatureOf(plan.columns),
+        next: '',
+        ord: 0,
+        ordTxn: -1,
+        lastPos: '',
+        swap: undefined,
+        mapKey: '',
+      };
+      state.writers = writersOf(state.encoder);
+      state.appenders = appendersOf(infos, t.ref.source);
+      this.tables.set(t.ref.target, state);
+      this.bySource.set(t.ref.source, state);
+    }
+  }
+
+  get ended(): boolean {
+    return false;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Start
+
+  async start(from: StartFrom, signal?: AbortSignal): Promise<void> {
+    if (this.started) throw new Error('mysql cdc reader: start called twice');
+    this.started = true;
+    for (const t of this.tables.values()) {
+      const next = from.next.get(t.target);
+      if (next !== undefined) t.next = next;
+    }
+    const conn = await this.control();
+    let at: BinlogPoint;
+    try {
+      // MySQL names a server by its server_uuid; MariaDB has none, its @@server_id it is.
+      const [idRows] = await conn
+        .query('SELECT @@server_uuid AS id')
+        .catch(() => conn.query('SELECT @@server_id AS id'));
+      this.server = String((idRows as { id: unknown }[])[0]?.id ?? '');
+      if (from.position === undefined) {
+        const status = await binlogStatus(conn);
+        const [g] = await conn.query('SELECT @@GLOBAL.gtid_binlog_pos AS g').catch(() => [[{ g: '' }]]);
+        const gtid = String((g as { g: unknown }[])[0]?.g ?? '');
+        at = { file: status.file, pos: status.pos, gtid, server: this.server, epoch: 0 };
+        this.log?.info('first start: capturing from the current binlog end', { file: at.file, pos: at.pos });
+      } else {
+        at = parseBinlogPosition(from.position);
+        if (at.server !== '' && at.server !== this.server) {
+          this.queueGap(
+            `the stored binlog position belongs to server ${at.server}, but the source is now server ${this.server} (failover or a replaced server): its binlog coordinates do not apply`,
+            from.position,
+            undefined,
+          );
+          return;
+        }
+        const [g] = await conn.query('SELECT @@GLOBAL.gtid_binlog_pos AS g').catch(() => [[]]);
+        const current = (g as { g?: unknown }[])[0]?.g;
+        const reset = typeof current === 'string' ? gtidWentBack(at.gtid, current) : undefined;
+        if (reset) {
+          this.queueGap(
+            `the server's binlog GTID position ${current || '(empty)'} is behind the stored one (${reset}): its binlogs were reset (RESET MASTER) or it is another server, so the stored file:pos does not apply`,
+            from.position,
+            undefined,
+          );
+          return;
+        }
+      }
+    } finally {
+      await conn.end().catch(() => undefined);
+    }
+    signal?.throwIfAborted();
+    this.file = at.file;
+    this.fileIndex = binlogFileIndex(at.file);
+    this.epoch = at.epoch;
+    for (const part of at.gtid.split(',').filter((s) => s.trim() !== '')) {
+      const domain = part.trim().split('-')[0]!;
+      this.gtids.set(domain, part.trim());
+    }
+    this.floor = at;
+    await this.startStreaming(at, from.position);
+    // A first start's position lives only in this process until the engine commits it: hand it
+    // over as progress at once (the server keeps no replica position, unlike a Postgres slot),
+    // so a restart after an idle first run resumes here instead of at a later binlog end.
+    if (from.position === undefined && this.streamError === undefined)
+      this.events.push({ kind: 'progress', position: binlogPosition(at) });
+  }
+
+  private control(): Promise<mysql.Connection> {
+    return mysql.createConnection({
+      uri: this.opts.url,
+      connectTimeout: this.opts.connectTimeoutMs ?? 10_000,
+      supportBigNumbers: true,
+      bigNumberStrings: true,
+      dateStrings: true,
+    });
+  }
+
+  private queueGap(reason: string, from: SourcePosition | undefined, to: SourcePosition | undefined): void {
+    this.events.push({ kind: 'gap', reason, from, to });
+    this.gapDelivered = true;
+  }
+
+  private startStreaming(at: BinlogPoint, stored: SourcePosition | undefined): Promise<void> {
+    const include: Record<string, string[]> = {};
+    for (const t of this.tables.values()) {
+      const list = include[t.database] ?? [];
+      list.push(t.table);
+      include[t.database] = list;
+    }
+    const z = new ZongJi({
+      uri: this.opts.url,
+      connectTimeout: this.opts.connectTimeoutMs ?? 10_000,
+      dateStrings: true,
+      timezone: 'Z',
+      jsonStrings: true,
+      supportBigNumbers: true,
+      bigNumberStrings: true,
+    } as never);
+    this.zongji = z;
+    return new Promise<void>((resolve, reject) => {
+      let ready = false;
+      z.on('binlog', (ev: AnyBinlogEvent) => {
+        this.queue.push(ev);
+        if (!this.paused && this.queue.length - this.head >= MAX_QUEUE) {
+          this.paused = true;
+          this.seen.pauses++;
+          z.connection?.pause();
+        }
+        this.wake?.();
+      });
+      z.on('error', (e: Error) => {
+        if (!ready && (e as { errno?: number }).errno !== BINLOG_GONE) {
+          reject(e);
+          return;
+        }
+        this.streamError ??= e;
+        this.wake?.();
+        // A dump refused at once (purged binlogs) never gets ready: the gap is the answer.
+        resolve();
+      });
+      z.on('ready', () => {
+        ready = true;
+        this.log?.info('binlog streaming', { file: at.file, pos: at.pos, serverId: this.serverId });
+        resolve();
+      });
+      z.start({
+        serverId: this.serverId,
+        filename: at.file,
+        position: at.pos,
+        includeSchema: include,
+        includeEvents: [
+          'rotate',
+          'tablemap',
+          'writerows',
+          'updaterows',
+          'deleterows',
+          'xid',
+          'query',
+          'mariadbgtid',
+          'gtid',
+          'anonymousgtid',
+          'heartbeat',
+        ],
+      });
+      void stored;
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Events
+
+  async next(waitMs: number, signal?: AbortSignal): Promise<CdcEvent | undefined> {
+    if (this.closed) throw new Error('mysql cdc reader: next after close');
+    for (const t of this.tables.values()) if (t.swap) this.applySwap(t);
+    const queued = this.events.shift();
+    if (queued) return queued;
+    if (this.gapDelivered) return undefined; // nothing streams after a gap
+    const deadline = this.clock() + waitMs;
+    for (;;) {
+      const ev = this.take();
+      if (ev === undefined) {
+        if (this.streamError !== undefined) return this.onStreamError(this.streamError);
+        const left = deadline - this.clock();
+        if (left <= 0 || signal?.aborted) return undefined;
+        await this.waitForData(left, signal);
+        continue;
+      }
+      const out = this.decode(ev);
+      if (out) return out;
+      const more = this.events.shift();
+      if (more) return more;
+      // A long run of events without anything for the engine (other tables' transactions)
+      // must not hold its timers (flush deadlines) past waitMs.
+      if (this.clock() >= deadline) return undefined;
+    }
+  }
+
+  private onStreamError(e: unknown): CdcEvent {
+    if ((e as { errno?: number }).errno === BINLOG_GONE && !this.gapDelivered) {
+      this.gapDelivered = true;
+      const from = this.floor ? binlogPosition(this.floor) : undefined;
+      return {
+        kind: 'gap',
+        reason: `the server no longer has the binlog to resume from (${this.floor?.file}:${this.floor?.pos}): ${(e as Error).message} (error 1236: binlogs purged past the stored position; raise binlog retention)`,
+        from,
+        to: undefined,
+      };
+    }
+    const message = e instanceof Error ? e.message : String(e);
+    throw new SourceError(
+      'SOURCE_CONNECTION_LOST',
+      `the binlog connection was lost (${message}); nothing past the last acknowledged position is lost: restart the capture (the CDC task restarts by itself)`,
+      e instanceof Error ? { cause: e } : undefined,
+    );
+  }
+
+  private take(): AnyBinlogEvent | undefined {
+    if (this.head >= this.queue.length) {
+      if (this.head > 0) {
+        this.queue = [];
+        this.head = 0;
+      }
+      return undefined;
+    }
+    const ev = this.queue[this.head++]!;
+    if (this.paused && this.queue.length - this.head <= RESUME_QUEUE) {
+      this.paused = false;
+      this.zongji?.connection?.resume();
+    }
+    return ev;
+  }
+
+  private waitForData(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        this.wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener('abort', done, { once: true });
+      this.wake = done;
+    });
+  }
+
+  private protocol(what: string): SourceError {
+    return new SourceError('SOURCE_PROTOCOL', `the binlog stream sent ${what}; restart the capture`);
+  }
+
+  /** One binlog event; returns what the engine sees of it, if anything. */
+  private decode(ev: AnyBinlogEvent): CdcEvent | undefined {
+    switch (ev.getTypeName()) {
+      case 'Rotate': {
+        const r = ev as RotateEvent;
+        if (r.binlogName && r.binlogName !== this.file) {
+          this.file = r.binlogName;
+          this.fileIndex = binlogFileIndex(r.binlogName);
+        }
+        return undefined;
+      }
+      case 'MariadbGtid': {
+        const g = ev as MariadbGtidEvent;
+        this.openGroup(ev, g);
+        return undefined;
+      }
+      case 'Gtid':
+      case 'AnonymousGtid':
+        this.openGroup(ev, undefined);
+        return undefined;
+      case 'Query':
+        return this.onQuery(ev as QueryEvent);
+      case 'Xid':
+        return this.closeGroup(ev);
+      case 'TableMap':
+        return this.onTableMap(ev as TableMapEvent);
+      case 'WriteRows':
+      case 'UpdateRows':
+      case 'DeleteRows':
+        return this.onRows(ev as WriteRowsEvent | UpdateRowsEvent | DeleteRowsEvent);
+      default:
+        return undefined;
+    }
+  }
+
+  private openGroup(ev: AnyBinlogEvent, gtid: MariadbGtidEvent | undefined): void {
+    const start = BigInt(ev.nextPosition - ev.size);
+    this.inGroup = true;
+    this.begun = false;
+    this.txn++;
+    this.txnGtid = gtid;
+    this.txnPrefix = mysqlPosition(this.epoch, this.fileIndex, start, 0).slice(0, PREFIX_LENGTH);
+    this.txnCommitNs = BigInt(ev.timestamp) * 1_000_000n;
+  }
+
+  /** The end of an event group: a commit when it had captured rows, else progress. */
+  private closeGroup(ev: AnyBinlogEvent): CdcEvent | undefined {
+    if (this.txnGtid) this.gtids.set(String(this.txnGtid.domainId), this.txnGtid.gtid);
+    const wasBegun = this.begun;
+    this.inGroup = false;
+    this.begun = false;
+    this.txnGtid = undefined;
+    if (ev.nextPosition <= 0) return undefined;
+    const point: BinlogPoint = {
+      file: this.file,
+      pos: ev.nextPosition,
+      gtid: [...this.gtids.values()].join(','),
+      server: this.server,
+      epoch: this.epoch,
+    };
+    this.floor = point;
+    if (wasBegun)
+      return {
+        kind: 'commit',
+        position: binlogPosition(point),
+        commitTimeMs: Number(this.txnCommitNs / 1_000_000n),
+      };
+    const now = this.clock();
+    if (now - this.lastProgress < this.opts.heartbeatMs) return undefined;
+    this.lastProgress = now;
+    return { kind: 'progress', position: binlogPosition(point) };
+  }
+
+  private onQuery(q: QueryEvent): CdcEvent | undefined {
+    const text = q.query.trim();
+    const upper = text.slice(0, 16).toUpperCase();
+    if (upper === 'BEGIN' || upper.startsWith('START TRANSACTION')) {
+      if (!this.inGroup) this.openGroup(q, undefined);
+      return undefined;
+    }
+    if (upper === 'COMMIT' || upper === 'ROLLBACK') return this.closeGroup(q);
+    // DDL and other statements: a standalone group that ends with this event.
+    const ddl = this.destructive(text, q.schema);
+    for (const d of ddl) this.events.push(d);
+    if (this.inGroup && !this.begun) {
+      const p = this.closeGroup(q);
+      if (p) this.events.push(p);
+    } else if (!this.inGroup && q.nextPosition > 0) {
+      this.floor = {
+        ...(this.floor ?? { gtid: '', server: this.server, epoch: this.epoch }),
+        file: this.file,
+        pos: q.nextPosition,
+      };
+    }
+    return this.events.shift();
+  }
+
+  /** TRUNCATE, DROP and RENAME of captured tables named in `sql` (default database `schema`). */
+  private destructive(sql: string, schema: string): CdcEvent[] {
+    const out: CdcEvent[] = [];
+    for (const hit of destructiveTargets(sql, schema)) {
+      const t = this.bySource.get(hit.table);
+      if (t)
+        out.push({
+          kind: 'ddl',
+          ddl: { source: 'mysql', kind: hit.kind, table: t.target, detail: sql.slice(0, 500) },
+        });
+    }
+    return out;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Table maps and schemas
+
+  private onTableMap(ev: TableMapEvent): CdcEvent | undefined {
+    this.seen.tableMaps++;
+    const t = this.bySource.get(`${ev.schemaName}.${ev.tableName}`);
+    if (!t) return undefined;
+    // The same table id, types and names as the last TableMap: nothing changed (the common
+    // case, one TableMap per transaction), without mapping every column again.
+    const key = `${ev.tableId}|${ev.columnTypes.join(',')}|${(ev.columnNames ?? []).join('\u0000')}|${JSON.stringify(ev.columnsMetadata)}`;
+    if (key === t.mapKey) return undefined;
+    const entry = ev.tableMap[ev.tableId];
+    const cols = entry?.columnSchemas;
+    if (!ev.hasSelfDescribingMetadata())
+      throw new SourceError(
+        'CDC_BINLOG_ROW_METADATA',
+        `${t.source}: the binlog's TableMap carries no column names (binlog_row_metadata is not FULL), so a row written before an ALTER TABLE would decode under the wrong columns; SET GLOBAL binlog_row_metadata = FULL (and in the server's configuration), then restart the capture`,
+      );
+    if (!cols || cols.length !== ev.columnCount) return undefined;
+    const prior = t.swap?.all ?? t.all;
+    const all = cols.map((c): ColumnInfo => {
+      const before = prior.find((p) => p.name === c.COLUMN_NAME);
+      const info = columnFromMap(c, before);
+      return before && sameShape(before, info) ? before : info;
+    });
+    const signature = signatureOf(all);
+    t.mapKey = key;
+    if (signature === (t.swap ? signatureOf(t.swap.all) : t.signature)) return undefined;
+    const kept = all.filter((c) => !t.excluded.has(c.name));
+    const old = t.swap?.schema ?? t.schema;
+    const keys = new Set(old.primaryKey);
+    const schema: Schema = {
+      columns: kept.map((c): Column => {
+        const before = old.columns.find((o) => o.name === c.name);
+        return {
+          name: c.name,
+          type: c.read.logical,
+          nullable: keys.has(c.name) ? (before?.nullable ?? false) : true,
+          sourceType: c.sourceType,
+        };
+      }),
+      primaryKey: old.primaryKey,
+    };
+    t.signature = signature;
+    const changes = compareSchemas(old, schema);
+    if (schemaHash(old) === schemaHash(schema) || changes.length === 0) {
+      // Same lake schema (a source-type-only change or a column left out): new facts, same encoder.
+      t.all = all;
+      if (!t.swap) {
+        t.infos = t.schema.columns.map(
+          (c) => kept.find((k) => k.name === c.name) ?? t.infos.find((i) => i.name === c.name)!,
+        );
+        t.appenders = appendersOf(t.infos, t.source);
+      }
+      return undefined;
+    }
+    t.swap = { schema, infos: kept, all };
+    if (t.encoder.rowCount === 0) this.applySwap(t);
+    return { kind: 'schema', table: t.target, schema, changes };
+  }
+
+  private applySwap(t: TableState): void {
+    if (t.encoder.rowCount > 0 || !t.swap) return;
+    const { schema, infos, all } = t.swap;
+    t.swap = undefined;
+    t.schema = schema;
+    t.infos = infos;
+    t.all = all;
+    t.signature = signatureOf(all);
+    t.encoder = new BatchEncoder(schema, { phase: 'stream' });
+    t.writers = writersOf(t.encoder);
+    t.appenders = appendersOf(infos, t.source);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Rows
+
+  private onRows(ev: WriteRowsEvent | UpdateRowsEvent | DeleteRowsEvent): CdcEvent | undefined {
+    const entry = ev.tableMap[ev.tableId];
+    if (!entry) return undefined;
+    const t = this.bySource.get(`${entry.parentSchema}.${entry.tableName}`);
+    if (!t) return undefined;
+    if (!this.inGroup) throw this.protocol(`rows of ${t.source} outside a transaction`);
+    if (t.swap) {
+      // The engine has not cut the old schema's rows: it must before asking for more.
+      throw new Error(`mysql cdc reader: ${t.target} has rows in its old schema after a schema event`);
+    }
+    if (t.ordTxn !== this.txn) {
+      t.ordTxn = this.txn;
+      t.ord = 0;
+    }
+    const before = t.encoder.dataBytes;
+    let count = 0;
+    const name: string = ev.getTypeName();
+    if (name === 'WriteRows') {
+      for (const row of (ev as WriteRowsEvent).rows) count += this.emit(t, Op.create, row);
+    } else if (name === 'DeleteRows') {
+      for (const row of (ev as WriteRowsEvent).rows) count += this.emit(t, Op.delete, row);
+    } else {
+      for (const { before: old, after } of (ev as UpdateRowsEvent).rows) {
+        if (keyChanged(t, old, after)) {
+          this.seen.keyChanges++;
+          count += this.emit(t, Op.delete, old);
+          count += this.emit(t, Op.create, after);
+        } else count += this.emit(t, Op.update, after);
+      }
+    }
+    if (count === 0) return undefined;
+    const events: CdcEvent[] = [];
+    if (!this.begun) {
+      this.begun = true;
+      events.push({ kind: 'begin' });
+    }
+    events.push({ kind: 'rows', table: t.target, count, bytes: t.encoder.dataBytes - before });
+    const first = events.shift()!;
+    this.events.unshift(...events);
+    return first;
+  }
+
+  /** Appends one row; 0 when it is below the table's `next`. */
+  private emit(t: TableState, op: OpCode, row: Record<string, unknown>): number {
+    const o = t.ord++;
+    const pos = this.txnPrefix + o.toString(16).padStart(8, '0');
+    if (pos < t.next) {
+      this.seen.skipped++;
+      return 0;
+    }
+    t.lastPos = pos;
+    const cols = t.schema.columns;
+    for (let j = 0; j < cols.length; j++) {
+      const c = cols[j]!.name;
+      const v = row[c];
+      const w = t.writers[j]!;
+      if (v === null || (v === undefined && !(c in row))) w.appendNull();
+      else t.appenders[j]!(w, v);
+    }
+    t.encoder.appendMetaOrdinal(op, this.txnPrefix, o, this.txnCommitNs, false);
+    return 1;
+  }
+
+  pending(table: string): PendingRows {
+    const t = this.state(table);
+    return { rows: t.encoder.rowCount, bytes: t.encoder.dataBytes };
+  }
+
+  cut(table: string): Batch | undefined {
+    const t = this.state(table);
+    const enc = t.encoder;
+    if (enc.rowCount === 0) return undefined;
+    const record = enc.finish(this.ingestTs());
+    t.writers = writersOf(enc);
+    return newBatch({ table: t.target, record, watermark: t.lastPos, writeMode: t.writeMode });
+  }
+
+  private state(table: string): TableState {
+    const t = this.tables.get(table);
+    if (!t) throw new Error(`mysql cdc reader: ${table} is not a captured table`);
+    return t;
+  }
+
+  /** MySQL keeps no replica position on the server: the engine's state is the only record. */
+  async setConfirmed(position: SourcePosition): Promise<void> {
+    parseBinlogPosition(position);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const z = this.zongji;
+    this.zongji = undefined;
+    if (z) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 2_000);
+        z.once('stopped', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        try {
+          z.stop();
+        } catch {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    }
+  }
+}
+
+/** `SHOW BINARY LOG STATUS` (MySQL 8.2+) or `SHOW MASTER STATUS`. */
+async function binlogStatus(conn: mysql.Connection): Promise<{ file: string; pos: number }> {
+  let rows: unknown;
+  try {
+    [rows] = await conn.query('SHOW MASTER STATUS');
+  } catch {
+    [rows] = await conn.query('SHOW BINARY LOG STATUS');
+  }
+  const r = (rows as { File?: string; Position?: number | string }[])[0];
+  if (!r?.File)
+    throw new SourceError(
+      'CDC_BINLOG_OFF',
+      'the server has no binary log (SHOW MASTER STATUS is empty): start it with log_bin, binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL',
+    );
+  return { file: r.File, pos: Number(r.Position) };
+}
+
+/**
+ * The first domain whose stored MariaDB GTID (`domain-server-seq`) the server's binlog position
+ * has not reached (same server id, lower sequence, or the domain gone): coordinates were reset.
+ * Undefined when every stored domain is at or past its stored GTID (or nothing was stored).
+ */
+export function gtidWentBack(stored: string, current: string): string | undefined {
+  const parse = (text: string) =>
+    new Map(
+      text
+        .split(',')
+        .map((x) => x.trim())
+        .filter((x) => /^\d+-\d+-\d+$/.test(x))
+        .map((x) => {
+          const [d, server, seq] = x.split('-');
+          return [d!, { server: server!, seq: BigInt(seq!), text: x }] as const;
+        }),
+    );
+  const now = parse(current);
+  for (const [domain, was] of parse(stored)) {
+    const is = now.get(domain);
+    if (!is) return `domain ${domain}: ${was.text}, now absent`;
+    if (is.seq < was.seq && is.server === was.server) return `domain ${domain}: ${was.text}, now ${is.text}`;
+  }
+  return undefined;
+}
+
+/** A column as a FULL-metadata TableMap describes it, mapped like introspection would. */
+function columnFromMap(
+  c: { COLUMN_NAME: string; COLUMN_TYPE: string; CHARACTER_SET_NAME: string | null },
+  before: ColumnInfo | undefined,
+): ColumnInfo {
+  const columnType = c.COLUMN_TYPE;
+  const dataType = columnType.toLowerCase().split(/[\s(]/)[0] ?? '';
+  const dec = /^decimal\((\d+),(\d+)\)/i.exec(columnType);
+  const jsonAlias = before?.sourceType === 'json' && dataType === 'longtext';
+  const info: InfoColumn = {
+    name: c.COLUMN_NAME,
+    dataType,
+    columnType,
+    nullable: true,
+    numericPrecision: dec ? Number(dec[1]) : null,
+    numericScale: dec ? Number(dec[2]) : null,
+    charset: c.CHARACTER_SET_NAME,
+    jsonAlias,
+  };
+  const m = mapColumn(info, c.COLUMN_NAME);
+  return {
+    name: c.COLUMN_NAME,
+    notNull: false,
+    sourceType: m.sourceType,
+    read: m.read,
+    nullable: m.nullable,
+  };
+}
+
+/** Whether two descriptions of a column read the same way (the binlog omits some details). */
+function sameShape(a: ColumnInfo, b: ColumnInfo): boolean {
+  if (JSON.stringify(a.read.logical) === JSON.stringify(b.read.logical) && a.read.kind === b.read.kind)
+    return true;
+  // MariaDB's UUID/INET4/INET6 are fixed binary in the binlog's metadata.
+  return /^(uuid|inet4|inet6)$/i.test(a.sourceType) && b.read.kind === 'binary';
+}
+
+function signatureOf(cols: readonly ColumnInfo[]): string {
+  return JSON.stringify(cols.map((c) => [c.name, c.read.kind, c.read.logical]));
+}
+
+function writersOf(enc: BatchEncoder): ColumnWriter[] {
+  return enc.schema.columns.map((_, j) => enc.col(j));
+}
+
+function appendersOf(infos: readonly ColumnInfo[], source: string): BinlogAppender[] {
+  return infos.map((info) => binlogAppenderFor(info, { table: source, column: info.name }));
+}
+
+function keyChanged(t: TableState, old: Record<string, unknown>, nu: Record<string, unknown>): boolean {
+  for (const k of t.schema.primaryKey) {
+    const a = keyBytes(old[k]);
+    const b = keyBytes(nu[k]);
+    if (a === null || b === null) {
+      if (a !== b) return true;
+      continue;
+    }
+    if (!a.equals(b)) return true;
+  }
+  return false;
+}
+
+/**
+ * The tables a statement truncates, drops or renames away (`database.table`, unquoted; names
+ * without a database are in `defaultDb`, the QUERY event's current database). Only TRUNCATE,
+ * DROP TABLE, RENAME TABLE and ALTER TABLE ... RENAME [TO|AS] are recognized; comments are
+ * ignored.
+ */
+export function destructiveTargets(
+  sql: string,
+  defaultDb: string,
+): { kind: 'truncate' | 'ddl'; table: string }[] {
+  const stripped = sql
+    .replace(/\/\*.*?\*\//gs, ' ')
+    .replace(/--\s[^\n]*/g, ' ')
+    .trim();
+  const unquote = (p: string) => {
+    const t = p.trim();
+    return t.startsWith('`') ? t.slice(1, -1).replace(/``/g, '`') : t;
+  };
+  const resolve = (name: string): string => {
+    const parts = splitDotted(name.trim());
+    return parts.length >= 2
+      ? `${unquote(parts[0]!)}.${unquote(parts[1]!)}`
+      : `${defaultDb}.${unquote(parts[0] ?? '')}`;
+  };
+  const name = '((?:`(?:[^`]|``)+`|[\\w$]+)(?:\\s*\\.\\s*(?:`(?:[^`]|``)+`|[\\w$]+))?)';
+  let m = new RegExp(`^TRUNCATE\\s+(?:TABLE\\s+)?${name}`, 'i').exec(stripped);
+  if (m) return [{ kind: 'truncate', table: resolve(m[1]!) }];
+  m = /^DROP\s+(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?(.*?)(?:\s+(?:RESTRICT|CASCADE))?\s*$/is.exec(
+    stripped,
+  );
+  if (m) return splitNames(m[1]!).map((n) => ({ kind: 'ddl', table: resolve(n) }));
+  m = /^RENAME\s+TABLES?\s+(.*)$/is.exec(stripped);
+  if (m)
+    return splitNames(m[1]!).flatMap((pair) => {
+      const from = pair.split(/\s+TO\s+/i)[0];
+      return from ? [{ kind: 'ddl' as const, table: resolve(from) }] : [];
+    });
+  m = new RegExp(`^ALTER\\s+(?:ONLINE\\s+|IGNORE\\s+)*TABLE\\s+${name}\\s+(.*)$`, 'is').exec(stripped);
+  if (m && /(^|,)\s*RENAME\s+(?!(?:COLUMN|INDEX|KEY)\b)/i.test(m[2] ?? ''))
+    return [{ kind: 'ddl', table: resolve(m[1]!) }];
+  return [];
+}
+
+/** Splits `a`.`b` / a.b at the dot outside backquotes. */
+function splitDotted(name: string): string[] {
+  const out: string[] = [];
+  let cur = '';
+  let quoted = false;
+  for (const ch of name) {
+    if (ch === '`') quoted = !quoted;
+    if (ch === '.' && !quoted) {
+      out.push(cur.trim());
+      cur = '';
+    } else cur += ch;
+  }
+  out.push(cur.trim());
+  return out;
+}
+
+/** Splits a comma-separated list of (possibly backquoted) names or `a TO b` pairs. */
+function splitNames(list: string): string[] {
+  const out: string[] = [];
+  let cur = '';
+  let quoted = false;
+  for (const ch of list) {
+    if (ch === '`') quoted = !quoted;
+    if (ch === ',' && !quoted) {
+      out.push(cur.trim());
+      cur = '';
+    } else cur += ch;
+  }
+  if (cur.trim() !== '') out.push(cur.trim());
+  return out;
+}

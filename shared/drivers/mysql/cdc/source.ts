@@ -1,0 +1,72 @@
+/**
+ * The MySQL/MariaDB change-stream source (registry `openCdc`): introspects the captured tables
+ * with the incremental driver's own introspection (so both modes agree on every column's lake
+ * type and read plan), and opens the binlog reader.
+ *
+ * Owns: the wiring of introspection and reader for one source. Never decodes.
+ */
+import type { CdcRuntime, CdcTable, Reader } from '../../../contracts/cdc.js';
+import { TidemarkError } from '../../../contracts/errors.js';
+import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
+import type { Schema } from '../../../dataplane/schema.js';
+import type { CdcSourceSettings, ClosableCdcSource } from '../../registry.js';
+import { MysqlSession, translateConnectError } from '../connect.js';
+import { introspectTable, type TablePlan } from '../introspect.js';
+import { MysqlCdcReader } from './reader.js';
+
+export class MysqlCdcSource implements ClosableCdcSource, Introspector {
+  private readonly db: MysqlSession;
+  private readonly plans = new Map<string, TablePlan>();
+  private readonly readers = new Set<Reader>();
+
+  constructor(private readonly settings: CdcSourceSettings) {
+    this.db = new MysqlSession({
+      url: settings.url,
+      sourceName: settings.sourceName,
+      connectTimeoutMs: settings.connectTimeoutMs,
+      applicationName: 'tidemark-cdc',
+    });
+  }
+
+  async introspect(t: TableSpec): Promise<{ ref: TableRef; schema: Schema; warnings: Warning[] }> {
+    const plan = await this.guard(() => introspectTable(this.db, t));
+    this.plans.set(t.source, plan);
+    return { ref: plan.ref, schema: plan.schema, warnings: [] };
+  }
+
+  async openReader(tables: readonly CdcTable[], runtime: CdcRuntime): Promise<Reader> {
+    for (const t of tables)
+      if (!this.plans.has(t.ref.source)) await this.introspect({ source: t.ref.source });
+    const serverId = runtime.serverId ?? this.settings.serverId;
+    const reader = new MysqlCdcReader(
+      {
+        url: this.settings.url,
+        sourceName: this.settings.sourceName,
+        connectTimeoutMs: this.settings.connectTimeoutMs,
+        heartbeatMs: runtime.heartbeatMs,
+        ...(this.settings.clock ? { clock: this.settings.clock } : {}),
+      },
+      tables,
+      this.plans,
+      serverId !== undefined ? { ...runtime, serverId } : runtime,
+    );
+    this.readers.add(reader);
+    return reader;
+  }
+
+  private async guard<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      if (e instanceof TidemarkError) throw e;
+      const translated = translateConnectError(e, this.db.endpoint, this.settings.connectTimeoutMs);
+      if (translated) throw translated;
+      throw e;
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const r of this.readers) await r.close().catch(() => undefined);
+    await this.db.close();
+  }
+}
