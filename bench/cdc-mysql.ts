@@ -22,7 +22,8 @@
  * --profile, one extra (a) child runs under --cpu-prof.
  *
  * Options: --changes N (default 1000000), --runs N (default 3), --quick (100000 changes, 1 run),
- *          --profile (always profile (a)).
+ *          --profile (always profile (a)), --max-binlog-mib N (rotate the binlog every N MiB:
+ *          a backlog over several files, for checking the rotation path).
  * Owns: the MariaDB it starts (stopped by pid), its temp dir, its child processes.
  * Never tunes the reader, the engine or the sink.
  */
@@ -69,6 +70,7 @@ interface Options {
   readonly changes: number;
   readonly runs: number;
   readonly profile: boolean;
+  readonly maxBinlogMiB: number | undefined;
 }
 
 function parseOptions(argv: readonly string[]): Options {
@@ -79,6 +81,7 @@ function parseOptions(argv: readonly string[]): Options {
       runs: { type: 'string' },
       quick: { type: 'boolean', default: false },
       profile: { type: 'boolean', default: false },
+      'max-binlog-mib': { type: 'string' },
     },
     strict: true,
   });
@@ -93,6 +96,10 @@ function parseOptions(argv: readonly string[]): Options {
     changes: int('--changes', values.changes, quick ? 100_000 : 1_000_000),
     runs: int('--runs', values.runs, quick ? 1 : 3),
     profile: values.profile ?? false,
+    maxBinlogMiB:
+      values['max-binlog-mib'] === undefined
+        ? undefined
+        : int('--max-binlog-mib', values['max-binlog-mib'], 0),
   };
 }
 
@@ -159,6 +166,8 @@ export async function main(argv: readonly string[]): Promise<void> {
       await c.query(`CREATE TABLE ${TABLE} (
         id BIGINT NOT NULL PRIMARY KEY, a INT, b VARCHAR(64), c DECIMAL(12,2), d DATETIME(6), e DOUBLE
       ) ENGINE=InnoDB`);
+      if (options.maxBinlogMiB !== undefined)
+        await c.query(`SET GLOBAL max_binlog_size = ${options.maxBinlogMiB * 2 ** 20}`);
       start = await binlogAt(c);
       const generated = performance.now();
       await generate(c, options.changes);
