@@ -9,6 +9,9 @@
  *   cdc                 Postgres CDC: PgCdcReader (a) and runCdc -> Parquet (b) vs pg_recvlogical on
  *                       the same slot backlog, and commit-to-durable latency under pgbench
  *                       [--changes N] [--runs N] [--quick] [--profile] [--no-latency]
+ *   cdc-mysql           MySQL/MariaDB CDC: MysqlCdcReader (a) and runCdc -> Parquet (b) vs
+ *                       mariadb-binlog -R -v over the same binlog range
+ *                       [--changes N] [--runs N] [--quick] [--profile]
  *   encoder             bench/encoder.ts [rows]
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
@@ -30,6 +33,7 @@ const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly strin
   'big-values': () => import('./big-values.js'),
   'cdc-engine': () => import('./cdc-engine.js'),
   cdc: () => import('./cdc.js'),
+  'cdc-mysql': () => import('./cdc-mysql.js'),
 };
 
 const [name, ...rest] = process.argv.slice(2);

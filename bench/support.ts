@@ -610,9 +610,11 @@ function componentOf(frame: { functionName: string; url: string }): string {
     return 'parquet-wasm encode';
   }
   if (url.includes('/drivers/postgres/copy-binary')) return 'COPY binary decode (driver)';
+  if (url.includes('/drivers/mysql/cdc/')) return 'binlog reader + appenders (driver)';
   if (url.includes('/drivers/')) return 'driver (other)';
   if (url.includes('/node_modules/postgres/')) return 'postgres.js protocol';
   if (url.includes('/node_modules/mysql2/')) return 'mysql2 protocol/parse';
+  if (url.includes('/node_modules/@vlasky/zongji/')) return 'zongji binlog event parse';
   if (url.includes('/dataplane/') || url.includes('/node_modules/apache-arrow/'))
     return 'Arrow build (encoder/dataplane)';
   if (url.includes('/sink/')) return 'sink (cast, layout, put)';

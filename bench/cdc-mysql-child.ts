@@ -1,0 +1,253 @@
+/**
+ * One tidemark run of the MySQL/MariaDB CDC bench (bench/cdc-mysql.ts) as its own process, so its
+ * CPU and peak RSS are its own. Times ONE of
+ *
+ *   decode    MysqlCdcReader alone (MysqlCdcSource introspect + openReader) from the recorded
+ *             binlog start: `next(1000)` in a loop, a table's pending rows cut (and dropped) at
+ *             100k, until the expected rows have arrived at a commit
+ *   engine    runCdc with a FileCursorStore and a ParquetSink (zstd) on a file lake, its reader
+ *             started at the recorded binlog start (the server keeps no replica position, so a
+ *             fresh state would capture from the binlog end), until the committed state holds the
+ *             expected rows: then the signal is aborted and the run stops
+ *
+ * and prints one JSON line (`MysqlCdcBenchReport`) on stdout.
+ *
+ * Usage (by bench/cdc-mysql.ts): node --import tsx bench/cdc-mysql-child.ts '<MysqlCdcBenchConfig JSON>'
+ * Owns nothing but its directory's contents for this run; never tunes the reader or the engine.
+ */
+import { readFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { Reader, SourcePosition, Streamer } from '../shared/contracts/cdc.js';
+import type { CursorStore } from '../shared/contracts/state.js';
+import { MysqlCdcSource } from '../shared/drivers/mysql/cdc/source.js';
+import { cdcLakeSchema, runCdc } from '../shared/engine/cdc/run.js';
+import { parseCdcState } from '../shared/engine/cdc/state.js';
+import { silentLogger } from '../shared/observability/log.js';
+import { FileObjectStore } from '../shared/sink/file-object-store.js';
+import { ParquetSink } from '../shared/sink/parquet-sink.js';
+import { FileCursorStore } from '../shared/state/file-cursor-store.js';
+import { localOwner } from '../shared/state/lease-owner.js';
+
+export interface MysqlCdcBenchConfig {
+  readonly variant: 'decode' | 'engine';
+  readonly url: string;
+  /** The replica server id of this run (distinct per run). */
+  readonly serverId: number;
+  /** `database.table` of every captured table. */
+  readonly tables: readonly string[];
+  /** Rows (changes) the run must see before it stops. */
+  readonly expectedRows: number;
+  /** The reader's SourcePosition of the binlog before the backlog. */
+  readonly start: SourcePosition;
+  /** An empty directory of this run: state store and lake go under it. */
+  readonly dir: string;
+  readonly flushRows: number;
+  readonly flushMs: number;
+}
+
+export interface MysqlCdcBenchReport {
+  /** Seconds from process start to the measured part (node, tsx, imports). */
+  readonly startupSeconds: number;
+  /** Wall seconds of the measured part (connect, introspect, open, stream until done). */
+  readonly runSeconds: number;
+  /** User + system CPU seconds of the whole process (all threads) during the measured part. */
+  readonly runCpuSeconds: number;
+  /** Of which the main thread (from /proc/self/task); the rest is the Parquet worker, GC, libuv. */
+  readonly mainThreadCpuSeconds: number | undefined;
+  /** process.resourceUsage().maxRSS, KiB. */
+  readonly maxRssKiB: number;
+  /** Rows decoded (decode) or committed to state (engine). */
+  readonly rows: number;
+  readonly batches: number;
+  readonly flushes?: number;
+}
+
+const SOURCE = 'bench';
+const PIPELINE = 'bench';
+
+const config = JSON.parse(process.argv[2] ?? '') as MysqlCdcBenchConfig;
+
+/** CPU seconds (user + system) of the main thread, from /proc; undefined off Linux. */
+function mainThreadCpu(): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // fields[0] is field 3 (state): utime is field 14, stime field 15 (clock ticks, 100 Hz).
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
+function newSource(): MysqlCdcSource {
+  return new MysqlCdcSource({
+    url: config.url,
+    sourceName: SOURCE,
+    connectTimeoutMs: 10_000,
+    serverId: config.serverId,
+    heartbeatMs: 10_000,
+  });
+}
+
+async function decodeOnly(): Promise<Pick<MysqlCdcBenchReport, 'rows' | 'batches'>> {
+  const source = newSource();
+  try {
+    const cdcTables = [];
+    for (const t of config.tables) {
+      const { ref, schema } = await source.introspect({ source: t });
+      cdcTables.push({ ref, schema: cdcLakeSchema(schema), writeMode: 'append' as const });
+    }
+    const reader = await source.openReader(cdcTables, { heartbeatMs: 10_000, serverId: config.serverId });
+    await reader.start({ position: config.start, next: new Map() });
+    let seen = 0;
+    let rows = 0;
+    let batches = 0;
+    const cut = (table: string): void => {
+      const batch = reader.cut(table);
+      if (!batch) return;
+      rows += batch.record.numRows;
+      batches++;
+    };
+    for (;;) {
+      const ev = await reader.next(1000);
+      if (ev === undefined) continue;
+      if (ev.kind === 'rows') {
+        seen += ev.count;
+        if (reader.pending(ev.table).rows >= config.flushRows) cut(ev.table);
+      } else if (ev.kind === 'commit') {
+        if (seen >= config.expectedRows) break;
+      } else if (ev.kind === 'gap') {
+        throw new Error(`gap: ${ev.reason}`);
+      }
+    }
+    for (const t of cdcTables) cut(t.ref.target);
+    await reader.close();
+    return { rows, batches };
+  } finally {
+    await source.close();
+  }
+}
+
+/** The engine, stopped once the committed state holds the expected rows. */
+async function engine(): Promise<
+  Pick<MysqlCdcBenchReport, 'rows' | 'batches' | 'flushes'> & { durableSeconds: number }
+> {
+  const source = newSource();
+  const inner = new FileCursorStore(join(config.dir, 'state'));
+  const sink = new ParquetSink({ store: new FileObjectStore(join(config.dir, 'lake')) });
+  const abort = new AbortController();
+  const started = performance.now();
+  let durableAt: number | undefined;
+  let committedRows = 0;
+
+  // A fresh state has no position: start the reader at the recorded binlog start instead of the end.
+  const streamer: Streamer = {
+    async openReader(tables, runtime) {
+      const reader = await source.openReader(tables, runtime);
+      const start = (...args: Parameters<Reader['start']>): Promise<void> => {
+        const [from, ...rest] = args;
+        return reader.start(
+          from.position === undefined ? { ...from, position: config.start } : from,
+          ...rest,
+        );
+      };
+      return new Proxy(reader, {
+        get(target, key) {
+          if (key === 'start') return start;
+          const v = Reflect.get(target, key) as unknown;
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      }) as Reader;
+    },
+  };
+  const store: CursorStore = new Proxy(inner, {
+    get(target, key) {
+      if (key === 'commit') {
+        return async (...args: Parameters<CursorStore['commit']>) => {
+          const r = await target.commit(...args);
+          const state = parseCdcState(args[1].value);
+          committedRows = Object.values(state.tables).reduce((n, t) => n + t.rows, 0);
+          if (durableAt === undefined && committedRows >= config.expectedRows) {
+            durableAt = performance.now();
+            abort.abort();
+          }
+          return r;
+        };
+      }
+      const v = Reflect.get(target, key) as unknown;
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+  const table = (source: string) => ({
+    source,
+    target: source.split('.').at(-1)!,
+    writeMode: 'append' as const,
+    exclude: [],
+    onWiden: 'stop' as const,
+    onTruncate: 'record' as const,
+  });
+  try {
+    const summary = await runCdc({
+      pipeline: PIPELINE,
+      sourceName: SOURCE,
+      writer: `${PIPELINE}.${SOURCE}`,
+      tables: config.tables.map(table),
+      introspector: source,
+      streamer,
+      runtime: { heartbeatMs: 10_000, serverId: config.serverId },
+      store,
+      sink,
+      logger: silentLogger,
+      clock: Date.now,
+      owner: localOwner(),
+      limits: {
+        rows: config.flushRows,
+        bytes: 64 * 2 ** 20,
+        ms: config.flushMs,
+        maxAckLagMs: 300_000,
+        idleCommitMs: 60_000,
+      },
+      leaseTtlMs: 60_000,
+      stopTimeoutMs: 30_000,
+      signal: abort.signal,
+    });
+    return {
+      rows: committedRows,
+      batches: summary.objects,
+      flushes: summary.flushes,
+      durableSeconds: ((durableAt ?? performance.now()) - started) / 1000,
+    };
+  } finally {
+    await source.close();
+  }
+}
+
+const startupSeconds = process.uptime();
+const cpuBefore = process.cpuUsage();
+const mainBefore = mainThreadCpu();
+const started = performance.now();
+let result: Pick<MysqlCdcBenchReport, 'rows' | 'batches' | 'flushes'>;
+let runSeconds: number;
+if (config.variant === 'decode') {
+  result = await decodeOnly();
+  runSeconds = (performance.now() - started) / 1000;
+} else {
+  const { durableSeconds, ...rest } = await engine();
+  result = rest;
+  runSeconds = durableSeconds;
+}
+const cpuRun = process.cpuUsage(cpuBefore);
+const mainAfter = mainThreadCpu();
+const usage = process.resourceUsage();
+const report: MysqlCdcBenchReport = {
+  startupSeconds,
+  runSeconds,
+  runCpuSeconds: (cpuRun.user + cpuRun.system) / 1e6,
+  mainThreadCpuSeconds:
+    mainBefore === undefined || mainAfter === undefined ? undefined : mainAfter - mainBefore,
+  maxRssKiB: usage.maxRSS,
+  ...result,
+};
+writeSync(1, `${JSON.stringify(report)}\n`);
+process.exit(0);
