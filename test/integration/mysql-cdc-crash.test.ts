@@ -1,9 +1,9 @@
 /**
  * The MySQL crash must-show (issue 13): a transactional workload (two writers running
  * multi-statement transactions of inserts, updates and deletes over accounts, orders and events,
- * about a fifth of them rolled back) against the harness MariaDB while the MySQL CDC process
- * (test/harness/mysql-cdc-child.ts: `runCdc` over `MysqlCdcSource`, file state, file lake) is
- * SIGKILLed 20 times at ASSERTED points of its commit protocol (before the write, between write
+ * primary-key changes among them, about a fifth of them rolled back) against the harness
+ * MariaDB while the MySQL CDC process (test/harness/mysql-cdc-child.ts: `runCdc` over
+ * `MysqlCdcSource`, file state, file lake) is SIGKILLed 20 times at ASSERTED points of its commit protocol (before the write, between write
  * and commit, between commit and ack, after the ack, during a lease renewal). Each kill is
  * recorded by the child (fsync'd) right before it dies; the test fails when a kill did not land.
  *
@@ -86,7 +86,7 @@ interface WriterStats {
 /** One statement of a committed transaction (never a rolled-back marker). */
 function committedStatement(seq: number, maxEvent: number): string {
   const id = randInt(300);
-  switch (randInt(9)) {
+  switch (randInt(10)) {
     case 1:
       return `INSERT INTO accounts (id, balance) VALUES (${id}, ${randInt(10_000)}) ON DUPLICATE KEY UPDATE balance = balance + ${randInt(50)}`;
     case 2:
@@ -102,8 +102,11 @@ function committedStatement(seq: number, maxEvent: number): string {
     case 7:
     case 8:
       return `INSERT INTO events (kind, payload) VALUES ('k${randInt(5)}', 'p${seq}')`;
-    default:
+    case 9:
       return `DELETE FROM events WHERE id = ${randInt(Math.max(1, maxEvent))}`;
+    default:
+      // A primary-key change (the reader's delete + insert); IGNORE skips a taken key.
+      return `UPDATE IGNORE orders SET id = ${randInt(600)} WHERE id = ${randInt(600)}`;
   }
 }
 
