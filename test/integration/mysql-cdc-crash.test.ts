@@ -27,7 +27,7 @@
  * The wrappers live in the child, never in production code.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
@@ -249,6 +249,10 @@ const display = (value: string | null | undefined): string => {
   return `${v.file}:${v.pos}${v.gtid ? ` (${v.gtid})` : ''}`;
 };
 
+const CREATE_TABLES = `CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);
+  CREATE TABLE orders (id int PRIMARY KEY, account_id int NOT NULL, amount decimal(12,2) NOT NULL, note varchar(40));
+  CREATE TABLE events (id bigint AUTO_INCREMENT PRIMARY KEY, kind varchar(20) NOT NULL, payload varchar(100))`;
+
 interface Pair {
   readonly generation: number;
   readonly point: string;
@@ -279,11 +283,7 @@ async function transactionalCrash(kills: readonly Kill[], mutation?: MyMutation)
   else cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
   const sql = await mysqlClient(db.url);
   cleanup.push(() => sql.end());
-  await sql.query(
-    `CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);
-     CREATE TABLE orders (id int PRIMARY KEY, account_id int NOT NULL, amount decimal(12,2) NOT NULL, note varchar(40));
-     CREATE TABLE events (id bigint AUTO_INCREMENT PRIMARY KEY, kind varchar(20) NOT NULL, payload varchar(100))`,
-  );
+  await sql.query(CREATE_TABLES);
 
   const problems: string[] = [];
   const pairs: Pair[] = [];
@@ -552,6 +552,48 @@ describe('MySQL CDC under a transactional workload, SIGKILLed 20 times', () => {
     expect(outcome.problems, summarize(outcome)).toEqual([]);
     // The idle kill of the first child, then the 20 kills at protocol points.
     expect(outcome.pairs).toHaveLength(21);
+  });
+
+  // Rolled-back transactions never reach the binlog (InnoDB writes only committed ones), so the
+  // "no rolled-back row" check above can only pass on a real run: here it is shown to detect one
+  // (and a duplicate) in a hand-made lake.
+  it('the lake checker detects a rolled-back row and a duplicate (key, __pos)', {
+    timeout: 120_000,
+  }, async () => {
+    const db = await freshMysqlDatabase('mycrashchk');
+    cleanup.push(() => db.drop());
+    const sql = await mysqlClient(db.url);
+    cleanup.push(() => sql.end());
+    await sql.query(CREATE_TABLES);
+    await sql.query('INSERT INTO accounts VALUES (1, 10)');
+    const dir = mkdtempSync(join(tmpdir(), 'tidemark-mycrashchk-'));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const table = join(dir, 'lake', `${db.name}.accounts`);
+    mkdirSync(table, { recursive: true });
+    const duck = await DuckDBInstance.create(':memory:');
+    const conn = await duck.connect();
+    try {
+      await conn.run(
+        `COPY (SELECT * FROM (VALUES (1, 10::BIGINT, 'm1', 'c'), (1, 10::BIGINT, 'm1', 'c'),
+                                     (${ROLLED_BACK_IDS + 1}, 1::BIGINT, 'm2', 'c'))
+               AS t(id, balance, __pos, __op)) TO '${join(table, 'x.parquet')}' (FORMAT parquet)`,
+      );
+    } finally {
+      conn.closeSync();
+    }
+    const { problems } = await checkLake(dir, db.name, sql);
+    expect(
+      problems.some((p) => /written by rolled-back transactions/.test(p)),
+      JSON.stringify(problems),
+    ).toBe(true);
+    expect(
+      problems.some((p) => /duplicate \(key, __pos\)/.test(p)),
+      JSON.stringify(problems),
+    ).toBe(true);
+    expect(
+      problems.some((p) => /live in the lake but not in the source/.test(p)),
+      JSON.stringify(problems),
+    ).toBe(true);
   });
 
   // Mutation self-checks: each broken protocol must be DETECTED by the same checker, by the
