@@ -322,7 +322,7 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
     expect(m.serverId).toBe(4242);
     expect(m.binlogRetentionHours).toBe(24);
     expect(m.slot).toBeUndefined();
-    (my.sources.app as { cdc: Record<string, unknown> }).cdc.binlogRetentionHours = 168;
+    (my.sources.app as unknown as { cdc: Record<string, unknown> }).cdc.binlogRetentionHours = 168;
     expect(cdcSettings(parseSpec(my), 'app').binlogRetentionHours).toBe(168);
   });
 

@@ -508,10 +508,11 @@ export async function preflightCdcTable(db: MysqlSession, t: MysqlCdcTable): Pro
       'SELECT TABLE_TYPE AS type FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
       [database, table],
     );
-    if (row && row.type !== 'BASE TABLE') {
+    // MariaDB's SYSTEM VERSIONED and SEQUENCE are logged like base tables; a view is not logged.
+    if (row?.type === 'VIEW') {
       throw new SourceError(
         'CDC_NOT_CAPTURABLE',
-        `${t.source} is a ${row.type.toLowerCase()}: the binlog logs rows of base tables only; capture the tables behind it, or use mode: incremental`,
+        `${t.source}: a view, and the binlog logs rows of base tables only; capture the tables behind it, or use mode: incremental`,
       );
     }
     plan = await introspectTable(db, t);
@@ -528,7 +529,7 @@ export async function preflightCdcTable(db: MysqlSession, t: MysqlCdcTable): Pro
       return 'no primary key: writeMode append keeps every change as a row';
     throw new SourceError(
       'CDC_NO_PRIMARY_KEY',
-      `${t.source} has no primary key, so its UPDATEs and DELETEs cannot be applied by key (writeMode upsert): add a PRIMARY KEY, or set writeMode: append`,
+      `${t.source}: no primary key, so its UPDATEs and DELETEs cannot be applied by key (writeMode upsert): add a PRIMARY KEY, or set writeMode: append`,
     );
   });
   items.push(key);
