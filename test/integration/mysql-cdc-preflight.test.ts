@@ -133,12 +133,18 @@ describe('MySQL CDC preflight on MariaDB', () => {
       '--binlog-format=STATEMENT',
       '--binlog-row-metadata=MINIMAL',
       '--binlog-expire-logs-seconds=3600',
+      '--binlog-ignore-db=audit',
     ]);
-    const lines = await preflightCdcSource(session(server.url), OPTS);
+    const tables = [
+      { source: 'pf.orders', insertOnly: false },
+      { source: 'audit.log', insertOnly: false },
+    ];
+    const lines = await preflightCdcSource(session(server.url), { ...OPTS, tables });
     expect(lines.filter((l) => l.status !== 'ok').map((l) => [l.check, l.status, l.code])).toEqual([
       ['binlog_format', 'fail', 'CDC_BINLOG_FORMAT'],
       ['binlog_row_metadata', 'fail', 'CDC_BINLOG_ROW_METADATA'],
       ['binlog_retention', 'fail', 'CDC_BINLOG_RETENTION'],
+      ['binlog_filter', 'fail', 'CDC_BINLOG_FILTERED'],
     ]);
     const at = byCheck(lines);
     expect(at.binlog_format!.message).toContain(
@@ -150,6 +156,9 @@ describe('MySQL CDC preflight on MariaDB', () => {
       'binlog_expire_logs_seconds is 3600 (1 hours), less than binlogRetentionHours 24',
     );
     expect(at.binlog_retention!.message).toContain('SET GLOBAL binlog_expire_logs_seconds = 86400;');
+    expect(at.binlog_filter!.message).toContain(
+      '(binlog-ignore-db=audit), so no change of database "audit" is ever logged',
+    );
 
     // Fixed as the lines say, they pass.
     const conn = await mysql.createConnection({ uri: server.url });
@@ -160,8 +169,9 @@ describe('MySQL CDC preflight on MariaDB', () => {
     } finally {
       await conn.end();
     }
-    const fixed = await preflightCdcSource(session(server.url), OPTS);
+    const fixed = await preflightCdcSource(session(server.url), { ...OPTS, tables: [tables[0]!] });
     expect(fixed.filter((l) => l.status !== 'ok')).toEqual([]);
+    expect(fixed.at(-1)).toMatchObject({ check: 'binlog_filter', status: 'ok' });
   });
 
   it('a server without a binlog, with MINIMAL row images and a compressed binlog: each fails with its fix', async () => {

@@ -183,7 +183,9 @@ describe('judgeBinlog: each setting, MySQL and MariaDB wording', () => {
     const my = line(mysql({ binlog_format: 'STATEMENT' }), 'binlog_format');
     expect(my).toMatchObject({ status: 'fail', code: 'CDC_BINLOG_FORMAT' });
     expect(my.message).toContain('binlog_format is STATEMENT');
-    expect(my.message).toContain("run SET PERSIST binlog_format = 'ROW';");
+    expect(my.message).toContain(
+      "run SET PERSIST binlog_format = 'ROW'; (kept across restarts); sessions already connected keep the old value until they reconnect",
+    );
     const maria = line(mariadb({ binlog_format: 'MIXED' }), 'binlog_format');
     expect(maria.message).toContain(
       "run SET GLOBAL binlog_format = 'ROW'; and put binlog_format = ROW under [mariadb] in my.cnf so a restart keeps it (MariaDB has no SET PERSIST)",
@@ -423,6 +425,38 @@ describe('judgeBinlog: binlog retention', () => {
     expect(line(aurora({}, null), 'binlog_retention', { binlogRetentionHours: 720 }).message).not.toContain(
       'at most',
     );
+  });
+});
+
+describe('judgeBinlog: binlog filters', () => {
+  const tables = [
+    { source: 'shop.orders', insertOnly: false },
+    { source: 'audit.log', insertOnly: false },
+  ];
+  it('no line without filters; ok when every cdc database is logged; fail naming the filtered database', () => {
+    expect(
+      judgeBinlog(mysql({}, { filters: { doDb: [], ignoreDb: [] } }), { ...OPTS, tables }).some(
+        (l) => l.check === 'binlog_filter',
+      ),
+    ).toBe(false);
+    const ok = judgeBinlog(mysql({}, { filters: { doDb: [], ignoreDb: ['scratch'] } }), {
+      ...OPTS,
+      tables,
+    }).at(-1)!;
+    expect(ok).toMatchObject({ check: 'binlog_filter', status: 'ok' });
+    const ignored = judgeBinlog(mariadb({}, { filters: { doDb: [], ignoreDb: ['audit'] } }), {
+      ...OPTS,
+      tables,
+    }).at(-1)!;
+    expect(ignored).toMatchObject({ check: 'binlog_filter', status: 'fail', code: 'CDC_BINLOG_FILTERED' });
+    expect(ignored.message).toContain(
+      '(binlog-ignore-db=audit), so no change of database "audit" is ever logged',
+    );
+    const only = judgeBinlog(mysql({}, { filters: { doDb: ['shop'], ignoreDb: [] } }), {
+      ...OPTS,
+      tables,
+    }).at(-1)!;
+    expect(only.message).toContain('(binlog-do-db=shop), so no change of database "audit" is ever logged');
   });
 });
 

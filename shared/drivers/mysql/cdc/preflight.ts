@@ -2,8 +2,8 @@
  * MySQL/MariaDB CDC preflight (`tidemark check`): what the row binlog of a source needs, checked
  * before `tidemark cdc` starts and reported line by line (ids `log_bin`, `binlog_format`,
  * `binlog_row_image`, `binlog_row_metadata`, `binlog_compression`, `binlog_row_value_options`
- * (MySQL only), `gtid`, `server_id`, `replication`, `binlog_retention`, and per table `table` and
- * `key`), each failure one message naming the setting and the fix for where the server runs
+ * (MySQL only), `gtid`, `server_id`, `replication`, `binlog_retention`, `binlog_filter` (only when
+ * the server filters the binlog by database), and per table `table` and `key`), each failure one message naming the setting and the fix for where the server runs
  * (self-hosted MySQL: SET PERSIST; MariaDB: SET GLOBAL plus my.cnf; RDS: the DB parameter group;
  * Aurora MySQL: the DB cluster parameter group).
  *
@@ -68,6 +68,11 @@ export interface BinlogFacts {
    * (the RDS default), undefined when it could not be read.
    */
   readonly rdsRetentionHours?: string | null;
+  /**
+   * The server's binlog filters (SHOW MASTER STATUS Binlog_Do_DB / Binlog_Ignore_DB): databases
+   * whose rows are never logged; undefined when they could not be read.
+   */
+  readonly filters?: { readonly doDb: readonly string[]; readonly ignoreDb: readonly string[] };
 }
 
 export interface MysqlCdcPreflightOptions {
@@ -118,6 +123,7 @@ export async function readBinlogFacts(db: MysqlSession): Promise<BinlogFacts> {
     grantsError = messageOf(e);
   }
   const replicas = await readReplicas(db, server.flavor);
+  const filters = await readFilters(db);
   let rds = (variables.basedir ?? '').startsWith('/rdsdbbin');
   if (!rds) {
     const [t] = await db
@@ -148,7 +154,26 @@ export async function readBinlogFacts(db: MysqlSession): Promise<BinlogFacts> {
     replicas,
     rds,
     ...(rds ? { rdsRetentionHours } : {}),
+    ...(filters ? { filters } : {}),
   };
+}
+
+/** Binlog_Do_DB / Binlog_Ignore_DB (MySQL 8.4 only has SHOW BINARY LOG STATUS); undefined when unreadable. */
+async function readFilters(db: MysqlSession): Promise<BinlogFacts['filters']> {
+  for (const sql of ['SHOW MASTER STATUS', 'SHOW BINARY LOG STATUS']) {
+    try {
+      const [row] = await db.query<Record<string, unknown>>(sql);
+      const list = (name: string) =>
+        String(Object.entries(row ?? {}).find(([k]) => k.toLowerCase() === name)?.[1] ?? '')
+          .split(',')
+          .map((d) => d.trim())
+          .filter((d) => d !== '');
+      return { doDb: list('binlog_do_db'), ignoreDb: list('binlog_ignore_db') };
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'ER_PARSE_ERROR') return undefined;
+    }
+  }
+  return undefined;
 }
 
 async function readReplicas(db: MysqlSession, flavor: 'mariadb' | 'mysql'): Promise<BinlogFacts['replicas']> {
@@ -188,6 +213,7 @@ export function judgeBinlog(facts: BinlogFacts, opts: MysqlCdcPreflightOptions):
     j.serverId(opts.serverId),
     j.line('replication', () => j.grants()),
     j.retention(opts.binlogRetentionHours),
+    ...j.filters(opts.tables ?? []),
   ];
 }
 
@@ -226,7 +252,14 @@ class Judge {
    * How to set a dynamic global variable where this server runs. `text` quotes the value in SQL.
    * Sessions already connected keep their old value: it is the new ones that log under it.
    */
-  private fix(name: string, value: string, text = true): string {
+  private fix(name: string, value: string, text = true, sessions = false): string {
+    return (
+      this.howToSet(name, value, text) +
+      (sessions ? '; sessions already connected keep the old value until they reconnect' : '')
+    );
+  }
+
+  private howToSet(name: string, value: string, text: boolean): string {
     const sqlValue = text ? `'${value}'` : value;
     switch (this.platform) {
       case 'aurora':
@@ -262,7 +295,7 @@ class Judge {
     if (format === 'ROW') return 'binlog_format is ROW: every change is logged as rows';
     throw new SourceError(
       'CDC_BINLOG_FORMAT',
-      `binlog_format is ${format || 'unset'}: CDC reads row events, and ${format || 'this format'} logs statements, whose rows are not in the binlog; ${this.fix('binlog_format', 'ROW')}`,
+      `binlog_format is ${format || 'unset'}: CDC reads row events, and ${format || 'this format'} logs statements, whose rows are not in the binlog; ${this.fix('binlog_format', 'ROW', true, true)}`,
     );
   }
 
@@ -271,7 +304,7 @@ class Judge {
     if (image === 'FULL') return 'binlog_row_image is FULL: every event carries all columns';
     throw new SourceError(
       'CDC_BINLOG_ROW_IMAGE',
-      `binlog_row_image is ${image}: an UPDATE or DELETE then logs only some columns, and the lake row would lose the others; ${this.fix('binlog_row_image', 'FULL')}`,
+      `binlog_row_image is ${image}: an UPDATE or DELETE then logs only some columns, and the lake row would lose the others; ${this.fix('binlog_row_image', 'FULL', true, true)}`,
     );
   }
 
@@ -340,7 +373,7 @@ class Judge {
       check: 'gtid',
       status: 'warn',
       code: 'CDC_NO_GTID',
-      message: `gtid_mode is ${mode}: the position is this server's binlog file:pos only, so a failover to another server is a POSITION_LOST (the tables re-snapshot); to survive one, ${how}`,
+      message: `gtid_mode is ${mode}: the position is this server's binlog file:pos only, so a failover to another server is a POSITION_LOST; to survive one, ${how}`,
     };
   }
 
@@ -387,6 +420,37 @@ class Judge {
       'server_id',
       `serverId ${ours} differs from the server's own @@server_id ${own} and from the ${others.length} connected replica(s)${others.length ? ` (${others.join(', ')})` : ''}; ${unique}, including those not connected now`,
     );
+  }
+
+  /** A `binlog_filter` line only when the server filters and a cdc table's database is filtered out. */
+  filters(tables: readonly CdcPreflightTable[]): CheckItem[] {
+    const f = this.facts.filters;
+    if (!f || (f.doDb.length === 0 && f.ignoreDb.length === 0)) return [];
+    const lost = [
+      ...new Set(
+        tables
+          .map((t) => t.source.slice(0, Math.max(0, t.source.indexOf('.'))))
+          .filter((d) => (f.doDb.length > 0 ? !f.doDb.includes(d) : f.ignoreDb.includes(d))),
+      ),
+    ];
+    const shown =
+      f.doDb.length > 0 ? `binlog-do-db=${f.doDb.join(',')}` : `binlog-ignore-db=${f.ignoreDb.join(',')}`;
+    if (lost.length === 0)
+      return [
+        passed(
+          'binlog_filter',
+          `the server filters the binlog (${shown}); every cdc table's database is logged`,
+        ),
+      ];
+    return [
+      failed(
+        'binlog_filter',
+        new SourceError(
+          'CDC_BINLOG_FILTERED',
+          `the server filters the binlog (${shown}), so no change of database ${lost.map((d) => `"${d}"`).join(', ')} is ever logged; remove the filter from my.cnf (or the parameter group) and restart, or capture these tables with mode: incremental`,
+        ),
+      ),
+    ];
   }
 
   grants(): string {
