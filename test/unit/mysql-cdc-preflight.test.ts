@@ -173,6 +173,10 @@ describe('judgeBinlog: each setting, MySQL and MariaDB wording', () => {
     expect(line(rds('24', { log_bin: 'OFF' }), 'log_bin').message).toContain(
       'RDS writes a binlog only with automated backups',
     );
+    // Aurora without binlogging shows binlog_format OFF (the cluster parameter group's value).
+    expect(line(aurora({ log_bin: 'OFF', binlog_format: 'OFF' }), 'binlog_format').message).toMatch(
+      /^binlog_format is OFF: CDC reads row events, and this server logs none; set binlog_format = ROW in the DB cluster parameter group/,
+    );
     const au = line(aurora({ log_bin: 'OFF' }), 'log_bin');
     expect(au.message).toContain(
       'Aurora MySQL writes a binlog only when binlog_format is set in the DB cluster parameter group: set binlog_format = ROW there and reboot the writer instance',

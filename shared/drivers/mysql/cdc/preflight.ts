@@ -295,7 +295,11 @@ class Judge {
     if (format === 'ROW') return 'binlog_format is ROW: every change is logged as rows';
     throw new SourceError(
       'CDC_BINLOG_FORMAT',
-      `binlog_format is ${format || 'unset'}: CDC reads row events, and ${format || 'this format'} logs statements, whose rows are not in the binlog; ${this.fix('binlog_format', 'ROW', true, true)}`,
+      `binlog_format is ${format || 'unset'}: CDC reads row events, ${
+        format === 'STATEMENT' || format === 'MIXED'
+          ? `and ${format} logs statements, whose rows are not in the binlog`
+          : 'and this server logs none'
+      }; ${this.fix('binlog_format', 'ROW', true, true)}`,
     );
   }
 
