@@ -18,10 +18,10 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError, type ConfigProblem } from '../contracts/errors.js';
-import { hashedPgName, PG_NAME_MAX } from './pg-names.js';
 import { driverKinds } from '../drivers/registry.js';
 import { redact, registerUrlSecrets } from '../observability/redact.js';
 import { checkModes } from './modes.js';
+import { hashedPgName, PG_NAME_MAX } from './pg-names.js';
 
 const identifier = z
   .string()
@@ -158,6 +158,9 @@ const pgName = z
     'must be a Postgres name: a lowercase letter or "_", then up to 62 lowercase letters, digits or "_"',
   );
 
+/** Default of `sources.<name>.cdc.binlogRetentionHours` (MySQL/MariaDB). */
+export const DEFAULT_BINLOG_RETENTION_HOURS = 24;
+
 /** Largest MySQL server id (server_id is an unsigned 32-bit integer; 0 refuses replication). */
 export const MAX_SERVER_ID = 2 ** 32 - 1;
 
@@ -181,6 +184,16 @@ const cdcSourceSchema = z
       .int()
       .min(1, 'must be 1 or more (0 cannot replicate)')
       .max(MAX_SERVER_ID, `must be at most ${MAX_SERVER_ID} (server_id is 32-bit)`)
+      .optional(),
+    /**
+     * MySQL/MariaDB: the binlog must keep at least this long (checked by `tidemark check`): the
+     * position must survive an outage, not just a flush interval. Default 24
+     * (`DEFAULT_BINLOG_RETENTION_HOURS`, filled by `cdcSettings` for mysql sources).
+     */
+    binlogRetentionHours: z
+      .number()
+      .min(1, 'must be at least 1 (hours)')
+      .max(24 * 365)
       .optional(),
     /** How often an idle log makes progress visible (Postgres keepalive, MySQL heartbeat). */
     heartbeatSeconds: z.number().min(1).max(3600).default(10),
@@ -524,11 +537,13 @@ function cdcSourceProblems(spec: Spec): ConfigProblem[] {
           });
       }
     }
-    if (source.kind !== 'mysql' && source.cdc?.serverId !== undefined) {
-      problems.push({
-        path: `${at}.serverId`,
-        message: `is a MySQL setting, and sources.${name} is ${source.kind}; remove it`,
-      });
+    for (const field of ['serverId', 'binlogRetentionHours'] as const) {
+      if (source.kind !== 'mysql' && source.cdc?.[field] !== undefined) {
+        problems.push({
+          path: `${at}.${field}`,
+          message: `is a MySQL setting, and sources.${name} is ${source.kind}; remove it`,
+        });
+      }
     }
     if (source.kind === 'mysql' && hasCdcTables && source.cdc?.serverId === undefined) {
       problems.push({
@@ -655,13 +670,16 @@ export function defaultCdcName(pipeline: string, source: string): string {
 }
 
 /** A source's change-stream settings with every default resolved (`cdcSettings`). */
-export interface CdcSettings extends Omit<CdcSourceConfig, 'slot' | 'publication' | 'serverId'> {
+export interface CdcSettings
+  extends Omit<CdcSourceConfig, 'slot' | 'publication' | 'serverId' | 'binlogRetentionHours'> {
   readonly kind: string;
   /** Postgres sources: the slot and publication (given, or `defaultCdcName`). */
   readonly slot?: string;
   readonly publication?: string;
   /** MySQL sources: the server id (required by the spec once the source has cdc tables). */
   readonly serverId?: number;
+  /** MySQL sources: the least binlog retention `tidemark check` accepts (default 24). */
+  readonly binlogRetentionHours?: number;
 }
 
 /** The `cdc:` settings of source `sourceName`, defaults filled (the block may be absent). */
@@ -674,13 +692,18 @@ export function cdcSettings(spec: Spec, sourceName: string): CdcSettings {
     );
   }
   // Parsing is idempotent on an already-parsed block: it only fills what is missing.
-  const { slot, publication, serverId, ...rest } = cdcSourceSchema.parse(source.cdc ?? {});
+  const { slot, publication, serverId, binlogRetentionHours, ...rest } = cdcSourceSchema.parse(
+    source.cdc ?? {},
+  );
   const fallback = defaultCdcName(spec.pipeline, sourceName);
   return {
     ...rest,
     kind: source.kind,
     ...(source.kind === 'postgres' ? { slot: slot ?? fallback, publication: publication ?? fallback } : {}),
     ...(source.kind === 'mysql' && serverId !== undefined ? { serverId } : {}),
+    ...(source.kind === 'mysql'
+      ? { binlogRetentionHours: binlogRetentionHours ?? DEFAULT_BINLOG_RETENTION_HOURS }
+      : {}),
   };
 }
 

@@ -64,16 +64,23 @@ export interface Preflight {
   preflightTable(t: PreflightTable): Promise<TablePreflight>;
 }
 
-/** A source's change-stream names, as `cdcSettings` resolves them (Postgres: slot and publication). */
+/**
+ * A source's change-stream settings, as `cdcSettings` resolves them (Postgres: slot and
+ * publication; MySQL: serverId and binlogRetentionHours).
+ */
 export interface CdcPreflightSettings {
   readonly slot?: string;
   readonly publication?: string;
+  readonly serverId?: number;
+  readonly binlogRetentionHours?: number;
 }
 
 /** A cdc table as a driver's CDC preflight needs it. */
 export interface CdcPreflightTable extends TableSpec {
   /** Postgres: captured through the insert-only publication (an append-only table without a key). */
   readonly insertOnly: boolean;
+  /** The spec table's writeMode (MySQL: a table without a primary key must be append). */
+  readonly writeMode?: 'append' | 'upsert';
 }
 
 /**

@@ -205,8 +205,8 @@ async function checkSources(
 
 /**
  * A source's change-stream lines (the driver's `CdcPreflight`: settings, role, slot,
- * publication), then per cdc table its `table` and `toast` lines. A driver without it (MySQL,
- * until its binlog reader) gets one `cdc` warn line for the source.
+ * publication; MySQL: binlog settings, server id, grants, retention), then per cdc table its
+ * lines (`table`, and `toast` or `key`). A driver without it gets one `cdc` warn line for the source.
  */
 async function checkCdcSource(
   spec: Spec,
@@ -222,6 +222,7 @@ async function checkCdcSource(
     target: tableTarget(t),
     exclude: t.exclude,
     insertOnly: t.insertOnly,
+    writeMode: t.writeMode,
   }));
   const sourceItems = await withSource(sources, name, read, 'cdc', async (src) => {
     if (!src.preflightCdcSource) {
@@ -230,16 +231,18 @@ async function checkCdcSource(
           check: 'cdc',
           status: 'warn' as const,
           code: 'CDC_NOT_CHECKED',
-          message:
-            kind === 'mysql'
-              ? `${tables.length} cdc table(s); the binlog preflight (binlog settings, grants) arrives with the MySQL reader`
-              : `${tables.length} cdc table(s); the ${kind} driver has no change-stream check yet`,
+          message: `${tables.length} cdc table(s); the ${kind} driver has no change-stream check yet`,
         },
       ];
     }
-    const { slot, publication } = cdcSettings(spec, name);
+    const { slot, publication, serverId, binlogRetentionHours } = cdcSettings(spec, name);
     return src.preflightCdcSource(
-      { ...(slot ? { slot } : {}), ...(publication ? { publication } : {}) },
+      {
+        ...(slot ? { slot } : {}),
+        ...(publication ? { publication } : {}),
+        ...(serverId !== undefined ? { serverId } : {}),
+        ...(binlogRetentionHours !== undefined ? { binlogRetentionHours } : {}),
+      },
       preflightTables,
     );
   });

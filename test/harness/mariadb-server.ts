@@ -44,6 +44,11 @@ export interface MariaDbOptions {
    * saves the mariadb-install-db time. Default: install afresh.
    */
   readonly templateRoot?: string;
+  /**
+   * More `mariadbd` flags, after the harness's own (a later flag wins: `--binlog-format=STATEMENT`,
+   * `--skip-log-bin`), for a server set up wrong on purpose. Default none.
+   */
+  readonly serverArgs?: readonly string[];
 }
 
 export interface MariaDbServer {
@@ -167,6 +172,7 @@ export async function startMariaDb(options: MariaDbOptions): Promise<MariaDbServ
       '--innodb-flush-log-at-trx-commit=2',
       '--sync-binlog=0',
       ...INNODB_FLAGS,
+      ...(options.serverArgs ?? []),
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );

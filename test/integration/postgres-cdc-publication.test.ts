@@ -24,7 +24,6 @@ import {
 import { connect, type Sql } from '../../shared/drivers/postgres/connect.js';
 import { checkPipeline } from '../../shared/pipeline/check.js';
 import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
-import { testServers } from '../harness/servers.js';
 
 let db: FreshDatabase;
 let admin: postgres.Sql;
@@ -577,51 +576,6 @@ describe('tidemark check with postgres cdc tables (in process, hand-built spec)'
         `"${publication}" will be created on first start: CREATE PUBLICATION`,
       );
       expect(fixed.passed).toBe(true);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
-  it('gives a mysql source with cdc tables one cdc warn line (the binlog preflight arrives with the MySQL reader)', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tidemark-cdc-check-'));
-    try {
-      const parsed = parseSpec({
-        pipeline: 'cdccheck',
-        sources: { my: { kind: 'mysql', url: testServers().mysqlUrl, connectTimeoutSeconds: 5 } },
-        state: { dir: join(dir, 'state') },
-        lake: { uri: `file://${join(dir, 'lake')}` },
-        // Replaced below: the spec gate refuses mysql cdc tables until the MySQL reader.
-        tables: [
-          { source: 'my', table: 'shop.orders', mode: 'incremental', cursor: 'id', writeMode: 'append' },
-        ],
-      });
-      const spec: Spec = {
-        ...parsed,
-        tables: [
-          {
-            source: 'my',
-            table: 'shop.orders',
-            mode: 'cdc',
-            writeMode: 'append',
-            exclude: [],
-            onWiden: 'stop',
-            snapshot: 'never',
-            onTruncate: 'record',
-            insertOnly: false,
-            unchangedToast: 'reread',
-          },
-        ],
-      };
-      const report = await checkPipeline(spec);
-      expect(report.lines.map((l) => [l.subject, l.check, l.status, l.code])).toEqual([
-        ['sources.my', 'connect', 'ok', undefined],
-        ['sources.my', 'cdc', 'warn', 'CDC_NOT_CHECKED'],
-        ['state', 'dir', 'ok', undefined],
-        ['lake', 'dir', 'ok', undefined],
-      ]);
-      expect(report.lines[1]!.message).toContain(
-        'the binlog preflight (binlog settings, grants) arrives with the MySQL reader',
-      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -320,7 +320,10 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
     my.sources.app = { kind: 'mysql', url: 'mysql://u:secret@h:3306/db', cdc: { serverId: 4242 } } as never;
     const m = cdcSettings(parseSpec(my), 'app');
     expect(m.serverId).toBe(4242);
+    expect(m.binlogRetentionHours).toBe(24);
     expect(m.slot).toBeUndefined();
+    (my.sources.app as unknown as { cdc: Record<string, unknown> }).cdc.binlogRetentionHours = 168;
+    expect(cdcSettings(parseSpec(my), 'app').binlogRetentionHours).toBe(168);
   });
 
   it('defaults slot and publication to tidemark_<pipeline>_<source>, "-" as "_", hashed past 63 characters', () => {
@@ -378,6 +381,12 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
     );
     expect(withCdc({ serverId: 7 }).message).toBe(
       'sources.app.cdc.serverId: is a MySQL setting, and sources.app is postgres; remove it',
+    );
+    expect(withCdc({ binlogRetentionHours: 24 }).message).toBe(
+      'sources.app.cdc.binlogRetentionHours: is a MySQL setting, and sources.app is postgres; remove it',
+    );
+    expect(withCdc({ binlogRetentionHours: 0.5 }, 'mysql').message).toBe(
+      'sources.app.cdc.binlogRetentionHours: must be at least 1 (hours)',
     );
     expect(withCdc({ slot: 'x' }, 'mysql').message).toBe(
       'sources.app.cdc.slot: is a Postgres setting, and sources.app is mysql; remove it',

@@ -21,7 +21,16 @@
  * }
  * await my.close();
  */
-import type { CheckItem, Preflight, PreflightTable, TablePreflight } from '../../contracts/check.js';
+import {
+  type CdcPreflight,
+  type CdcPreflightSettings,
+  type CdcPreflightTable,
+  type CheckItem,
+  failed,
+  type Preflight,
+  type PreflightTable,
+  type TablePreflight,
+} from '../../contracts/check.js';
 import { SourceError, TidemarkError } from '../../contracts/errors.js';
 import type {
   BatchIncrementalSource,
@@ -42,6 +51,7 @@ import { microsToTimestampText } from '../../position/time-text.js';
 import { withWarnings } from '../page.js';
 import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
 import { checkTransactionPrivilege, wallClockToUtcMicros } from './bound.js';
+import { preflightCdcSource, preflightCdcTable } from './cdc/preflight.js';
 import { MysqlSession, translateConnectError } from './connect.js';
 import {
   type BatchPageRequest,
@@ -79,8 +89,8 @@ export const MIN_SETTLE_MS = 1_000;
 /**
  * A MySQL/MariaDB source for cursor-based incremental sync. One connection (opened on first use,
  * replaced if it dies or a page read is aborted); pages are read one at a time. Implements
- * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter`, `Preflight`
- * and `WallClockZone`.
+ * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter`, `Preflight`,
+ * `CdcPreflight` and `WallClockZone`.
  */
 export class MysqlSource
   implements
@@ -89,6 +99,7 @@ export class MysqlSource
     BatchIncrementalSource,
     NullCursorCounter,
     Preflight,
+    CdcPreflight,
     WallClockZone
 {
   private readonly db: MysqlSession;
@@ -201,6 +212,34 @@ export class MysqlSource
       { lagOnly: this.options.lagOnly ?? false, lagMs: this.lagMs, stallAfterMs: this.stallAfterMs },
       (fn) => this.guard(t.source, fn),
     );
+  }
+
+  /** The source's binlog lines (cdc/preflight.ts): settings, server id, grants, retention; never throws. */
+  async preflightCdcSource(
+    settings: CdcPreflightSettings,
+    tables: readonly CdcPreflightTable[],
+  ): Promise<CheckItem[]> {
+    // 24: the spec's default (config/spec.ts DEFAULT_BINLOG_RETENTION_HOURS), which check.ts passes.
+    const { serverId, binlogRetentionHours = 24 } = settings;
+    if (serverId === undefined) {
+      return [failed('server_id', new Error('no sources.<name>.cdc.serverId resolved'))];
+    }
+    try {
+      return await this.guard(this.db.endpoint.source, () =>
+        preflightCdcSource(this.db, { serverId, binlogRetentionHours, tables }),
+      );
+    } catch (e) {
+      return [failed('cdc', e)];
+    }
+  }
+
+  /** A cdc table's lines: `table` (exists, SELECT, columns) and `key` (cdc/preflight.ts); never throws. */
+  async preflightCdcTable(t: CdcPreflightTable): Promise<CheckItem[]> {
+    try {
+      return await this.guard(t.source, () => preflightCdcTable(this.db, t));
+    } catch (e) {
+      return [failed('table', e)];
+    }
   }
 
   /** A wall-clock timestamp as UTC microseconds, in the writers' zone (cursorTimeZone) or the server's @@global.time_zone (WallClockZone). */
