@@ -48,9 +48,10 @@ import { SourceError, TidemarkError } from '../../../contracts/errors.js';
 import { type Batch, newBatch, type WriteMode } from '../../../dataplane/batch.js';
 import { BatchEncoder, type ColumnWriter } from '../../../dataplane/encoder.js';
 import { Op, type OpCode } from '../../../dataplane/metadata.js';
-import type { Column, Schema } from '../../../dataplane/schema.js';
+import type { Schema } from '../../../dataplane/schema.js';
 import { compareSchemas, schemaHash } from '../../../dataplane/schema-rules.js';
 import { binlogFileIndex, mysqlPosition } from '../../../position/position.js';
+import { streamSchema } from '../../cdc-schema.js';
 import type { ColumnInfo, TablePlan } from '../introspect.js';
 import { type InfoColumn, mapColumn } from '../types.js';
 import { type BinlogAppender, binlogAppenderFor, keyBytes } from './values.js';
@@ -615,19 +616,7 @@ export class MysqlCdcReader implements Reader {
     if (signature === (t.swap ? signatureOf(t.swap.all) : t.signature)) return undefined;
     const kept = all.filter((c) => !t.excluded.has(c.name));
     const old = t.swap?.schema ?? t.schema;
-    const keys = new Set(old.primaryKey);
-    const schema: Schema = {
-      columns: kept.map((c): Column => {
-        const before = old.columns.find((o) => o.name === c.name);
-        return {
-          name: c.name,
-          type: c.read.logical,
-          nullable: keys.has(c.name) ? (before?.nullable ?? false) : true,
-          sourceType: c.sourceType,
-        };
-      }),
-      primaryKey: old.primaryKey,
-    };
+    const schema = streamSchema(old, kept);
     t.signature = signature;
     const changes = compareSchemas(old, schema);
     if (schemaHash(old) === schemaHash(schema) || changes.length === 0) {

@@ -41,9 +41,10 @@ import { SourceError, TidemarkError } from '../../../contracts/errors.js';
 import { type Batch, newBatch, type WriteMode } from '../../../dataplane/batch.js';
 import { BatchEncoder, type ColumnWriter } from '../../../dataplane/encoder.js';
 import { Op, type OpCode } from '../../../dataplane/metadata.js';
-import type { Column, Schema } from '../../../dataplane/schema.js';
+import type { Schema } from '../../../dataplane/schema.js';
 import { compareSchemas, schemaHash } from '../../../dataplane/schema-rules.js';
 import { formatLsn, parseLsn, parsePgPosition, pgPosition } from '../../../position/position.js';
+import { streamSchema } from '../../cdc-schema.js';
 import { type ConnectOptions, PgConnection, replicationClient, type Sql } from '../connect.js';
 import { baseTypeOf, type ColumnInfo, resolveTypes, type TablePlan } from '../introspect.js';
 import { quoteIdent, quoteLiteral, readPlan } from '../types.js';
@@ -696,19 +697,7 @@ export class PgCdcReader implements Reader {
     const infos = await this.columnsOf(rel);
     const kept = infos.filter((c) => !t.excluded.has(c.name));
     const old = t.schema;
-    const keys = new Set(old.primaryKey);
-    const schema: Schema = {
-      columns: kept.map((c): Column => {
-        const before = old.columns.find((o) => o.name === c.name);
-        return {
-          name: c.name,
-          type: c.read.logical,
-          nullable: keys.has(c.name) ? (before?.nullable ?? false) : true,
-          sourceType: c.sourceType,
-        };
-      }),
-      primaryKey: old.primaryKey,
-    };
+    const schema = streamSchema(old, kept);
     t.signature = signature;
     const changes = compareSchemas(old, schema);
     if (schemaHash(old) === schemaHash(schema) || changes.length === 0) {
