@@ -162,6 +162,28 @@ const COLUMNS: [string, string, (() => string) | undefined][] = [
   ['st', "SET('x','y','z')", () => pick(["''", "'x'", "'x,z'", "'x,y,z'"])],
   ['gv', 'BIGINT AS (i * 2) VIRTUAL', undefined],
   ['gs', "VARCHAR(30) AS (CONCAT(vc, '!')) STORED", undefined],
+  [
+    'uu',
+    'UUID',
+    () =>
+      pick([
+        "'00000000-0000-0000-0000-000000000000'",
+        "'123e4567-e89b-12d3-a456-426614174000'",
+        `'${Buffer.from(Array.from({ length: 16 }, () => int(0, 255)))
+          .toString('hex')
+          .replace(/^(.{8})(.{4})(.{4})(.{4})/, '$1-$2-$3-$4-')}'`,
+      ]),
+  ],
+  [
+    'i4',
+    'INET4',
+    () => pick(["'0.0.0.0'", "'255.255.255.255'", `'${int(0, 255)}.${int(0, 255)}.0.${int(0, 255)}'`]),
+  ],
+  [
+    'i6',
+    'INET6',
+    () => pick(["'::'", "'::1'", "'::ffff:1.2.3.4'", "'::1.2.3.4'", "'2001:db8::ff00:42:8329'", "'fe80::'"]),
+  ],
   ['ex', 'INT', () => String(int(0, 9))],
 ];
 const WRITTEN = COLUMNS.filter(([n, , g]) => g !== undefined || n === 'id');

@@ -27,7 +27,7 @@ import iconv from 'iconv-lite';
 import { DataError } from '../../../contracts/errors.js';
 import type { ColumnWriter } from '../../../dataplane/encoder.js';
 import type { ColumnInfo } from '../introspect.js';
-import type { BinlogAppender } from './values.js';
+import { type BinlogAppender, formatInet4, formatInet6, formatUuid } from './values.js';
 
 /** Decode supported tables' row images here (false: every table through zongji's parse). */
 export const RAW_ROW_IMAGES = true;
@@ -207,6 +207,9 @@ const OP_BINARY_FIXED = 15; // BINARY(n): re-padded to n
 const OP_ENUM = 16;
 const OP_SET = 17;
 const OP_BIT = 18;
+const OP_UUID = 19; // MariaDB UUID/INET4/INET6 as BINARY(n): re-padded, printed as the server does
+const OP_INET4 = 20;
+const OP_INET6 = 21;
 
 interface ColPlan {
   readonly op: number;
@@ -335,7 +338,13 @@ export function compile(
         size = (md.max_length ?? 0) > 255 ? 2 : 1;
         const prefix = def.substr(0, 6);
         if (def === 'uuid' || def === 'inet4' || def === 'inet6' || prefix === 'vector') break;
-        if (dataType === 'uuid' || dataType === 'inet4' || dataType === 'inet6') break;
+        if (dataType === 'uuid' || dataType === 'inet4' || dataType === 'inet6') {
+          // values.ts prints zongji's re-padded Buffer (FULL metadata says BINARY(n)).
+          precision = Number.parseInt(def.substr(7, def.length - 2), 10);
+          if (prefix === 'binary' && kind === 'text' && Number.isFinite(precision))
+            op = dataType === 'uuid' ? OP_UUID : dataType === 'inet4' ? OP_INET4 : OP_INET6;
+          break;
+        }
         if (prefix === 'binary') {
           precision = Number.parseInt(def.substr(7, def.length - 2), 10);
           if (Number.isFinite(precision) && (kind === 'binary' || info === undefined)) op = OP_BINARY_FIXED;
@@ -593,6 +602,24 @@ function value(c: ColPlan, buf: Buffer, off: number, w: ColumnWriter | undefined
       }
       return s + len;
     }
+    case OP_UUID:
+    case OP_INET4:
+    case OP_INET6: {
+      const len = c.size === 1 ? buf[off]! : buf.readUIntLE(off, c.size);
+      const s = off + c.size;
+      if (w) {
+        const padded = Buffer.alloc(c.precision, 0);
+        buf.copy(padded, 0, s, s + Math.min(len, c.precision));
+        w.appendText(
+          c.op === OP_UUID
+            ? formatUuid(padded)
+            : c.op === OP_INET4
+              ? formatInet4(padded)
+              : formatInet6(padded),
+        );
+      }
+      return s + len;
+    }
     case OP_ENUM: {
       if (w) {
         const raw = c.size === 1 ? buf[off]! : buf.readUInt16LE(off);
@@ -669,7 +696,6 @@ function decimal(c: ColPlan, buf: Buffer, off: number, w: ColumnWriter | undefin
   if (!w) return off + size;
   const positive = (buf[off]! & 0x80) !== 0;
   const mask = positive ? 0 : 0xff;
-  const group = (p: number, n: number): number => decimalGroup(buf, p, n, off, mask);
   let pos = off;
   if (c.op === OP_DECIMAL && c.precision <= 15) {
     let n = 0;
@@ -689,17 +715,18 @@ function decimal(c: ColPlan, buf: Buffer, off: number, w: ColumnWriter | undefin
   let intDigits = '';
   const ci = DIG_BYTES[compIntegral]!;
   if (ci > 0) {
-    intDigits += group(pos, ci).toString(10);
+    intDigits += decimalGroup(buf, pos, ci, off, mask).toString(10);
     pos += ci;
   }
-  for (let i = 0; i < uncompIntegral; i++, pos += 4) intDigits += zeroPad(group(pos, 4).toString(10), 9);
+  for (let i = 0; i < uncompIntegral; i++, pos += 4)
+    intDigits += zeroPad(decimalGroup(buf, pos, 4, off, mask).toString(10), 9);
   intDigits = intDigits.replace(/^0+(?=\d)/, '');
   if (intDigits === '') intDigits = '0';
   let fractionDigits = '';
   for (let k = 0; k < uncompFractional; k++, pos += 4)
-    fractionDigits += zeroPad(group(pos, 4).toString(10), 9);
+    fractionDigits += zeroPad(decimalGroup(buf, pos, 4, off, mask).toString(10), 9);
   const cf = DIG_BYTES[compFractional]!;
-  if (cf > 0) fractionDigits += zeroPad(group(pos, cf).toString(10), compFractional);
+  if (cf > 0) fractionDigits += zeroPad(decimalGroup(buf, pos, cf, off, mask).toString(10), compFractional);
   let str = (positive ? '' : '-') + intDigits;
   if (scale > 0) str += `.${fractionDigits}`;
   if (c.op === OP_DECIMAL) w.appendDecimalText(str);
