@@ -52,7 +52,9 @@ const frac = (n: number): string => (n === 0 ? '' : `.${digits(n)}`);
 const date = (): string => `${String(int(1000, 9999)).padStart(4, '0')}-${p2(int(1, 12))}-${p2(int(1, 28))}`;
 const clock = (): string => `${p2(int(0, 23))}:${p2(int(0, 59))}:${p2(int(0, 59))}`;
 const decimal = (p: number, s: number): string =>
-  `'${pick(['', '-'])}${digits(int(1, p - s)).replace(/^0+(?=\d)/, '')}${s ? `.${digits(s)}` : ''}'`;
+  rand() < 0.2
+    ? `'${pick(['', '-'])}${pick(['9'.repeat(p - s) || '0', '0'])}${s ? `.${pick(['9'.repeat(s), '0'.repeat(s)])}` : ''}'`
+    : `'${pick(['', '-'])}${digits(int(1, p - s)).replace(/^0+(?=\d)/, '')}${s ? `.${digits(s)}` : ''}'`;
 const TEXTS = [
   '',
   'a',

@@ -433,6 +433,9 @@ const MICROS_PER_DAY = 86_400_000_000;
 const SAFE_DAYS = 104_000;
 const FRAC_SCALE = [1, 10000, 100, 1]; // micros per stored fraction unit, by fraction bytes 0..3
 const DIG_BYTES = [0, 1, 1, 2, 2, 3, 3, 4, 4, 4];
+const POW10_4 = [1, 10000, 100000000];
+const INT_GROUPS = new Array<number>(8).fill(0);
+const NUMERIC = new Uint8Array(8 + 2 * 8);
 const POW10 = [1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000];
 
 /** zongji's zeroPad: the last `size` characters of `num` left-padded with zeros. */
@@ -697,18 +700,49 @@ function decimal(c: ColPlan, buf: Buffer, off: number, w: ColumnWriter | undefin
   const positive = (buf[off]! & 0x80) !== 0;
   const mask = positive ? 0 : 0xff;
   let pos = off;
-  if (c.op === OP_DECIMAL && c.precision <= 15) {
-    let n = 0;
+  if (c.op === OP_DECIMAL && c.precision <= 15 && scale <= 12) {
+    // Exact in doubles (< 10^15); handed over as a Postgres binary NUMERIC (base-10000 groups
+    // aligned at the decimal point), which the writer converts in double arithmetic too.
+    let iv = 0;
     const ci = DIG_BYTES[compIntegral]!;
     if (ci > 0) {
-      n = decimalGroup(buf, pos, ci, off, mask);
+      iv = decimalGroup(buf, pos, ci, off, mask);
       pos += ci;
     }
-    for (let i = 0; i < uncompIntegral; i++, pos += 4) n = n * 1e9 + decimalGroup(buf, pos, 4, off, mask);
-    for (let i = 0; i < uncompFractional; i++, pos += 4) n = n * 1e9 + decimalGroup(buf, pos, 4, off, mask);
+    for (let i = 0; i < uncompIntegral; i++, pos += 4) iv = iv * 1e9 + decimalGroup(buf, pos, 4, off, mask);
+    let fv = 0;
+    for (let i = 0; i < uncompFractional; i++, pos += 4) fv = fv * 1e9 + decimalGroup(buf, pos, 4, off, mask);
     const cf = DIG_BYTES[compFractional]!;
-    if (cf > 0) n = n * POW10[compFractional]! + decimalGroup(buf, pos, cf, off, mask);
-    w.appendDecimalUnscaled(BigInt(positive ? n : -n));
+    if (cf > 0) fv = fv * POW10[compFractional]! + decimalGroup(buf, pos, cf, off, mask);
+    const fg = (scale + 3) >> 2;
+    let f4 = fv * POW10[4 * fg - scale]!;
+    let ng = 0;
+    for (let x = iv; x > 0; x = Math.floor(x / 10000)) INT_GROUPS[ng++] = x % 10000;
+    const nd = ng + fg;
+    const num = NUMERIC;
+    num[0] = nd >> 8;
+    num[1] = nd & 0xff;
+    const weight = (ng - 1) & 0xffff;
+    num[2] = weight >> 8;
+    num[3] = weight & 0xff;
+    num[4] = positive ? 0 : 0x40;
+    num[5] = 0;
+    num[6] = 0;
+    num[7] = scale;
+    let q = 8;
+    for (let k = ng - 1; k >= 0; k--, q += 2) {
+      const g = INT_GROUPS[k]!;
+      num[q] = g >> 8;
+      num[q + 1] = g & 0xff;
+    }
+    for (let k = fg - 1; k >= 0; k--, q += 2) {
+      const d = POW10_4[k]!;
+      const g = Math.floor(f4 / d);
+      f4 -= g * d;
+      num[q] = g >> 8;
+      num[q + 1] = g & 0xff;
+    }
+    w.appendNumericBinary(num, 0);
     return off + size;
   }
   // zongji's digit text.
