@@ -12,9 +12,11 @@
  *     (transaction, table))`; the resume point after a transaction is its commit event's
  *     nextPosition, with the GTID position (MariaDB `domain-server-seq` per domain), the
  *     server identity and the epoch, as JSON (`MYSQL_POSITION_SCHEME`);
- *   - decoding write/update/delete rows straight into per-table Arrow writers with the
- *     incremental driver's read plans (./values.ts), an update whose before-image key differs
- *     bytewise from its after-image key as a delete plus an insert;
+ *   - decoding write/update/delete rows straight into per-table Arrow writers: the row images
+ *     themselves (./row-image.ts, zongji handing over the raw row area) for tables of the types
+ *     it decodes, zongji's parsed rows through the incremental driver's read plans (./values.ts)
+ *     otherwise, with identical values; an update whose before-image key differs bytewise from
+ *     its after-image key as a delete plus an insert;
  *   - TableMap events: a changed column list (names and types; binlog_row_metadata=FULL gives
  *     the names) is a `schema` event through compareSchemas; TRUNCATE/DROP/RENAME of a
  *     captured table in a QUERY event is a `ddl` event;
