@@ -12,9 +12,11 @@
  *     (transaction, table))`; the resume point after a transaction is its commit event's
  *     nextPosition, with the GTID position (MariaDB `domain-server-seq` per domain), the
  *     server identity and the epoch, as JSON (`MYSQL_POSITION_SCHEME`);
- *   - decoding write/update/delete rows straight into per-table Arrow writers with the
- *     incremental driver's read plans (./values.ts), an update whose before-image key differs
- *     bytewise from its after-image key as a delete plus an insert;
+ *   - decoding write/update/delete rows straight into per-table Arrow writers: the row images
+ *     themselves (./row-image.ts, zongji handing over the raw row area) for tables of the types
+ *     it decodes, zongji's parsed rows through the incremental driver's read plans (./values.ts)
+ *     otherwise, with identical values; an update whose before-image key differs bytewise from
+ *     its after-image key as a delete plus an insert;
  *   - TableMap events: a changed column list (names and types; binlog_row_metadata=FULL gives
  *     the names) is a `schema` event through compareSchemas; TRUNCATE/DROP/RENAME of a
  *     captured table in a QUERY event is a `ddl` event;
@@ -54,6 +56,18 @@ import { binlogFileIndex, mysqlPosition } from '../../../position/position.js';
 import { streamSchema } from '../../cdc-schema.js';
 import type { ColumnInfo, TablePlan } from '../introspect.js';
 import { type InfoColumn, mapColumn } from '../types.js';
+import {
+  compile,
+  decodeImage,
+  installRawRowImages,
+  keyDiffers,
+  nullBitmapSize,
+  RAW_HOOK,
+  RAW_ROW_IMAGES,
+  RawRows,
+  type RowPlan,
+  type TableMapEntry,
+} from './row-image.js';
 import { type BinlogAppender, binlogAppenderFor, keyBytes } from './values.js';
 
 /** The scheme of MySQL resume positions (`SourcePosition.scheme`): a value is JSON. */
@@ -138,6 +152,8 @@ interface TableState {
   swap: { schema: Schema; infos: ColumnInfo[]; all: ColumnInfo[] } | undefined;
   /** The last TableMap's table id, types, names and metadata, as compared. */
   mapKey: string;
+  /** The row-image plan of the last TableMap entry under `infos` (./row-image.ts). */
+  rowPlan: { entry: TableMapEntry; infos: ColumnInfo[]; plan: RowPlan | string } | undefined;
 }
 
 const MAX_QUEUE = 4096;
@@ -184,7 +200,9 @@ export class MysqlCdcReader implements Reader {
   private started = false;
   private closed = false;
   /** Counters tests read. */
-  readonly seen = { keyChanges: 0, tableMaps: 0, skipped: 0, pauses: 0 };
+  readonly seen = { keyChanges: 0, tableMaps: 0, skipped: 0, pauses: 0, rawEvents: 0, zongjiEvents: 0 };
+  /** Decode row images with ./row-image.ts (false: through zongji's parse); read by `start`. */
+  rawRowImages = RAW_ROW_IMAGES;
 
   constructor(
     private readonly opts: MysqlReaderOptions,
@@ -234,6 +252,7 @@ export class MysqlCdcReader implements Reader {
         lastPos: '',
         swap: undefined,
         mapKey: '',
+        rowPlan: undefined,
       };
       state.writers = writersOf(state.encoder);
       state.appenders = appendersOf(infos, t.ref.source);
@@ -327,7 +346,8 @@ export class MysqlCdcReader implements Reader {
     this.gapDelivered = true;
   }
 
-  private startStreaming(at: BinlogPoint, stored: SourcePosition | undefined): Promise<void> {
+  private async startStreaming(at: BinlogPoint, stored: SourcePosition | undefined): Promise<void> {
+    if (this.rawRowImages) await installRawRowImages();
     const include: Record<string, string[]> = {};
     for (const t of this.tables.values()) {
       const list = include[t.database] ?? [];
@@ -344,6 +364,11 @@ export class MysqlCdcReader implements Reader {
       bigNumberStrings: true,
     } as never);
     this.zongji = z;
+    if (this.rawRowImages)
+      (z as unknown as Record<string, unknown>)[RAW_HOOK] = (entry: TableMapEntry): boolean => {
+        const t = this.bySource.get(`${entry.parentSchema}.${entry.tableName}`);
+        return t !== undefined && typeof this.planFor(t, entry) !== 'string';
+      };
     return new Promise<void>((resolve, reject) => {
       let ready = false;
       z.on('binlog', (ev: AnyBinlogEvent) => {
@@ -668,12 +693,23 @@ export class MysqlCdcReader implements Reader {
     const before = t.encoder.dataBytes;
     let count = 0;
     const name: string = ev.getTypeName();
+    let rows: unknown[] = ev.rows;
+    const raw = rows.length === 1 ? rows[0] : undefined;
+    if (raw instanceof RawRows) {
+      const plan = this.planFor(t, raw.entry);
+      if (typeof plan !== 'string') {
+        this.seen.rawEvents++;
+        count = this.emitRaw(t, name, raw, plan);
+        rows = [];
+      } else rows = raw.reparse();
+    }
+    if (rows.length > 0) this.seen.zongjiEvents++;
     if (name === 'WriteRows') {
-      for (const row of (ev as WriteRowsEvent).rows) count += this.emit(t, Op.create, row);
+      for (const row of rows as Record<string, unknown>[]) count += this.emit(t, Op.create, row);
     } else if (name === 'DeleteRows') {
-      for (const row of (ev as WriteRowsEvent).rows) count += this.emit(t, Op.delete, row);
+      for (const row of rows as Record<string, unknown>[]) count += this.emit(t, Op.delete, row);
     } else {
-      for (const { before: old, after } of (ev as UpdateRowsEvent).rows) {
+      for (const { before: old, after } of rows as UpdateRowsEvent['rows']) {
         if (keyChanged(t, old, after)) {
           this.seen.keyChanges++;
           count += this.emit(t, Op.delete, old);
@@ -691,6 +727,81 @@ export class MysqlCdcReader implements Reader {
     const first = events.shift()!;
     this.events.unshift(...events);
     return first;
+  }
+
+  /** The row-image plan of `entry` under the table's current columns (a string: not decodable). */
+  private planFor(t: TableState, entry: TableMapEntry): RowPlan | string {
+    const c = t.rowPlan;
+    if (c !== undefined && c.entry === entry && c.infos === t.infos) return c.plan;
+    const plan = compile(entry, t.infos, t.appenders, t.schema.primaryKey);
+    t.rowPlan = { entry, infos: t.infos, plan };
+    return plan;
+  }
+
+  /** Whether ordinal `o` of this transaction is at or past the table's `next` (else counted skipped). */
+  private admit(t: TableState, o: number): boolean {
+    // `next` below the transaction's prefix: every ordinal of it is past `next`.
+    if (t.next < this.txnPrefix) return true;
+    if (this.txnPrefix + o.toString(16).padStart(8, '0') < t.next) {
+      this.seen.skipped++;
+      return false;
+    }
+    return true;
+  }
+
+  /** The rows of a raw rows event, decoded straight into the writers (as `emit` would). */
+  private emitRaw(t: TableState, name: string, raw: RawRows, plan: RowPlan): number {
+    const { buf, end, bitmap } = raw;
+    const nb1 = nullBitmapSize(bitmap);
+    const writers = t.writers;
+    const enc = t.encoder;
+    const prefix = this.txnPrefix;
+    const commit = this.txnCommitNs;
+    let off = raw.start;
+    let count = 0;
+    let last = -1;
+    const one = (op: OpCode, at: number, bm: Buffer, nb: number): void => {
+      const o = t.ord++;
+      if (!this.admit(t, o)) return;
+      decodeImage(plan, buf, at, bm, nb, writers, undefined, t.source);
+      enc.appendMetaOrdinal(op, prefix, o, commit, false);
+      last = o;
+      count++;
+    };
+    if (name !== 'UpdateRows') {
+      const op = name === 'WriteRows' ? Op.create : Op.delete;
+      while (off < end) {
+        const o = t.ord;
+        if (t.next >= prefix && !this.admit(t, o)) {
+          t.ord++;
+          off = decodeImage(plan, buf, off, bitmap, nb1, undefined);
+          continue;
+        }
+        t.ord++;
+        off = decodeImage(plan, buf, off, bitmap, nb1, writers, undefined, t.source);
+        enc.appendMetaOrdinal(op, prefix, o, commit, false);
+        last = o;
+        count++;
+      }
+    } else {
+      const bitmap2 = raw.bitmap2!;
+      const nb2 = nullBitmapSize(bitmap2);
+      const n = plan.cols.length * 2;
+      const sa = new Int32Array(n);
+      const sb = new Int32Array(n);
+      while (off < end) {
+        const after = decodeImage(plan, buf, off, bitmap, nb1, undefined, sa);
+        const next = decodeImage(plan, buf, after, bitmap2, nb2, undefined, sb);
+        if (keyDiffers(plan, buf, sa, sb)) {
+          this.seen.keyChanges++;
+          one(Op.delete, off, bitmap, nb1);
+          one(Op.create, after, bitmap2, nb2);
+        } else one(Op.update, after, bitmap2, nb2);
+        off = next;
+      }
+    }
+    if (last >= 0) t.lastPos = prefix + last.toString(16).padStart(8, '0');
+    return count;
   }
 
   /** Appends one row; 0 when it is below the table's `next`. */
