@@ -189,6 +189,10 @@ export class MysqlCdcReader implements Reader {
   private server = '';
   private readonly gtids = new Map<string, string>();
   private floor: BinlogPoint | undefined;
+  /** Set when this start resumes by GTID (failover to another server): the MariaDB GTID position. */
+  private resumeGtid: string | undefined;
+  /** The stored position a failover resumed from (another server's), for a gap's `from`. */
+  private failoverFrom: SourcePosition | undefined;
   private lastProgress = 0;
   // Transaction state: a group opened by a GTID event (or BEGIN), begun for the engine lazily.
   private inGroup = false;
@@ -291,17 +295,38 @@ export class MysqlCdcReader implements Reader {
         this.log?.info('first start: capturing from the current binlog end', { file: at.file, pos: at.pos });
       } else {
         at = parseBinlogPosition(from.position);
-        if (at.server !== '' && at.server !== this.server) {
-          this.queueGap(
-            `the stored binlog position belongs to server ${at.server}, but the source is now server ${this.server} (failover or a replaced server): its binlog coordinates do not apply`,
-            from.position,
-            undefined,
-          );
-          return;
-        }
         const [g] = await conn.query('SELECT @@GLOBAL.gtid_binlog_pos AS g').catch(() => [[]]);
         const current = (g as { g?: unknown }[])[0]?.g;
-        const reset = typeof current === 'string' ? gtidWentBack(at.gtid, current) : undefined;
+        if (at.server !== '' && at.server !== this.server) {
+          // Another server: its file:pos mean nothing here, but its binlog may hold the stored
+          // GTID position (a promoted replica with log_slave_updates). Then resume by GTID in a
+          // new coordinate epoch, so every __pos from here sorts after every earlier one.
+          const why = failoverRefusal(at.gtid, typeof current === 'string' ? current : '');
+          if (why !== undefined) {
+            this.queueGap(
+              `the stored binlog position belongs to server ${at.server}, but the source is now server ${this.server} (failover or a replaced server): its binlog coordinates do not apply, and it cannot resume by GTID (${why})`,
+              from.position,
+              undefined,
+            );
+            return;
+          }
+          const to = { server: this.server, gtid: at.gtid, epoch: at.epoch + 1 };
+          this.log?.warn(
+            'the binlog coordinates changed: resuming by GTID on another server in a new epoch',
+            {
+              from: { server: at.server, file: at.file, pos: at.pos, gtid: at.gtid, epoch: at.epoch },
+              to,
+              epoch: to.epoch,
+            },
+          );
+          this.resumeGtid = at.gtid;
+          this.failoverFrom = from.position;
+          at = { ...at, server: this.server, epoch: to.epoch };
+        }
+        const reset =
+          this.resumeGtid === undefined && typeof current === 'string'
+            ? gtidWentBack(at.gtid, current)
+            : undefined;
         if (reset) {
           this.queueGap(
             `the server's binlog GTID position ${current || '(empty)'} is behind the stored one (${reset}): its binlogs were reset (RESET MASTER) or it is another server, so the stored file:pos does not apply`,
@@ -397,8 +422,11 @@ export class MysqlCdcReader implements Reader {
       });
       z.start({
         serverId: this.serverId,
-        filename: at.file,
-        position: at.pos,
+        // By GTID (MariaDB @slave_connect_state: the server ignores filename and position) after
+        // a failover, else by the stored file:pos.
+        ...(this.resumeGtid !== undefined
+          ? { gtidSet: this.resumeGtid }
+          : { filename: at.file, position: at.pos }),
         includeSchema: include,
         includeEvents: [
           'rotate',
@@ -450,10 +478,11 @@ export class MysqlCdcReader implements Reader {
   private onStreamError(e: unknown): CdcEvent {
     if ((e as { errno?: number }).errno === BINLOG_GONE && !this.gapDelivered) {
       this.gapDelivered = true;
-      const from = this.floor ? binlogPosition(this.floor) : undefined;
+      const refused = this.resumeGtid !== undefined && this.txn === 0;
+      const from = refused ? this.failoverFrom : this.floor ? binlogPosition(this.floor) : undefined;
       return {
         kind: 'gap',
-        reason: `the server no longer has the binlog to resume from (${this.floor?.file}:${this.floor?.pos}): ${(e as Error).message} (error 1236: binlogs purged past the stored position; raise binlog retention)`,
+        reason: `the server no longer has the binlog to resume from (${refused ? `GTID ${this.resumeGtid}, after a failover to server ${this.server}` : `${this.floor?.file}:${this.floor?.pos}`}): ${(e as Error).message} (error 1236: binlogs purged past the stored position; raise binlog retention)`,
         from,
         to: undefined,
       };
@@ -888,6 +917,44 @@ async function binlogStatus(conn: mysql.Connection): Promise<{ file: string; pos
       'the server has no binary log (SHOW MASTER STATUS is empty): start it with log_bin, binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL',
     );
   return { file: r.File, pos: Number(r.Position) };
+}
+
+/**
+ * Why the stored MariaDB GTID position cannot be resumed from on another server whose
+ * `gtid_binlog_pos` is `current`, or undefined when it can: every stored domain must be there at
+ * or past its stored sequence (the new server has applied it), and the server must have no
+ * domain the stored position lacks (its events in that domain would be replayed from its oldest
+ * binlog: a new GTID domain stays a gap). Whether its binlogs still hold the continuation the
+ * dump answers (error 1236 otherwise, a gap).
+ */
+export function failoverRefusal(stored: string, current: string): string | undefined {
+  const parse = (text: string) =>
+    text
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== '')
+      .map((x) => {
+        const m = /^(\d+)-(\d+)-(\d+)$/.exec(x);
+        return m ? { domain: m[1]!, seq: BigInt(m[3]!), text: x } : undefined;
+      });
+  const was = parse(stored);
+  if (was.length === 0) return 'the stored position has no GTIDs';
+  if (was.some((x) => x === undefined)) return `the stored GTID position ${stored} is not a MariaDB one`;
+  const now = new Map(
+    parse(current)
+      .filter((x) => x !== undefined)
+      .map((x) => [x.domain, x]),
+  );
+  for (const w of was) {
+    const is = now.get(w!.domain);
+    if (!is) return `the server's GTID position ${current || '(empty)'} has no domain ${w!.domain}`;
+    if (is.seq < w!.seq) return `the server's GTID position ${current} is behind the stored ${w!.text}`;
+  }
+  const known = new Set(was.map((w) => w!.domain));
+  for (const d of now.keys())
+    if (!known.has(d))
+      return `the server's GTID position ${current} has domain ${d}, which the stored one lacks`;
+  return undefined;
 }
 
 /**
