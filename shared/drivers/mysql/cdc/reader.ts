@@ -28,6 +28,7 @@
 import ZongJi, {
   type AnyBinlogEvent,
   type DeleteRowsEvent,
+  type GtidEvent,
   type MariadbGtidEvent,
   type QueryEvent,
   type RotateEvent,
@@ -56,6 +57,7 @@ import { binlogFileIndex, mysqlPosition } from '../../../position/position.js';
 import { streamSchema } from '../../cdc-schema.js';
 import type { ColumnInfo, TablePlan } from '../introspect.js';
 import { type InfoColumn, mapColumn } from '../types.js';
+import { addGtid, type GtidSet, parseGtidSet, renderGtidSet } from './gtid-set.js';
 import {
   compile,
   decodeImage,
@@ -188,6 +190,10 @@ export class MysqlCdcReader implements Reader {
   private epoch = 0;
   private server = '';
   private readonly gtids = new Map<string, string>();
+  /** MySQL's executed GTID set (uuid:interval text in the position); undefined on MariaDB. */
+  private mysqlGtids: GtidSet | undefined;
+  /** The open transaction's MySQL `uuid:gno`, added to mysqlGtids at its commit. */
+  private txnMysqlGtid: string | undefined;
   private floor: BinlogPoint | undefined;
   /** Set when this start resumes by GTID (failover to another server): the MariaDB GTID position. */
   private resumeGtid: string | undefined;
@@ -289,7 +295,10 @@ export class MysqlCdcReader implements Reader {
       this.server = String((idRows as { id: unknown }[])[0]?.id ?? '');
       if (from.position === undefined) {
         const status = await binlogStatus(conn);
-        const [g] = await conn.query('SELECT @@GLOBAL.gtid_binlog_pos AS g').catch(() => [[{ g: '' }]]);
+        const [g] = await conn
+          .query('SELECT @@GLOBAL.gtid_binlog_pos AS g')
+          .catch(() => conn.query('SELECT @@GLOBAL.gtid_executed AS g')) // MySQL
+          .catch(() => [[{ g: '' }]]);
         const gtid = String((g as { g: unknown }[])[0]?.g ?? '');
         at = { file: status.file, pos: status.pos, gtid, server: this.server, epoch: 0 };
         this.log?.info('first start: capturing from the current binlog end', { file: at.file, pos: at.pos });
@@ -343,10 +352,13 @@ export class MysqlCdcReader implements Reader {
     this.file = at.file;
     this.fileIndex = binlogFileIndex(at.file);
     this.epoch = at.epoch;
-    for (const part of at.gtid.split(',').filter((s) => s.trim() !== '')) {
-      const domain = part.trim().split('-')[0]!;
-      this.gtids.set(domain, part.trim());
-    }
+    // MariaDB's list is domain-server-seq; MySQL's set has uuid:interval entries.
+    if (at.gtid.includes(':')) this.mysqlGtids = parseGtidSet(at.gtid);
+    else
+      for (const part of at.gtid.split(',').filter((s) => s.trim() !== '')) {
+        const domain = part.trim().split('-')[0]!;
+        this.gtids.set(domain, part.trim());
+      }
     this.floor = at;
     await this.startStreaming(at, from.position);
     // A first start's position lives only in this process until the engine commits it: hand it
@@ -545,7 +557,13 @@ export class MysqlCdcReader implements Reader {
         this.openGroup(ev, g);
         return undefined;
       }
-      case 'Gtid':
+      case 'Gtid': {
+        this.openGroup(ev, undefined);
+        // MySQL: `uuid:gno` (`uuid:tag:gno` when tagged), into the executed set at the commit.
+        this.mysqlGtids ??= this.gtids.size === 0 ? new Map() : undefined;
+        this.txnMysqlGtid = (ev as GtidEvent).gtid;
+        return undefined;
+      }
       case 'AnonymousGtid':
         this.openGroup(ev, undefined);
         return undefined;
@@ -570,6 +588,7 @@ export class MysqlCdcReader implements Reader {
     this.begun = false;
     this.txn++;
     this.txnGtid = gtid;
+    this.txnMysqlGtid = undefined;
     this.txnPrefix = mysqlPosition(this.epoch, this.fileIndex, start, 0).slice(0, PREFIX_LENGTH);
     this.txnCommitNs = BigInt(ev.timestamp) * 1_000_000n;
   }
@@ -577,15 +596,17 @@ export class MysqlCdcReader implements Reader {
   /** The end of an event group: a commit when it had captured rows, else progress. */
   private closeGroup(ev: AnyBinlogEvent): CdcEvent | undefined {
     if (this.txnGtid) this.gtids.set(String(this.txnGtid.domainId), this.txnGtid.gtid);
+    if (this.txnMysqlGtid && this.mysqlGtids) addGtid(this.mysqlGtids, this.txnMysqlGtid);
     const wasBegun = this.begun;
     this.inGroup = false;
     this.begun = false;
     this.txnGtid = undefined;
+    this.txnMysqlGtid = undefined;
     if (ev.nextPosition <= 0) return undefined;
     const point: BinlogPoint = {
       file: this.file,
       pos: ev.nextPosition,
-      gtid: [...this.gtids.values()].join(','),
+      gtid: this.mysqlGtids ? renderGtidSet(this.mysqlGtids) : [...this.gtids.values()].join(','),
       server: this.server,
       epoch: this.epoch,
     };
