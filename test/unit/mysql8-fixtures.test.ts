@@ -23,6 +23,11 @@ import { createRequire } from 'node:module';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { CdcEvent, CdcRuntime } from '../../shared/contracts/cdc.js';
+import {
+  GTID_MICROS,
+  gtidCommitMicros,
+  installGtidCommitMicros,
+} from '../../shared/drivers/mysql/cdc/gtid-commit.js';
 import { jsonBinaryToText } from '../../shared/drivers/mysql/cdc/json-binary.js';
 import { MysqlCdcReader, parseBinlogPosition } from '../../shared/drivers/mysql/cdc/reader.js';
 import { compile, decodeImage } from '../../shared/drivers/mysql/cdc/row-image.js';
@@ -38,6 +43,9 @@ const json = (await import(new URL('./lib/json_decode.js', main).href)) as {
 };
 const events = (await import(new URL('./lib/binlog_event.js', main).href)) as {
   Gtid: new (parser: unknown, options: object, zongji: object) => Record<string, unknown>;
+};
+const { default: initBinlogClass } = (await import(new URL('./lib/sequence/binlog.js', main).href)) as {
+  default: (z: object) => { prototype: Record<string, unknown> };
 };
 const { Parser } = (await import(new URL('./lib/reader.js', main).href)) as {
   Parser: new () => { append(b: Buffer): void; _offset: number };
@@ -499,8 +507,65 @@ describe(`MySQL 8 Gtid events through zongji ${zongjiVersion} (hand-built bytes)
       'size',
       'timestamp',
     ]);
-    // So __commit_ts on MySQL is the event header's seconds, as on MariaDB.
+    // Hence gtid-commit.ts, which reads the micros from the packet (below); zongji's event
+    // itself still has only the header's seconds.
     expect(ev.timestamp).toBe(1_764_612_000_000);
+  });
+
+  it('gtid-commit.ts reads immediate_commit_timestamp (also with an original one); 5.7 bodies have none', () => {
+    expect(gtidCommitMicros(gtidBody(7n, commitMicros))).toBe(commitMicros);
+    expect(gtidCommitMicros(gtidBody(7n, commitMicros, commitMicros - 5_000_000n))).toBe(commitMicros);
+    expect(gtidCommitMicros(gtidBody(7n, commitMicros).subarray(0, 42))).toBeUndefined();
+  });
+
+  it("gtid-commit.ts wraps this zongji's Binlog.binlogData: the micros are there while the Gtid event is delivered", () => {
+    for (const useChecksum of [false, true]) {
+      const z: Record<string, unknown> = {
+        useChecksum,
+        options: {},
+        stopped: false,
+        _executedGtids: null,
+        _skipEvent: () => false,
+        _trackGtidProgress: () => undefined,
+      };
+      installGtidCommitMicros(z);
+      z.BinlogClass = initBinlogClass(z);
+      const C = z.BinlogClass as { prototype: Record<string, unknown> };
+      expect((C.prototype.binlogData as { gtidMicros?: boolean }).gtidMicros).toBe(true);
+      const seen: [unknown, unknown][] = [];
+      const seq = Object.create(C.prototype) as Record<string, unknown>;
+      seq._callback = (err: unknown, ev: Record<string, unknown>) => {
+        if (err) throw err;
+        seen.push([ev?.gtid, z[GTID_MICROS]]);
+      };
+      const body = gtidBody(7n, commitMicros);
+      const header = Buffer.alloc(20);
+      header[5] = 33;
+      header.writeUInt32LE(19 + body.length + (useChecksum ? 4 : 0), 10);
+      header.writeUInt32LE(900, 14);
+      const buffer = Buffer.concat([header, body, Buffer.alloc(useChecksum ? 4 : 0)]);
+      const packet = { buffer, offset: 0, end: buffer.length, isEOF: () => false, isError: () => false };
+      const next = (seq.binlogData as (p: unknown, c: unknown) => unknown).call(seq, packet, undefined);
+      expect(next).toBe(C.prototype.binlogData);
+      expect(seen).toEqual([[`${UUID}:7`, commitMicros]]);
+      expect(z[GTID_MICROS]).toBeUndefined();
+    }
+  });
+
+  it('the reader takes the Gtid event commit micros for __commit_ts (ns); without them, the header seconds', () => {
+    const reader = new MysqlCdcReader(
+      { url: 'mysql://127.0.0.1/x', heartbeatMs: 0, clock: () => 1e12 },
+      [],
+      new Map(),
+      { serverId: 9, heartbeatMs: 0 } as CdcRuntime,
+    );
+    const r = reader as unknown as { decode(e: unknown): unknown; txnCommitNs: bigint };
+    const ev = parseGtid(gtidBody(7n, commitMicros), 1_764_612_000, 579);
+    r.decode(ev);
+    expect(r.txnCommitNs).toBe(1_764_612_000_000_000_000n);
+    (ev as { commitMicros?: bigint }).commitMicros = commitMicros;
+    r.decode(ev);
+    expect(r.txnCommitNs).toBe(commitMicros * 1000n);
   });
 
   it('the reader adds each committed uuid:gno to the position as a MySQL GTID set', () => {
