@@ -20,9 +20,17 @@
  *     immediate_server_version u32 (bit 31 set: original_server_version follows).
  */
 import { createRequire } from 'node:module';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { CdcEvent, CdcRuntime } from '../../shared/contracts/cdc.js';
+import {
+  GTID_MICROS,
+  gtidCommitMicros,
+  installGtidCommitMicros,
+} from '../../shared/drivers/mysql/cdc/gtid-commit.js';
+import { jsonBinaryToText } from '../../shared/drivers/mysql/cdc/json-binary.js';
 import { MysqlCdcReader, parseBinlogPosition } from '../../shared/drivers/mysql/cdc/reader.js';
+import { compile, decodeImage } from '../../shared/drivers/mysql/cdc/row-image.js';
 import { binlogAppenderFor } from '../../shared/drivers/mysql/cdc/values.js';
 import type { ColumnInfo } from '../../shared/drivers/mysql/introspect.js';
 import { mapColumn } from '../../shared/drivers/mysql/types.js';
@@ -35,6 +43,9 @@ const json = (await import(new URL('./lib/json_decode.js', main).href)) as {
 };
 const events = (await import(new URL('./lib/binlog_event.js', main).href)) as {
   Gtid: new (parser: unknown, options: object, zongji: object) => Record<string, unknown>;
+};
+const { default: initBinlogClass } = (await import(new URL('./lib/sequence/binlog.js', main).href)) as {
+  default: (z: object) => { prototype: Record<string, unknown> };
 };
 const { Parser } = (await import(new URL('./lib/reader.js', main).href)) as {
   Parser: new () => { append(b: Buffer): void; _offset: number };
@@ -210,7 +221,10 @@ describe(`MySQL 8 binary JSON through zongji ${zongjiVersion} (hand-built bytes)
     ['scalar documents: int64', { int64: 9007199254740993n }, '9007199254740993'],
   ];
   for (const [name, doc, mysql] of cases)
-    it(`${name}: ${mysql.slice(0, 60)}`, () => expect(text(doc)).toBe(mysql));
+    it(`${name}: ${mysql.slice(0, 60)}`, () => {
+      expect(text(doc)).toBe(mysql);
+      expect(jsonBinaryToText(jsonb(doc))).toBe(mysql);
+    });
 
   it('the encoder agrees with the layout: the example is 1 + 4 + 2*4 + 2*3 + 2 + (4 + 2*3) bytes', () => {
     const b = jsonb({
@@ -225,23 +239,170 @@ describe(`MySQL 8 binary JSON through zongji ${zongjiVersion} (hand-built bytes)
 
   // Found with these fixtures: zongji builds a JS object, so its text differs from MySQL's for
   // keys that are array indices (JS orders them first, ascending) and for `__proto__` (an
-  // assignment to the prototype, the member is lost). These assertions pin zongji's behaviour
-  // so a fix in zongji shows up here; the MySQL text is what the incremental path stores.
-  it('KNOWN DIVERGENCE: integer-like keys are reordered (MySQL stores "b" before "10")', () => {
+  // assignment to the prototype, the member is lost). json-binary.ts writes the text straight
+  // from the bytes, in stored order; the zongji assertions pin its behaviour so a fix in zongji
+  // shows up here.
+  it('integer-like keys keep their stored order (MySQL stores "b" before "10"); zongji reorders', () => {
     const doc: J = {
       obj: [
         ['b', { int16: 1 }],
         ['10', { int16: 2 }],
       ],
     };
-    const mysql = '{"b": 1, "10": 2}';
-    expect(text(doc)).not.toBe(mysql);
+    expect(jsonBinaryToText(jsonb(doc))).toBe('{"b": 1, "10": 2}');
     expect(text(doc)).toBe('{"10": 2, "b": 1}');
   });
 
-  it('KNOWN DIVERGENCE: a "__proto__" key is dropped', () => {
-    const doc: J = { obj: [['__proto__', { int16: 1 }]] };
-    expect(text(doc)).toBe('{}');
+  it('a "__proto__" key is kept; zongji drops it', () => {
+    const doc: J = {
+      obj: [
+        ['a', { int16: 2 }],
+        ['__proto__', { obj: [['x', 'y']] }],
+      ],
+    };
+    expect(jsonBinaryToText(jsonb(doc))).toBe('{"a": 2, "__proto__": {"x": "y"}}');
+    expect(text(doc)).toBe('{"a": 2}');
+  });
+
+  // The MySQL text of a J, written independently of both decoders: stored order, ", " and ": ",
+  // strings through JSON.stringify, 64-bit integers exact, doubles as String() (zongji's).
+  const mysqlText = (v: J): string => {
+    if (v === null) return 'null';
+    if (typeof v === 'boolean') return String(v);
+    if (typeof v === 'string') return JSON.stringify(v);
+    if (Array.isArray(v)) return `[${v.map(mysqlText).join(', ')}]`;
+    if ('obj' in v) return `{${v.obj.map(([k, x]) => `${JSON.stringify(k)}: ${mysqlText(x)}`).join(', ')}}`;
+    if ('int16' in v) return String(v.int16);
+    if ('int32' in v) return String(v.int32);
+    if ('int64' in v) return String(v.int64);
+    if ('uint64' in v) return String(v.uint64);
+    return String(v.double);
+  };
+  const scalar: fc.Arbitrary<J> = fc.oneof(
+    fc.constantFrom<J>(null, true, false),
+    fc.string({ unit: 'grapheme', maxLength: 20 }),
+    fc.string({ unit: 'binary', maxLength: 200 }).filter((x) => !/[\uD800-\uDFFF]/.test(x)),
+    fc.integer({ min: -32768, max: 32767 }).map((n) => ({ int16: n })),
+    fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }).map((n) => ({ int32: n })),
+    fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map((n) => ({ int64: n })),
+    fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }).map((n) => ({ uint64: n })),
+    fc.double({ noNaN: true, noDefaultInfinity: true }).map((n) => ({ double: n })),
+  );
+  const key = fc.oneof(
+    fc.string({ maxLength: 8 }),
+    fc.constantFrom('__proto__', '10', '0', 'constructor', 'toString', 'ü', '1e3', '-1'),
+    fc.nat(1000).map(String),
+  );
+  const doc = fc.letrec<{ v: J }>((tie) => ({
+    v: fc.oneof(
+      { depthSize: 'small', withCrossShrink: true },
+      scalar,
+      fc.array(tie('v'), { maxLength: 5 }),
+      fc
+        .uniqueArray(fc.tuple(key, tie('v')), { selector: ([k]) => k, maxLength: 5 })
+        .map((obj): J => ({ obj })),
+    ),
+  })).v;
+
+  it('property: jsonBinaryToText of the encoded bytes is the MySQL text', () => {
+    fc.assert(
+      fc.property(doc, (v) => {
+        const b = jsonb(v);
+        // The hand encoder's small containers hold up to 64 KiB.
+        fc.pre(b.length < 65536);
+        expect(jsonBinaryToText(b)).toBe(mysqlText(v));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('large containers (u32 offsets, int32 inline) and opaque values print as zongji prints them', () => {
+    const u32 = (n: number) => {
+      const b = Buffer.alloc(4);
+      b.writeUInt32LE(n);
+      return b;
+    };
+    // A large object {"a": int32 -5, "bb": "xy", "c": [uint16 7, opaque VAR_STRING 0x0102]}.
+    const header = 8 + 3 * 6 + 3 * 5;
+    const keys = Buffer.from('abbc');
+    const strAt = header + keys.length;
+    const str = Buffer.from([2, 0x78, 0x79]);
+    const arrAt = strAt + str.length;
+    const opaque = Buffer.from([253, 2, 1, 2]);
+    const arr = Buffer.concat([
+      u16(2),
+      u16(4 + 6 + opaque.length),
+      Buffer.from([6]),
+      u16(7),
+      Buffer.from([15]),
+      u16(10),
+      opaque,
+    ]);
+    const i32 = Buffer.alloc(4);
+    i32.writeInt32LE(-5);
+    const doc = Buffer.concat([
+      Buffer.from([1]),
+      u32(3),
+      u32(arrAt + arr.length),
+      ...[u32(header), u16(1), u32(header + 1), u16(2), u32(header + 3), u16(1)],
+      ...[Buffer.from([7]), i32, Buffer.from([12]), u32(strAt), Buffer.from([2]), u32(arrAt)],
+      keys,
+      str,
+      arr,
+    ]);
+    const zongji = json.jsonToText(json.default(doc));
+    expect(zongji).toBe('{"a": -5, "bb": "xy", "c": [7, "base64:type253:AQI="]}');
+    expect(jsonBinaryToText(doc)).toBe(zongji);
+  });
+
+  it('row images decode a MySQL JSON column (type 245) through jsonBinaryToText; empty is NULL', () => {
+    const info = {
+      name: 'doc',
+      notNull: false,
+      ...mapColumn(
+        {
+          name: 'doc',
+          dataType: 'json',
+          columnType: 'json',
+          nullable: true,
+          numericPrecision: null,
+          numericScale: null,
+          charset: null,
+        } as unknown as Parameters<typeof mapColumn>[0],
+        '`doc`',
+      ),
+    } as unknown as ColumnInfo;
+    const entry = {
+      parentSchema: 'd',
+      tableName: 't',
+      columns: [{ name: 'doc', type: 245, charset: null, metadata: { length_size: 4 } }],
+      columnSchemas: [{ COLUMN_NAME: 'doc', COLUMN_TYPE: 'json' }],
+    };
+    const plan = compile(entry, [info], [binlogAppenderFor(info, { table: 'd.t', column: 'doc' })], []);
+    if (typeof plan === 'string') throw new Error(plan);
+    const got: (string | null)[] = [];
+    const writer = {
+      appendUtf8Bytes: (b: Buffer, s: number, e: number) => got.push(b.toString('utf8', s, e)),
+      appendText: (s: string) => got.push(s),
+      appendNull: () => got.push(null),
+    };
+    const doc = jsonb({
+      obj: [
+        ['b', { int16: 1 }],
+        ['10', ['x', { int64: 9007199254740993n }]],
+        ['__proto__', null],
+      ],
+    });
+    const len = (n: number) => {
+      const b = Buffer.alloc(4);
+      b.writeUInt32LE(n);
+      return b;
+    };
+    const image = Buffer.concat([Buffer.from([0]), len(doc.length), doc, Buffer.from([0]), len(0)]);
+    let off = decodeImage(plan, image, 0, Buffer.from([1]), 1, [writer as never]);
+    off = decodeImage(plan, image, off, Buffer.from([1]), 1, [writer as never]);
+    expect(off).toBe(image.length);
+    expect(got).toEqual(['{"b": 1, "10": ["x", 9007199254740993], "__proto__": null}', null]);
   });
 
   it('the lake path stores the text unchanged (a JSON column is a text column of those bytes)', () => {
@@ -346,8 +507,65 @@ describe(`MySQL 8 Gtid events through zongji ${zongjiVersion} (hand-built bytes)
       'size',
       'timestamp',
     ]);
-    // So __commit_ts on MySQL is the event header's seconds, as on MariaDB.
+    // Hence gtid-commit.ts, which reads the micros from the packet (below); zongji's event
+    // itself still has only the header's seconds.
     expect(ev.timestamp).toBe(1_764_612_000_000);
+  });
+
+  it('gtid-commit.ts reads immediate_commit_timestamp (also with an original one); 5.7 bodies have none', () => {
+    expect(gtidCommitMicros(gtidBody(7n, commitMicros))).toBe(commitMicros);
+    expect(gtidCommitMicros(gtidBody(7n, commitMicros, commitMicros - 5_000_000n))).toBe(commitMicros);
+    expect(gtidCommitMicros(gtidBody(7n, commitMicros).subarray(0, 42))).toBeUndefined();
+  });
+
+  it("gtid-commit.ts wraps this zongji's Binlog.binlogData: the micros are there while the Gtid event is delivered", () => {
+    for (const useChecksum of [false, true]) {
+      const z: Record<string, unknown> = {
+        useChecksum,
+        options: {},
+        stopped: false,
+        _executedGtids: null,
+        _skipEvent: () => false,
+        _trackGtidProgress: () => undefined,
+      };
+      installGtidCommitMicros(z);
+      z.BinlogClass = initBinlogClass(z);
+      const C = z.BinlogClass as { prototype: Record<string, unknown> };
+      expect((C.prototype.binlogData as { gtidMicros?: boolean }).gtidMicros).toBe(true);
+      const seen: [unknown, unknown][] = [];
+      const seq = Object.create(C.prototype) as Record<string, unknown>;
+      seq._callback = (err: unknown, ev: Record<string, unknown>) => {
+        if (err) throw err;
+        seen.push([ev?.gtid, z[GTID_MICROS]]);
+      };
+      const body = gtidBody(7n, commitMicros);
+      const header = Buffer.alloc(20);
+      header[5] = 33;
+      header.writeUInt32LE(19 + body.length + (useChecksum ? 4 : 0), 10);
+      header.writeUInt32LE(900, 14);
+      const buffer = Buffer.concat([header, body, Buffer.alloc(useChecksum ? 4 : 0)]);
+      const packet = { buffer, offset: 0, end: buffer.length, isEOF: () => false, isError: () => false };
+      const next = (seq.binlogData as (p: unknown, c: unknown) => unknown).call(seq, packet, undefined);
+      expect(next).toBe(C.prototype.binlogData);
+      expect(seen).toEqual([[`${UUID}:7`, commitMicros]]);
+      expect(z[GTID_MICROS]).toBeUndefined();
+    }
+  });
+
+  it('the reader takes the Gtid event commit micros for __commit_ts (ns); without them, the header seconds', () => {
+    const reader = new MysqlCdcReader(
+      { url: 'mysql://127.0.0.1/x', heartbeatMs: 0, clock: () => 1e12 },
+      [],
+      new Map(),
+      { serverId: 9, heartbeatMs: 0 } as CdcRuntime,
+    );
+    const r = reader as unknown as { decode(e: unknown): unknown; txnCommitNs: bigint };
+    const ev = parseGtid(gtidBody(7n, commitMicros), 1_764_612_000, 579);
+    r.decode(ev);
+    expect(r.txnCommitNs).toBe(1_764_612_000_000_000_000n);
+    (ev as { commitMicros?: bigint }).commitMicros = commitMicros;
+    r.decode(ev);
+    expect(r.txnCommitNs).toBe(commitMicros * 1000n);
   });
 
   it('the reader adds each committed uuid:gno to the position as a MySQL GTID set', () => {

@@ -57,6 +57,7 @@ import { binlogFileIndex, mysqlPosition } from '../../../position/position.js';
 import { streamSchema } from '../../cdc-schema.js';
 import type { ColumnInfo, TablePlan } from '../introspect.js';
 import { type InfoColumn, mapColumn } from '../types.js';
+import { GTID_MICROS, installGtidCommitMicros } from './gtid-commit.js';
 import { addGtid, type GtidSet, parseGtidSet, renderGtidSet } from './gtid-set.js';
 import {
   compile,
@@ -401,6 +402,7 @@ export class MysqlCdcReader implements Reader {
       bigNumberStrings: true,
     } as never);
     this.zongji = z;
+    installGtidCommitMicros(z);
     if (this.rawRowImages)
       (z as unknown as Record<string, unknown>)[RAW_HOOK] = (entry: TableMapEntry): boolean => {
         const t = this.bySource.get(`${entry.parentSchema}.${entry.tableName}`);
@@ -409,6 +411,10 @@ export class MysqlCdcReader implements Reader {
     return new Promise<void>((resolve, reject) => {
       let ready = false;
       z.on('binlog', (ev: AnyBinlogEvent) => {
+        // MySQL 8: the commit micros gtid-commit.ts read from this event's packet.
+        const micros = (z as unknown as Record<string, unknown>)[GTID_MICROS];
+        if (typeof micros === 'bigint' && ev.getTypeName() === 'Gtid')
+          (ev as { commitMicros?: bigint }).commitMicros = micros;
         this.queue.push(ev);
         if (!this.paused && this.queue.length - this.head >= MAX_QUEUE) {
           this.paused = true;
@@ -559,6 +565,9 @@ export class MysqlCdcReader implements Reader {
       }
       case 'Gtid': {
         this.openGroup(ev, undefined);
+        // MySQL 8: immediate_commit_timestamp (microseconds), when gtid-commit.ts read it.
+        const micros = (ev as { commitMicros?: unknown }).commitMicros;
+        if (typeof micros === 'bigint') this.txnCommitNs = micros * 1000n;
         // MySQL: `uuid:gno` (`uuid:tag:gno` when tagged), into the executed set at the commit.
         this.mysqlGtids ??= this.gtids.size === 0 ? new Map() : undefined;
         this.txnMysqlGtid = (ev as GtidEvent).gtid;

@@ -27,6 +27,7 @@ import iconv from 'iconv-lite';
 import { DataError } from '../../../contracts/errors.js';
 import type { ColumnWriter } from '../../../dataplane/encoder.js';
 import type { ColumnInfo } from '../introspect.js';
+import { jsonBinaryToText } from './json-binary.js';
 import { type BinlogAppender, formatInet4, formatInet6, formatUuid } from './values.js';
 
 /** Decode supported tables' row images here (false: every table through zongji's parse). */
@@ -179,6 +180,7 @@ const T_BIT = 16;
 const T_TIMESTAMP2 = 17;
 const T_DATETIME2 = 18;
 const T_TIME2 = 19;
+const T_JSON = 245;
 const T_NEWDECIMAL = 246;
 const T_ENUM = 247;
 const T_SET = 248;
@@ -210,6 +212,7 @@ const OP_BIT = 18;
 const OP_UUID = 19; // MariaDB UUID/INET4/INET6 as BINARY(n): re-padded, printed as the server does
 const OP_INET4 = 20;
 const OP_INET6 = 21;
+const OP_JSON = 22; // MySQL binary JSON -> MySQL's text (json-binary.ts)
 
 interface ColPlan {
   readonly op: number;
@@ -376,6 +379,12 @@ export function compile(
         choices =
           (c.type === T_ENUM ? s.ENUM_VALUES : s.SET_VALUES) ?? parseChoices(def, c.type === T_ENUM ? 5 : 4);
         if (kind === 'text' || info === undefined) op = c.type === T_ENUM ? OP_ENUM : OP_SET;
+        break;
+      case T_JSON:
+        size = md.length_size ?? 0;
+        if (size < 1 || size > 4) break;
+        // Bytes compare as keys (a JSON column is never in a primary key).
+        if (kind === 'text' || info === undefined) op = OP_JSON;
         break;
       case T_BIT:
         size = Math.floor(((md.bits ?? 0) + 7) / 8);
@@ -585,6 +594,16 @@ function value(c: ColPlan, buf: Buffer, off: number, w: ColumnWriter | undefined
         else w.appendText(buf.toString('utf8', s, e));
       }
       return e;
+    }
+    case OP_JSON: {
+      const len = c.size === 1 ? buf[off]! : buf.readUIntLE(off, c.size);
+      const s = off + c.size;
+      // zongji: an empty value is NULL, anything else its text (here in stored key order).
+      if (w) {
+        if (len === 0) w.appendNull();
+        else c.text!(w, jsonBinaryToText(buf.subarray(s, s + len)));
+      }
+      return s + len;
     }
     case OP_BYTES: {
       const len = c.size === 1 ? buf[off]! : buf.readUIntLE(off, c.size);
