@@ -296,10 +296,14 @@ export class MysqlCdcReader implements Reader {
       this.server = String((idRows as { id: unknown }[])[0]?.id ?? '');
       if (from.position === undefined) {
         const status = await binlogStatus(conn);
-        const [g] = await conn
-          .query('SELECT @@GLOBAL.gtid_binlog_pos AS g')
-          .catch(() => conn.query('SELECT @@GLOBAL.gtid_executed AS g')) // MySQL
-          .catch(() => [[{ g: '' }]]);
+        // The GTID position AT that file:pos, not read separately (a commit in between would
+        // make them disagree): MySQL reports it with the status, MariaDB computes it.
+        const [g] =
+          status.executedGtidSet !== undefined
+            ? [[{ g: status.executedGtidSet }]]
+            : await conn
+                .query('SELECT BINLOG_GTID_POS(?, ?) AS g', [status.file, status.pos])
+                .catch(() => [[{ g: '' }]]);
         const gtid = String((g as { g: unknown }[])[0]?.g ?? '');
         at = { file: status.file, pos: status.pos, gtid, server: this.server, epoch: 0 };
         this.log?.info('first start: capturing from the current binlog end', { file: at.file, pos: at.pos });
@@ -933,20 +937,29 @@ export class MysqlCdcReader implements Reader {
 }
 
 /** `SHOW BINARY LOG STATUS` (MySQL 8.2+) or `SHOW MASTER STATUS`. */
-async function binlogStatus(conn: mysql.Connection): Promise<{ file: string; pos: number }> {
+async function binlogStatus(
+  conn: mysql.Connection,
+): Promise<{ file: string; pos: number; executedGtidSet?: string }> {
   let rows: unknown;
   try {
     [rows] = await conn.query('SHOW MASTER STATUS');
   } catch {
     [rows] = await conn.query('SHOW BINARY LOG STATUS');
   }
-  const r = (rows as { File?: string; Position?: number | string }[])[0];
+  const r = (rows as { File?: string; Position?: number | string; Executed_Gtid_Set?: string }[])[0];
   if (!r?.File)
     throw new SourceError(
       'CDC_BINLOG_OFF',
       'the server has no binary log (SHOW MASTER STATUS is empty): start it with log_bin, binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL',
     );
-  return { file: r.File, pos: Number(r.Position) };
+  return {
+    file: r.File,
+    pos: Number(r.Position),
+    // MySQL only (MariaDB's status has no such column).
+    ...(typeof r.Executed_Gtid_Set === 'string'
+      ? { executedGtidSet: r.Executed_Gtid_Set.replace(/\s+/g, '') }
+      : {}),
+  };
 }
 
 /**
