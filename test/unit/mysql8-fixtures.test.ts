@@ -21,14 +21,14 @@
  */
 import { createRequire } from 'node:module';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { CdcEvent, CdcRuntime } from '../../shared/contracts/cdc.js';
 import {
   GTID_MICROS,
   gtidCommitMicros,
   installGtidCommitMicros,
 } from '../../shared/drivers/mysql/cdc/gtid-commit.js';
-import { jsonBinaryToText } from '../../shared/drivers/mysql/cdc/json-binary.js';
+import { jsonBinaryToText, loadZongjiJson } from '../../shared/drivers/mysql/cdc/json-binary.js';
 import { MysqlCdcReader, parseBinlogPosition } from '../../shared/drivers/mysql/cdc/reader.js';
 import { compile, decodeImage } from '../../shared/drivers/mysql/cdc/row-image.js';
 import { binlogAppenderFor } from '../../shared/drivers/mysql/cdc/values.js';
@@ -159,6 +159,9 @@ function jsonb(v: J): Buffer {
 }
 
 const text = (v: J) => json.jsonToText(json.default(jsonb(v)));
+
+// Opaque JSON values are printed by zongji's own decoder, loaded with the row-image override.
+beforeAll(() => loadZongjiJson(import.meta.resolve('@vlasky/zongji')));
 
 describe(`MySQL 8 binary JSON through zongji ${zongjiVersion} (hand-built bytes)`, () => {
   // [document as stored (keys in MySQL's stored order), the text MySQL 8 prints for it]

@@ -31,11 +31,17 @@ const OPAQUE = 15;
 
 const LITERALS = ['null', 'true', 'false'];
 
-const main = import.meta.resolve('@vlasky/zongji');
-const zongjiJson = (await import(new URL('./lib/json_decode.js', main).href)) as {
+interface ZongjiJson {
   default(b: Buffer): unknown;
   jsonToText(v: unknown): string;
-};
+}
+/** zongji's own JSON decoder, for opaque values: loaded with the row-image override. */
+let zongjiJson: ZongjiJson | undefined;
+
+/** Loads zongji's JSON decoder (row-image.ts calls it before it decodes any row). */
+export async function loadZongjiJson(main: string): Promise<void> {
+  zongjiJson ??= (await import(new URL('./lib/json_decode.js', main).href)) as ZongjiJson;
+}
 
 /** The text of one binary JSON document (a non-empty JSON column value). */
 export function jsonBinaryToText(buf: Buffer): string {
@@ -120,6 +126,7 @@ function write(
       // zongji's decode of this one value: a root opaque document of the same bytes.
       const [len, used] = varLength(buf, at + 2);
       const doc = Buffer.concat([Buffer.from([OPAQUE]), buf.subarray(at + 1, at + 2 + used + len)]);
+      if (!zongjiJson) throw new Error('json-binary.ts: loadZongjiJson was not called before decoding');
       out.push(zongjiJson.jsonToText(zongjiJson.default(doc)));
       return;
     }

@@ -389,7 +389,19 @@ export class MysqlCdcReader implements Reader {
   }
 
   private async startStreaming(at: BinlogPoint, stored: SourcePosition | undefined): Promise<void> {
-    if (this.rawRowImages) await installRawRowImages();
+    if (this.rawRowImages) {
+      // The overrides reach zongji's own files (import.meta.resolve): a bundle (the Lambda and
+      // CDC task builds, CommonJS) has neither, and then zongji's own row parse serves (exact,
+      // slower).
+      try {
+        await installRawRowImages();
+      } catch (e) {
+        this.rawRowImages = false;
+        this.log?.warn('the fast row-image decoder is unavailable; zongji parses the rows (exact, slower)', {
+          error: e,
+        });
+      }
+    }
     const include: Record<string, string[]> = {};
     for (const t of this.tables.values()) {
       const list = include[t.database] ?? [];
@@ -406,7 +418,11 @@ export class MysqlCdcReader implements Reader {
       bigNumberStrings: true,
     } as never);
     this.zongji = z;
-    installGtidCommitMicros(z);
+    try {
+      installGtidCommitMicros(z);
+    } catch (e) {
+      this.log?.warn('MySQL 8 commit microseconds are unavailable; __commit_ts has seconds', { error: e });
+    }
     if (this.rawRowImages)
       (z as unknown as Record<string, unknown>)[RAW_HOOK] = (entry: TableMapEntry): boolean => {
         const t = this.bySource.get(`${entry.parentSchema}.${entry.tableName}`);

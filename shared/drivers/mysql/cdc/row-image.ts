@@ -27,7 +27,7 @@ import iconv from 'iconv-lite';
 import { DataError } from '../../../contracts/errors.js';
 import type { ColumnWriter } from '../../../dataplane/encoder.js';
 import type { ColumnInfo } from '../introspect.js';
-import { jsonBinaryToText } from './json-binary.js';
+import { jsonBinaryToText, loadZongjiJson } from './json-binary.js';
 import { type BinlogAppender, formatInet4, formatInet6, formatUuid } from './values.js';
 
 /** Decode supported tables' row images here (false: every table through zongji's parse). */
@@ -100,6 +100,7 @@ export function installRawRowImages(): Promise<void> {
       throw new Error(
         `row-image.ts overrides @vlasky/zongji ${ZONGJI_VERSION} internals, but ${version} is installed: check lib/rows_event.js and update row-image.ts`,
       );
+    await loadZongjiJson(main);
     const rows = (await import(new URL('./lib/rows_event.js', main).href)) as {
       WriteRows: { prototype: object };
       UpdateRows: { prototype: object };
