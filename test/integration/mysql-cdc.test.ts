@@ -233,7 +233,7 @@ describe('mysql cdc: a backlog of small transactions', () => {
       expect(new Set(positions.map((p) => p.k)).size).toBe(n);
       // Commit order is __pos order: ids were inserted ascending, one transaction each.
       expect(positions.map((p) => Number(p.k))).toEqual(Array.from({ length: n }, (_, i) => i + 1));
-      const pauses = readers.at(-1)!.seen.pauses;
+      const pauses = readers.at(-1)!.pauses;
       console.log(`mysql cdc backlog: the binlog connection paused ${pauses} time(s)`);
     },
   );

@@ -54,6 +54,7 @@ import { Op, type OpCode } from '../../../dataplane/metadata.js';
 import type { Schema } from '../../../dataplane/schema.js';
 import { compareSchemas, schemaHash } from '../../../dataplane/schema-rules.js';
 import { binlogFileIndex, mysqlPosition } from '../../../position/position.js';
+import { StreamQueue } from '../../cdc-queue.js';
 import { streamSchema } from '../../cdc-schema.js';
 import type { ColumnInfo, TablePlan } from '../introspect.js';
 import { type InfoColumn, mapColumn } from '../types.js';
@@ -159,8 +160,6 @@ interface TableState {
   rowPlan: { entry: TableMapEntry; infos: ColumnInfo[]; plan: RowPlan | string } | undefined;
 }
 
-const MAX_QUEUE = 4096;
-const RESUME_QUEUE = 1024;
 /** ER_MASTER_FATAL_ERROR_READING_BINLOG: the requested binlog (or GTID state) is gone. */
 const BINLOG_GONE = 1236;
 const SPATIAL =
@@ -178,11 +177,8 @@ export class MysqlCdcReader implements Reader {
   private readonly log: ReaderLog | undefined;
   private readonly serverId: number;
   // The event queue (index-based) and the stream's state.
-  private queue: AnyBinlogEvent[] = [];
-  private head = 0;
-  private paused = false;
+  private readonly queue = new StreamQueue<AnyBinlogEvent>();
   private streamError: unknown;
-  private wake: (() => void) | undefined;
   private readonly events: CdcEvent[] = [];
   private gapDelivered = false;
   // Coordinates.
@@ -211,7 +207,11 @@ export class MysqlCdcReader implements Reader {
   private started = false;
   private closed = false;
   /** Counters tests read. */
-  readonly seen = { keyChanges: 0, tableMaps: 0, skipped: 0, pauses: 0, rawEvents: 0, zongjiEvents: 0 };
+  readonly seen = { keyChanges: 0, tableMaps: 0, skipped: 0, rawEvents: 0, zongjiEvents: 0 };
+  /** How often the binlog connection was paused while the engine was behind. */
+  get pauses(): number {
+    return this.queue.pauses;
+  }
   /** Decode row images with ./row-image.ts (false: through zongji's parse); read by `start`. */
   rawRowImages = RAW_ROW_IMAGES;
 
@@ -435,13 +435,8 @@ export class MysqlCdcReader implements Reader {
         const micros = (z as unknown as Record<string, unknown>)[GTID_MICROS];
         if (typeof micros === 'bigint' && ev.getTypeName() === 'Gtid')
           (ev as { commitMicros?: bigint }).commitMicros = micros;
+        this.queue.source ??= z.connection ?? undefined;
         this.queue.push(ev);
-        if (!this.paused && this.queue.length - this.head >= MAX_QUEUE) {
-          this.paused = true;
-          this.seen.pauses++;
-          z.connection?.pause();
-        }
-        this.wake?.();
       });
       z.on('error', (e: Error) => {
         if (!ready && (e as { errno?: number }).errno !== BINLOG_GONE) {
@@ -449,7 +444,7 @@ export class MysqlCdcReader implements Reader {
           return;
         }
         this.streamError ??= e;
-        this.wake?.();
+        this.queue.notify();
         // A dump refused at once (purged binlogs) never gets ready: the gap is the answer.
         resolve();
       });
@@ -495,12 +490,12 @@ export class MysqlCdcReader implements Reader {
     if (this.gapDelivered) return undefined; // nothing streams after a gap
     const deadline = this.clock() + waitMs;
     for (;;) {
-      const ev = this.take();
+      const ev = this.queue.take();
       if (ev === undefined) {
         if (this.streamError !== undefined) return this.onStreamError(this.streamError);
         const left = deadline - this.clock();
         if (left <= 0 || signal?.aborted) return undefined;
-        await this.waitForData(left, signal);
+        await this.queue.wait(left, signal);
         continue;
       }
       const out = this.decode(ev);
@@ -531,36 +526,6 @@ export class MysqlCdcReader implements Reader {
       `the binlog connection was lost (${message}); nothing past the last acknowledged position is lost: restart the capture (the CDC task restarts by itself)`,
       e instanceof Error ? { cause: e } : undefined,
     );
-  }
-
-  private take(): AnyBinlogEvent | undefined {
-    if (this.head >= this.queue.length) {
-      if (this.head > 0) {
-        this.queue = [];
-        this.head = 0;
-      }
-      return undefined;
-    }
-    const ev = this.queue[this.head++]!;
-    if (this.paused && this.queue.length - this.head <= RESUME_QUEUE) {
-      this.paused = false;
-      this.zongji?.connection?.resume();
-    }
-    return ev;
-  }
-
-  private waitForData(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        this.wake = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      signal?.addEventListener('abort', done, { once: true });
-      this.wake = done;
-    });
   }
 
   private protocol(what: string): SourceError {

@@ -44,6 +44,7 @@ import { Op, type OpCode } from '../../../dataplane/metadata.js';
 import type { Schema } from '../../../dataplane/schema.js';
 import { compareSchemas, schemaHash } from '../../../dataplane/schema-rules.js';
 import { formatLsn, parseLsn, parsePgPosition, pgPosition } from '../../../position/position.js';
+import { StreamQueue } from '../../cdc-queue.js';
 import { streamSchema } from '../../cdc-schema.js';
 import { type ConnectOptions, PgConnection, replicationClient, type Sql } from '../connect.js';
 import { baseTypeOf, type ColumnInfo, resolveTypes, type TablePlan } from '../introspect.js';
@@ -144,8 +145,6 @@ interface TableState {
   swap: { schema: Schema; infos: ColumnInfo[]; rel: RelationMessage } | undefined;
 }
 
-const MAX_QUEUE = 4096;
-const RESUME_QUEUE = 1024;
 const SLOT_BUSY = '55006';
 const UNDEFINED_OBJECT = '42704';
 
@@ -164,12 +163,9 @@ export class PgCdcReader implements Reader {
   private readonly log: ReaderLog | undefined;
   private readonly dims: Record<string, string>;
   // The message queue (index-based) and the stream's state.
-  private queue: Buffer[] = [];
-  private head = 0;
-  private paused = false;
+  private readonly queue = new StreamQueue<Buffer>();
   private streamError: unknown;
   private streamEnded = false;
-  private wake: (() => void) | undefined;
   private readonly events: CdcEvent[] = [];
   // Transaction state.
   private inTxn = false;
@@ -448,25 +444,21 @@ export class PgCdcReader implements Reader {
 
   private attach(stream: Duplex): void {
     this.stream = stream;
+    this.queue.source = stream;
     stream.on('data', (chunk: Buffer) => {
       this.queue.push(chunk);
-      if (!this.paused && this.queue.length - this.head >= MAX_QUEUE) {
-        this.paused = true;
-        stream.pause();
-      }
-      this.wake?.();
     });
     stream.on('error', (e: unknown) => {
       this.streamError ??= e;
-      this.wake?.();
+      this.queue.notify();
     });
     stream.on('end', () => {
       this.streamEnded = true;
-      this.wake?.();
+      this.queue.notify();
     });
     stream.on('close', () => {
       this.streamEnded = true;
-      this.wake?.();
+      this.queue.notify();
     });
   }
 
@@ -482,7 +474,7 @@ export class PgCdcReader implements Reader {
     const deadline = this.clock() + waitMs;
     let run: { t: TableState; count: number; bytes: number } | undefined;
     for (;;) {
-      const chunk = this.take();
+      const chunk = this.queue.take();
       if (chunk === undefined) {
         if (run) return this.rowsEvent(run);
         if (this.streamError !== undefined) throw this.lostStream(this.streamError);
@@ -490,7 +482,7 @@ export class PgCdcReader implements Reader {
         await this.maybeHeartbeat();
         const left = deadline - this.clock();
         if (left <= 0 || signal?.aborted) return undefined;
-        await this.waitForData(left, signal);
+        await this.queue.wait(left, signal);
         continue;
       }
       const type = chunk[0];
@@ -512,12 +504,12 @@ export class PgCdcReader implements Reader {
         if (t === undefined) throw this.protocol(`a row of relation ${relid} before its Relation message`);
         if (t === null) continue; // not captured
         if (run && run.t !== t) {
-          this.unread();
+          this.queue.unread();
           return this.rowsEvent(run);
         }
         if (t.swap) {
           // The engine has not cut the old schema's rows yet: hand over what we have.
-          this.unread();
+          this.queue.unread();
           if (run) return this.rowsEvent(run);
           throw new Error(`postgres cdc reader: ${t.target} has rows in its old schema after a schema event`);
         }
@@ -531,7 +523,7 @@ export class PgCdcReader implements Reader {
         continue;
       }
       if (run) {
-        this.unread();
+        this.queue.unread();
         return this.rowsEvent(run);
       }
       const ev = await this.decodeOther(tag, m);
@@ -547,40 +539,6 @@ export class PgCdcReader implements Reader {
   private rowsEvent(run: { t: TableState; count: number; bytes: number }): CdcEvent {
     this.lastActivity = this.clock();
     return { kind: 'rows', table: run.t.target, count: run.count, bytes: run.bytes };
-  }
-
-  private take(): Buffer | undefined {
-    if (this.head >= this.queue.length) {
-      if (this.head > 0) {
-        this.queue = [];
-        this.head = 0;
-      }
-      return undefined;
-    }
-    const chunk = this.queue[this.head++]!;
-    if (this.paused && this.queue.length - this.head <= RESUME_QUEUE) {
-      this.paused = false;
-      this.stream?.resume();
-    }
-    return chunk;
-  }
-
-  private unread(): void {
-    this.head--;
-  }
-
-  private waitForData(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
-        this.wake = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      signal?.addEventListener('abort', done, { once: true });
-      this.wake = done;
-    });
   }
 
   private lostStream(e: unknown): SourceError {
