@@ -15,7 +15,6 @@
  * Usage (by bench/cdc-mysql.ts): node --import tsx bench/cdc-mysql-child.ts '<MysqlCdcBenchConfig JSON>'
  * Owns nothing but its directory's contents for this run; never tunes the reader or the engine.
  */
-import { readFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Reader, SourcePosition, Streamer } from '../shared/contracts/cdc.js';
@@ -28,6 +27,7 @@ import { FileObjectStore } from '../shared/sink/file-object-store.js';
 import { ParquetSink } from '../shared/sink/parquet-sink.js';
 import { FileCursorStore } from '../shared/state/file-cursor-store.js';
 import { localOwner } from '../shared/state/lease-owner.js';
+import { type ChildRunReport, reportChildRun } from './child-report.js';
 
 export interface MysqlCdcBenchConfig {
   readonly variant: 'decode' | 'engine';
@@ -46,17 +46,7 @@ export interface MysqlCdcBenchConfig {
   readonly flushMs: number;
 }
 
-export interface MysqlCdcBenchReport {
-  /** Seconds from process start to the measured part (node, tsx, imports). */
-  readonly startupSeconds: number;
-  /** Wall seconds of the measured part (connect, introspect, open, stream until done). */
-  readonly runSeconds: number;
-  /** User + system CPU seconds of the whole process (all threads) during the measured part. */
-  readonly runCpuSeconds: number;
-  /** Of which the main thread (from /proc/self/task); the rest is the Parquet worker, GC, libuv. */
-  readonly mainThreadCpuSeconds: number | undefined;
-  /** process.resourceUsage().maxRSS, KiB. */
-  readonly maxRssKiB: number;
+export interface MysqlCdcBenchReport extends ChildRunReport {
   /** Rows decoded (decode) or committed to state (engine). */
   readonly rows: number;
   readonly batches: number;
@@ -67,18 +57,6 @@ const SOURCE = 'bench';
 const PIPELINE = 'bench';
 
 const config = JSON.parse(process.argv[2] ?? '') as MysqlCdcBenchConfig;
-
-/** CPU seconds (user + system) of the main thread, from /proc; undefined off Linux. */
-function mainThreadCpu(): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // fields[0] is field 3 (state): utime is field 14, stime field 15 (clock ticks, 100 Hz).
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return undefined;
-  }
-}
 
 function newSource(): MysqlCdcSource {
   return new MysqlCdcSource({
@@ -223,31 +201,8 @@ async function engine(): Promise<
   }
 }
 
-const startupSeconds = process.uptime();
-const cpuBefore = process.cpuUsage();
-const mainBefore = mainThreadCpu();
-const started = performance.now();
-let result: Pick<MysqlCdcBenchReport, 'rows' | 'batches' | 'flushes'>;
-let runSeconds: number;
-if (config.variant === 'decode') {
-  result = await decodeOnly();
-  runSeconds = (performance.now() - started) / 1000;
-} else {
+await reportChildRun(async () => {
+  if (config.variant === 'decode') return { result: await decodeOnly() };
   const { durableSeconds, ...rest } = await engine();
-  result = rest;
-  runSeconds = durableSeconds;
-}
-const cpuRun = process.cpuUsage(cpuBefore);
-const mainAfter = mainThreadCpu();
-const usage = process.resourceUsage();
-const report: MysqlCdcBenchReport = {
-  startupSeconds,
-  runSeconds,
-  runCpuSeconds: (cpuRun.user + cpuRun.system) / 1e6,
-  mainThreadCpuSeconds:
-    mainBefore === undefined || mainAfter === undefined ? undefined : mainAfter - mainBefore,
-  maxRssKiB: usage.maxRSS,
-  ...result,
-};
-writeSync(1, `${JSON.stringify(report)}\n`);
-process.exit(0);
+  return { result: rest, runSeconds: durableSeconds };
+});
