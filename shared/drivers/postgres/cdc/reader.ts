@@ -43,7 +43,7 @@ import { BatchEncoder, type ColumnWriter } from '../../../dataplane/encoder.js';
 import { Op, type OpCode } from '../../../dataplane/metadata.js';
 import type { Schema } from '../../../dataplane/schema.js';
 import { compareSchemas, schemaHash } from '../../../dataplane/schema-rules.js';
-import { formatLsn, parseLsn, parsePgPosition, pgPosition } from '../../../position/position.js';
+import { formatLsn, ordinalHex, parseLsn, parsePgPosition, pgPosition } from '../../../position/position.js';
 import { StreamQueue } from '../../cdc-queue.js';
 import { streamSchema } from '../../cdc-schema.js';
 import { type ConnectOptions, PgConnection, replicationClient, type Sql } from '../connect.js';
@@ -137,7 +137,9 @@ interface TableState {
   /** Ordinal counter in the open transaction and the transaction it belongs to. */
   ord: number;
   ordTxn: number;
-  lastPos: string;
+  /** `__pos` of the last row appended, as its transaction prefix and ordinal (a cut's watermark). */
+  lastPrefix: string;
+  lastOrd: number;
   /** Rows waiting for their unchanged TOAST values (reread), in order; appended at `settle`. */
   deferred: Deferred[] | undefined;
   deferredBytes: number;
@@ -235,7 +237,8 @@ export class PgCdcReader implements Reader {
         nextOrd: 0,
         ord: 0,
         ordTxn: -1,
-        lastPos: '',
+        lastPrefix: '',
+        lastOrd: 0,
         deferred: undefined,
         deferredBytes: 0,
         swap: undefined,
@@ -783,7 +786,8 @@ export class PgCdcReader implements Reader {
   private emit(t: TableState, op: OpCode, tup: Tuple, old: Tuple | undefined): number {
     const o = t.ord++;
     if (this.txnLsn < t.nextLsn || (this.txnLsn === t.nextLsn && o < t.nextOrd)) return 0;
-    t.lastPos = this.txnPrefix + o.toString(16).padStart(8, '0');
+    t.lastPrefix = this.txnPrefix;
+    t.lastOrd = o;
     const buf = this.msg.buf;
     const s2r = t.schemaToRel;
     const ncols = s2r.length;
@@ -930,7 +934,8 @@ export class PgCdcReader implements Reader {
     if (enc.rowCount === 0) return undefined;
     const record = enc.finish(this.ingestTs());
     t.writers = writersOf(enc);
-    return newBatch({ table: t.target, record, watermark: t.lastPos, writeMode: t.writeMode });
+    const watermark = t.lastPrefix + ordinalHex(t.lastOrd);
+    return newBatch({ table: t.target, record, watermark, writeMode: t.writeMode });
   }
 
   private state(table: string): TableState {
