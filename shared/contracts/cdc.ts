@@ -18,6 +18,7 @@
 import type { Batch } from '../dataplane/batch.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { SchemaChange } from '../dataplane/schema-rules.js';
+import type { SnapshotOptions, SnapshotSource } from './snapshot.js';
 import type { TableRef } from './source.js';
 
 /**
@@ -55,7 +56,17 @@ export type CdcEvent =
    * The open transaction committed; after it the stream can resume from `position`.
    * `commitTimeMs`: the source's commit time (lag is measured from it), when known.
    */
-  | { readonly kind: 'commit'; readonly position: SourcePosition; readonly commitTimeMs?: number }
+  | {
+      readonly kind: 'commit';
+      readonly position: SourcePosition;
+      readonly commitTimeMs?: number;
+      /**
+       * The source's transaction id (Postgres: the 32-bit xid, decimal), where the log carries
+       * one: a snapshot window checks it against the chunk's invisible transactions
+       * (shared/contracts/snapshot.ts `ChunkRows.invisible`).
+       */
+      readonly txid?: string;
+    }
   /**
    * Progress without rows (keepalive, heartbeat): every transaction before `position` has been
    * delivered, so with nothing pending the stream could resume here. Only between transactions.
@@ -76,6 +87,14 @@ export type CdcEvent =
       readonly schema: Schema;
       readonly changes: readonly SchemaChange[];
     }
+  /**
+   * A snapshot watermark the engine registered (`Reader.expectWatermark`) was reached, between
+   * transactions: every change before it has been delivered, none after it. `rowsPos` is the
+   * `__pos` prefix (without the 8-hex ordinal) of a chunk's rows placed here: it sorts strictly
+   * after every change delivered before the watermark and strictly before every change after it
+   * (Postgres: `p` + (message LSN - 1); MariaDB: `m` + epoch + file + (snapshot position - 1)).
+   */
+  | { readonly kind: 'watermark'; readonly id: string; readonly rowsPos: string }
   /**
    * The source cannot deliver changes from where it was asked to resume (slot invalidated,
    * binlog purged, server switched without GTIDs): changes between `from` and `to` are lost.
@@ -148,11 +167,22 @@ export interface Reader {
   setConfirmed(position: SourcePosition): Promise<void>;
   /** Stops replication and closes the connection (idempotent). */
   close(): Promise<void>;
+  /**
+   * Snapshot readers: report a `watermark` event with `id` when the stream reaches it (seed 000
+   * `SourceReader.OpenWindow`, reshaped: the engine, not the reader, keeps the window). Without
+   * `at` the id is matched in the stream (Postgres: a `tidemark.watermark` logical message whose
+   * content is the id; the engine registers it before the driver emits it); with `at` the
+   * watermark is reported once the stream has delivered everything before `at` (MariaDB: the
+   * consistent snapshot's binlog position), at once when it already has.
+   */
+  expectWatermark?(id: string, at?: SourcePosition): void;
 }
 
 /** Opens a reader over the given tables (seed 000 `Streamer`). */
 export interface Streamer {
   openReader(tables: readonly CdcTable[], runtime: CdcRuntime): Promise<Reader>;
+  /** Sources that can snapshot (DBLog windows): chunkers on their own query connections. */
+  openSnapshot?(options: SnapshotOptions): Promise<SnapshotSource>;
 }
 
 /** One captured table as the reader needs it. */
@@ -198,13 +228,4 @@ export interface CdcRuntime {
   readonly log?: ReaderLog;
   /** Metric dimensions of the source (`pipeline`, `source`). */
   readonly dims?: Readonly<Record<string, string>>;
-}
-
-/**
- * The snapshot surface (seed 000 `SourceReader`): declared for the snapshot issue, which
- * implements it on the real readers. The engine does not call it yet.
- */
-export interface SourceReader {
-  openWindow(chunkId: number, signal?: AbortSignal): Promise<void>;
-  clearWindow(): void;
 }
