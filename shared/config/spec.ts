@@ -226,6 +226,25 @@ const cdcSourceSchema = z
       .min(1)
       .max(110, 'must be at most 110: ECS stops a task at most 120 s after SIGTERM (stopTimeout)')
       .default(30),
+    /**
+     * How the source's `snapshot: initial` tables are loaded (docs/decisions/0013-snapshots.md):
+     * chunks of `chunkRows` rows by primary-key range, `connections` chunks at once (each its own
+     * query connection: the source's connection budget), at most `rowsPerSecond` rows a second
+     * when set (so a snapshot does not hurt the production database). MySQL 8 (no consistent
+     * snapshot position) needs `watermarkTable` (`db.table`, see docs/mysql-cdc.md).
+     */
+    snapshot: z
+      .object({
+        chunkRows: z.number().int().min(1).max(1_000_000).default(20_000),
+        connections: z.number().int().min(1).max(16).default(2),
+        rowsPerSecond: z.number().positive().optional(),
+        watermarkTable: z
+          .string()
+          .regex(/^[A-Za-z0-9_$]+\.[A-Za-z0-9_$]+$/, 'must be "database.table"')
+          .optional(),
+      })
+      .strict()
+      .default({ chunkRows: 20_000, connections: 2 }),
     /** The log no longer holds the committed position (slot invalidated, binlog purged). */
     onPositionLost: z
       .enum(['fail', 'reset'])
@@ -316,25 +335,20 @@ const incrementalTableSchema = z
   })
   .strict();
 
-const SNAPSHOT_REQUIRED =
-  'is required for a cdc table: set "snapshot: never" to start from the current log position (rows already in the table are NOT loaded; "snapshot: initial", which loads them first, arrives with a later release)';
-const SNAPSHOT_INITIAL =
-  '"initial" (load the rows already in the table first) arrives with snapshots in a later release; set "snapshot: never" to start from the current log position (rows already in the table are not loaded)';
-
 const cdcTableSchema = z
   .object({
     ...tableFields,
     /** The CDC task streams the source's log (Postgres logical replication, the MySQL binlog). */
     mode: z.literal('cdc'),
     /**
-     * What happens to the rows already in the table: `initial` loads them first (later release),
-     * `never` starts from the current log position. No default, so nobody is surprised.
+     * What happens to the rows the table already has when the capture first meets it (a new
+     * pipeline, or a table added to a running one): `initial` (default) loads them by DBLog
+     * windows while the stream runs; `never` starts from the current log position and does
+     * not load them.
      */
     snapshot: z
-      .enum(['initial', 'never'], {
-        error: (iss) => (iss.input === undefined ? SNAPSHOT_REQUIRED : 'must be "never" or "initial"'),
-      })
-      .refine((v) => v === 'never', { message: SNAPSHOT_INITIAL }),
+      .enum(['initial', 'never'], { error: () => 'must be "initial" or "never"' })
+      .default('initial'),
     /**
      * A TRUNCATE in the log: `record` notes it and goes on (the lake keeps the rows written
      * before it), `fail` stops the table.
@@ -503,6 +517,12 @@ export function parseSpec(raw: unknown, opts: { baseDir?: string; env?: NodeJS.P
     if (targets.has(target))
       problems.push({ path: `tables[${i}].target`, message: `two tables write to lake table "${target}"` });
     targets.add(target);
+    if (isCdc(t) && t.insertOnly && t.snapshot === 'initial')
+      problems.push({
+        path: `tables[${i}].snapshot`,
+        message:
+          'an insertOnly table (no primary key) cannot be snapshotted: chunks are primary-key ranges; set "snapshot: never" (its existing rows are then not loaded), or give the table a primary key',
+      });
   });
   problems.push(...cdcSourceProblems(spec));
   // Every table's mode against its kind's capabilities (the gate, shared/config/modes.ts).

@@ -195,6 +195,7 @@ function tableConfigs(spec: Spec, source: string): CdcTableConfig[] {
       onTruncate: t.onTruncate,
       insertOnly: t.insertOnly,
       unchangedToast: t.unchangedToast,
+      snapshot: t.snapshot,
     }));
 }
 
@@ -262,6 +263,7 @@ async function runSource(spec: Spec, name: string, ctx: SourceContext): Promise<
       },
       leaseTtlMs: settings.leaseTtlSeconds * 1000,
       stopTimeoutMs: settings.stopTimeoutSeconds * 1000,
+      snapshot: settings.snapshot,
       signal: ctx.signal,
       ...(ctx.isHolderDead ? { isHolderDead: ctx.isHolderDead } : {}),
       onState: (state) => {

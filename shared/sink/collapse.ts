@@ -39,7 +39,7 @@ export function collapseToLatest(
     const pos = record.data.children[record.schema.fields.findIndex((f) => f.name === META_POS)];
     if (!pos) throw new Error(`record has no ${META_POS} column`);
     posData.push(pos);
-    const key = keyReader(record, primaryKey);
+    const key = primaryKeyReader(record, primaryKey);
     for (let row = 0; row < record.numRows; row++) {
       const k = key(row);
       if (k === NULL_KEY) {
@@ -78,7 +78,10 @@ const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
  * use the value itself (number, bigint, string) where that is exact; composite keys join typed,
  * length-prefixed parts so no two distinct tuples meet.
  */
-function keyReader(record: RecordBatch, primaryKey: readonly string[]): (row: number) => unknown {
+export function primaryKeyReader(
+  record: RecordBatch,
+  primaryKey: readonly string[],
+): (row: number) => unknown {
   const parts = primaryKey.map((name) => {
     const i = record.schema.fields.findIndex((f) => f.name === name);
     const data = record.data.children[i];

@@ -224,17 +224,21 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
     expect(incrementalTables(set)).toEqual([]);
   });
 
-  it('requires snapshot on a cdc table and refuses "initial" until snapshots arrive', () => {
+  it('defaults snapshot to "initial", accepts "never", refuses others and an insertOnly table snapshotting', () => {
     const none = cdcBase();
     delete none.tables[0]!.snapshot;
-    expect(errorOf(none).message).toBe(
-      'tables[0].snapshot: is required for a cdc table: set "snapshot: never" to start from the current log position (rows already in the table are NOT loaded; "snapshot: initial", which loads them first, arrives with a later release)',
-    );
-    const initial = cdcBase('scripted', { snapshot: 'initial' });
-    expect(errorOf(initial).message).toMatch(
-      /^tables\[0\]\.snapshot: "initial" .* arrives with snapshots in a later release; set "snapshot: never" to start from the current log position/,
-    );
+    const parsed = parseSpec(none).tables[0] as { snapshot: string };
+    expect(parsed.snapshot).toBe('initial');
+    expect(
+      (parseSpec(cdcBase('scripted', { snapshot: 'never' })).tables[0] as { snapshot: string }).snapshot,
+    ).toBe('never');
     expect(errorOf(cdcBase('scripted', { snapshot: 'sometimes' })).path).toBe('tables[0].snapshot');
+    const noKey = cdcBase('scripted', { insertOnly: true });
+    delete noKey.tables[0]!.snapshot;
+    expect(errorOf(noKey).message).toMatch(
+      /^tables\[0\]\.snapshot: an insertOnly table \(no primary key\) cannot be snapshotted: .* set "snapshot: never"/,
+    );
+    expect(() => parseSpec(cdcBase('scripted', { insertOnly: true, snapshot: 'never' }))).not.toThrow();
   });
 
   it('says a cursor and the other incremental fields are only for mode: incremental, and the reverse', () => {
@@ -300,6 +304,7 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
       idleCommitSeconds: 10,
       leaseTtlSeconds: 60,
       stopTimeoutSeconds: 30,
+      snapshot: { chunkRows: 20_000, connections: 2 },
       onPositionLost: 'fail',
     });
     const given = base();

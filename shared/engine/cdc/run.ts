@@ -52,6 +52,7 @@ import { positionAfter } from '../../position/position.js';
 import { durableStep, recoverUncommitted } from '../durable-step.js';
 import { takeLease } from '../lease.js';
 import { AckTracker } from './ack.js';
+import { type ChunkLanding, newTableSnapshot, type SnapshotSettings, Snapshotter } from './snapshot.js';
 import {
   type CdcState,
   type CdcTableState,
@@ -75,6 +76,11 @@ export interface CdcTableConfig {
   readonly insertOnly?: boolean;
   /** Postgres: see CdcTable.unchangedToast. */
   readonly unchangedToast?: 'reread' | 'fail';
+  /**
+   * `initial`: a table the state does not know yet is snapshotted (its existing rows loaded by
+   * DBLog windows, ./snapshot.ts) while the stream runs; `never` (default here): not.
+   */
+  readonly snapshot?: 'initial' | 'never';
 }
 
 /** When a table's pending rows are flushed. */
@@ -90,7 +96,14 @@ export interface FlushLimits {
 }
 
 /** Named points of the commit protocol, for fault-injection tests (`faults`). */
-export type CdcPoint = 'before-write' | 'after-write' | 'after-commit' | 'after-ack' | 'renewal';
+export type CdcPoint =
+  | 'before-write'
+  | 'after-write'
+  | 'after-commit'
+  | 'after-ack'
+  | 'renewal'
+  /** A chunk's high watermark arrived; its flush is next. */
+  | 'chunk-landed';
 
 export interface CdcRunOptions {
   readonly pipeline: string;
@@ -133,6 +146,8 @@ export interface CdcRunOptions {
   readonly onState?: (state: 'standby' | 'active') => void;
   /** Sleeps `ms` (injected by tests that drive time); default setTimeout. */
   readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** How snapshots run (chunk size, connections, rate); needed when a table snapshots. */
+  readonly snapshot?: SnapshotSettings;
 }
 
 export interface CdcSummary {
@@ -282,6 +297,8 @@ class CdcRun {
   private ageDueAt = Number.POSITIVE_INFINITY;
   /** This acquisition's fence number: part of every object name this run writes. */
   private readonly fenceNumber: number;
+  /** The snapshots of tables not yet fully loaded; undefined when none runs. */
+  private snapshotter: Snapshotter | undefined;
 
   constructor(
     private readonly opts: CdcRunOptions,
@@ -325,6 +342,7 @@ class CdcRun {
     // A crash between a commit and its ack left the source behind the state: the committed
     // position is durable, so it is acknowledged again first.
     if (this.state.position) await this.ack(this.state.position);
+    await this.startSnapshots(captured);
     this.log.info('capturing', {
       tables: captured.length,
       position: this.state.position?.display ?? this.state.position?.value ?? '(start)',
@@ -336,6 +354,7 @@ class CdcRun {
     const waiting = signal ? AbortSignal.any([signal, this.stopping.signal]) : this.stopping.signal;
     for (;;) {
       this.checkFence();
+      if (this.snapshotter?.failure) throw this.snapshotter.failure;
       if (signal?.aborted) {
         stopped = 'interrupted';
         break;
@@ -346,6 +365,7 @@ class CdcRun {
       });
       if (ev) await this.onEvent(ev);
       else if (this.reader.ended) break;
+      for (const landing of this.snapshotter?.landings() ?? []) await this.land(landing);
       if (signal?.aborted) {
         stopped = 'interrupted';
         break;
@@ -369,6 +389,9 @@ class CdcRun {
     clearInterval(this.renewTimer);
     clearTimeout(this.fenceTimer);
     this.stopping.abort();
+    await this.snapshotter
+      ?.stop()
+      .catch((e: unknown) => this.log.warn('closing the snapshot connections failed', { error: e }));
     await this.reader
       ?.close()
       .catch((e: unknown) => this.log.warn('closing the reader failed', { error: e }));
@@ -433,10 +456,18 @@ class CdcRun {
         }
       }
       const tables: Record<string, CdcTableState> = {};
-      for (const t of this.tables.values())
-        tables[t.config.target] = { rows: 0, objects: 0, schemaHash: t.recorded.hash, schemaVersion: 1 };
+      for (const t of this.tables.values()) tables[t.config.target] = this.newEntry(t);
       await this.commit({ ...this.state, tables });
       return;
+    }
+    // A table the state does not know is new to the capture (added to a running pipeline): its
+    // entry, with its snapshot to do, is committed before anything of it is written.
+    const added = [...this.tables.values()].filter((t) => this.state.tables[t.config.target] === undefined);
+    if (added.length > 0) {
+      const tables: Record<string, CdcTableState> = { ...this.state.tables };
+      for (const t of added) tables[t.config.target] = this.newEntry(t);
+      await this.commit({ ...this.state, tables });
+      this.log.info('tables added to the capture', { tables: added.map((t) => t.config.target) });
     }
     for (const t of this.tables.values()) {
       const lake: LakeTable = { table: t.config.target, writer };
@@ -450,6 +481,68 @@ class CdcRun {
           objects: removed.map((r) => r.uri),
         });
     }
+  }
+
+  private newEntry(t: Captured): CdcTableState {
+    return {
+      rows: 0,
+      objects: 0,
+      schemaHash: t.recorded.hash,
+      schemaVersion: t.recorded.version,
+      ...(t.config.snapshot === 'initial' ? { snapshot: newTableSnapshot() } : {}),
+    };
+  }
+
+  /** Starts the snapshot of every table whose snapshot is not complete (alongside the stream). */
+  private async startSnapshots(captured: readonly Captured[]): Promise<void> {
+    const todo = captured.filter((t) => {
+      const s = this.state.tables[t.config.target]?.snapshot;
+      return s !== undefined && s.state !== 'complete' && !t.stopped;
+    });
+    if (todo.length === 0) return;
+    const settings = this.opts.snapshot;
+    if (!this.opts.streamer.openSnapshot || !settings)
+      throw new TidemarkError(
+        'CDC_SNAPSHOT_UNSUPPORTED',
+        `${todo.map((t) => t.config.target).join(', ')}: this source cannot snapshot (its driver has no chunked reads); set "snapshot: never" on these tables`,
+      );
+    const source = await this.opts.streamer.openSnapshot({
+      connections: settings.connections,
+      ...(settings.watermarkTable ? { watermarkTable: settings.watermarkTable } : {}),
+    });
+    const snapshotter = new Snapshotter(source, this.reader!, settings, this.log, this.opts.clock);
+    this.snapshotter = snapshotter;
+    for (const t of todo)
+      snapshotter.add(
+        {
+          target: t.config.target,
+          ref: t.ref,
+          writeMode: t.config.writeMode,
+          schema: () => t.schema,
+          schemaHash: () => t.recorded.hash,
+          stopped: () => t.stopped,
+        },
+        this.state.tables[t.config.target]!.snapshot!,
+      );
+    snapshotter.start();
+  }
+
+  /** The tables' entries with the snapshot progress of the tables being snapshotted. */
+  private withSnapshots(tables: Record<string, CdcTableState>): Record<string, CdcTableState> {
+    if (!this.snapshotter) return tables;
+    for (const [target, snapshot] of this.snapshotter.progress()) {
+      const prev = tables[target];
+      if (prev) tables[target] = { ...prev, snapshot };
+    }
+    return tables;
+  }
+
+  /** A chunk's high watermark arrived: its table is flushed now, with the chunk's rows. */
+  private async land(landing: ChunkLanding): Promise<void> {
+    await this.opts.faults?.('chunk-landed');
+    const t = this.tables.get(landing.table)!;
+    await this.flushTables([t], this.opts.clock(), landing);
+    this.snapshotter!.committed(landing);
   }
 
   private async onEvent(ev: CdcEvent): Promise<void> {
@@ -478,12 +571,16 @@ class CdcRun {
         return;
       }
       case 'commit':
+        this.snapshotter?.onCommit(ev.txid);
         this.tracker.commit(ev.position);
         if (ev.commitTimeMs !== undefined) for (const t of this.inTxn) t.lastCommitTimeMs = ev.commitTimeMs;
         this.inTxn.clear();
         return;
       case 'progress':
         this.tracker.progress(ev.position);
+        return;
+      case 'watermark':
+        this.snapshotter?.onWatermark(ev.id, ev.rowsPos);
         return;
       case 'ddl': {
         const t = this.tables.get(ev.ddl.table);
@@ -495,6 +592,7 @@ class CdcRun {
           pipeline: this.opts.pipeline,
           table: ev.ddl.table,
         });
+        if (ev.ddl.kind === 'truncate' && t) this.snapshotter?.onTruncate(t.config.target);
         // Everything before the event is flushed first, so the recorded entry and the position
         // it is committed with say exactly where in the stream it happened.
         await this.flushDue(true);
@@ -605,13 +703,19 @@ class CdcRun {
     }
   }
 
-  /** One flush cycle: cut, write in parallel, ONE conditional commit, then ack. */
-  private async flushTables(due: readonly Captured[], now: number): Promise<void> {
+  /**
+   * One flush cycle: cut, write in parallel, ONE conditional commit, then ack. With `landing`
+   * (a chunk whose high watermark arrived), its table's object also carries the chunk's rows
+   * placed after the cut, and the commit takes the chunk's range out of the table's snapshot.
+   */
+  private async flushTables(due: readonly Captured[], now: number, landing?: ChunkLanding): Promise<void> {
     this.checkFence();
     const reader = this.reader!;
     const marks = new Map<string, number>();
-    const cuts: { t: Captured; batch: Batch }[] = [];
+    const cuts: { t: Captured; batches: Batch[]; startPosition: string; last: string }[] = [];
     if (reader.settle) await reader.settle(due.map((t) => t.config.target));
+    const snapshotter = this.snapshotter;
+    let chunkRows = 0;
     for (const t of due) {
       const target = t.config.target;
       marks.set(target, this.tracker.appendedRows(target));
@@ -620,10 +724,33 @@ class CdcRun {
       this.pending.delete(t);
       this.dirty.delete(t);
       // A stopped table's changes are dropped: counted durable, never written.
-      if (batch && !t.stopped) cuts.push({ t, batch });
+      if (t.stopped) continue;
+      if (batch && snapshotter?.watching(target)) snapshotter.observe(target, batch.record, t.ref.primaryKey);
+      const batches = batch ? [batch] : [];
+      if (landing?.table === target) {
+        const next = this.state.tables[target]?.next;
+        const prefix = landing.window.rowsPos!;
+        // Two chunks can sit at one watermark position (MariaDB, no write between their
+        // snapshots): the second one's ordinals go on after the first's.
+        const base = next?.startsWith(prefix) ? Number.parseInt(next.slice(-8), 16) : 0;
+        const placed = snapshotter!.place(landing, base);
+        for (const b of placed) chunkRows += b.record.numRows;
+        batches.push(...placed);
+      }
+      if (batches.length === 0) continue;
+      // The object is named at or past `next` (recovery must find it), and `next` moves past
+      // every row it holds. A chunk placed at a watermark the table's stream rows already passed
+      // (a MariaDB cut the reader had read beyond) is named by `next` itself.
+      const committedNext = this.state.tables[target]?.next;
+      let startPosition = firstPosition(batches[0]!);
+      if (committedNext !== undefined && startPosition < committedNext) startPosition = committedNext;
+      let last = startPosition;
+      for (const b of batches) if (b.watermark! > last) last = b.watermark!;
+      cuts.push({ t, batches, startPosition, last });
     }
     const position = this.tracker.resumeIf(marks);
     const at = new Date(now).toISOString();
+    if (landing) snapshotter!.finish(landing, chunkRows, at);
     let rows = 0;
     let next: CdcState | undefined;
     // One durable step: every due table's object in parallel, then ONE conditional commit of
@@ -635,26 +762,27 @@ class CdcRun {
       owner: this.opts.owner,
       expectedVersion: this.version,
       renewTtlMs: this.opts.leaseTtlMs,
-      writes: cuts.map(({ t, batch }) => ({
+      writes: cuts.map(({ t, batches, startPosition, last }) => ({
         target: { table: t.config.target, writer: this.opts.writer, fence: this.fenceNumber },
         schema: t.schema,
-        startPosition: firstPosition(batch),
-        batches: [batch],
+        startPosition,
+        batches,
         recorded: t.recorded,
         t,
-        batch,
+        last,
       })),
       value: (written) => {
         this.checkFence();
         const tables: Record<string, CdcTableState> = { ...this.state.tables };
         for (const { write, refs } of written) {
-          const { t, batch } = write;
+          const { t, batches, last } = write;
           const prev = tables[t.config.target] ?? { rows: 0, objects: 0 };
-          const n = batch.record.numRows;
+          let n = 0;
+          for (const b of batches) n += b.record.numRows;
           rows += n;
           tables[t.config.target] = {
             ...prev,
-            next: positionAfter(batch.watermark!),
+            next: positionAfter(last),
             rows: prev.rows + n,
             objects: prev.objects + refs.length,
             lastFlushAt: at,
@@ -666,7 +794,7 @@ class CdcRun {
         }
         next = {
           ...this.state,
-          tables,
+          tables: this.withSnapshots(tables),
           ...(position ? { position } : {}),
           lastCommitAt: new Date(this.opts.clock()).toISOString(),
         };
@@ -684,6 +812,7 @@ class CdcRun {
     this.log.debug('flushed', {
       tables: cuts.length,
       rows,
+      ...(landing ? { chunkRows } : {}),
       position: position?.display ?? position?.value,
     });
   }
@@ -697,7 +826,11 @@ class CdcRun {
   /** A commit outside a flush (an idle position, an event): one conditional write under the lease. */
   private async commit(value: CdcState): Promise<void> {
     this.checkFence();
-    const next: CdcState = { ...value, lastCommitAt: new Date(this.opts.clock()).toISOString() };
+    const next: CdcState = {
+      ...value,
+      tables: this.withSnapshots({ ...value.tables }),
+      lastCommitAt: new Date(this.opts.clock()).toISOString(),
+    };
     const committed = await this.opts.store.commit(this.key, {
       owner: this.opts.owner,
       expectedVersion: this.version,

@@ -12,6 +12,7 @@
  */
 import type { DestructiveDDL, SourcePosition } from '../../contracts/cdc.js';
 import { TidemarkError } from '../../contracts/errors.js';
+import type { TableSnapshot } from './snapshot.js';
 
 /** Entries kept in the event log. */
 export const EVENT_LOG = 20;
@@ -31,6 +32,11 @@ export interface CdcTableState {
   readonly lastFlushAt?: string;
   /** Source commit -> durable lag of the last flushed row, ms. */
   readonly lagMs?: number;
+  /**
+   * The table's snapshot (docs/decisions/0013-snapshots.md): pending key ranges and counts;
+   * absent for a table captured with `snapshot: never` (or before snapshots existed).
+   */
+  readonly snapshot?: TableSnapshot;
   /** A stopped table: its changes are dropped until it is re-snapshotted. */
   readonly stopped?: { readonly at: string; readonly reason: string };
 }
