@@ -41,6 +41,8 @@ export interface CdcTableStatus {
   readonly lastFlushAt?: string;
   /** Source commit to durable, at the last flush. */
   readonly lagMs?: number;
+  /** A snapshot under way or done: its state, chunk rows written, chunks. */
+  readonly snapshot?: { readonly state: string; readonly rows: number; readonly chunks: number };
 }
 
 export interface CdcSourceStatus {
@@ -318,6 +320,9 @@ function onCommit(
       objects: t.objects,
       ...(t.lastFlushAt ? { lastFlushAt: t.lastFlushAt } : {}),
       ...(t.lagMs !== undefined ? { lagMs: t.lagMs } : {}),
+      ...(t.snapshot
+        ? { snapshot: { state: t.snapshot.state, rows: t.snapshot.rows, chunks: t.snapshot.chunks } }
+        : {}),
     };
     const flushed = was !== undefined && t.lastFlushAt !== undefined && t.lastFlushAt !== was.lastFlushAt;
     if (was !== undefined && t.rows > was.rows)

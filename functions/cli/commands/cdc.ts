@@ -91,7 +91,7 @@ export function statusText(s: CdcSourceStatus, now: number): string {
   const head = `${s.source}: ${s.state}${s.position ? ` @ ${s.position}` : ''}`;
   const tables = Object.entries(s.tables).map(
     ([t, v]) =>
-      `${t} ${v.rows} rows, flushed ${ago(v.lastFlushAt, now)}${v.lagMs !== undefined ? `, lag ${lagText(v.lagMs)}` : ''}`,
+      `${t} ${v.rows} rows, flushed ${ago(v.lastFlushAt, now)}${v.lagMs !== undefined ? `, lag ${lagText(v.lagMs)}` : ''}${v.snapshot && v.snapshot.state !== 'complete' ? `, snapshot ${v.snapshot.rows} rows in ${v.snapshot.chunks} chunks` : ''}`,
   );
   return [head, ...tables].join(' | ');
 }

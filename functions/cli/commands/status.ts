@@ -162,6 +162,13 @@ function humanCdcStatus(s: CdcSourceStatus, now: number): string {
       );
       if (t.schemaVersion !== null)
         trow('schema', `version ${t.schemaVersion} (hash ${t.schemaHash ?? '?'})`);
+      if (t.snapshot !== null)
+        trow(
+          'snapshot',
+          t.snapshot.state === 'complete'
+            ? `complete: ${t.snapshot.rows} row(s) in ${t.snapshot.chunks} chunk(s)${t.snapshot.completedAt ? `, ${whenText(Date.parse(t.snapshot.completedAt), now)}` : ''}`
+            : `${t.snapshot.state.replace('_', ' ')}: ${t.snapshot.rows} row(s) in ${t.snapshot.chunks} chunk(s) so far, ${t.snapshot.pendingRanges} range(s) pending${t.snapshot.divided ? '' : ' and the rest of the table not yet divided'}${t.snapshot.retries ? `, ${t.snapshot.retries} chunk(s) read again` : ''}; it goes on when the capture runs`,
+        );
     }
     trow(
       'lake',

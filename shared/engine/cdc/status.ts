@@ -48,6 +48,20 @@ export interface CdcTableStatus {
   } | null;
   /** This writer's objects of the table in the lake (other writers' are not counted). */
   readonly lake: { readonly objects: number; readonly bytes: number };
+  /**
+   * The table's snapshot (docs/decisions/0013-snapshots.md): state, chunk rows written, chunks,
+   * key ranges still pending; null for a table captured without one.
+   */
+  readonly snapshot: {
+    readonly state: string;
+    readonly rows: number;
+    readonly chunks: number;
+    readonly pendingRanges: number;
+    readonly divided: boolean;
+    readonly retries: number;
+    readonly startedAt: string | null;
+    readonly completedAt: string | null;
+  } | null;
 }
 
 export interface CdcSourceStatus {
@@ -115,6 +129,18 @@ export async function cdcStatus(opts: CdcStatusOptions): Promise<CdcSourceStatus
         ? { ...entry.stopped, event: stoppingEvent(events, t.target, entry.stopped.at) }
         : null,
       lake,
+      snapshot: entry?.snapshot
+        ? {
+            state: entry.snapshot.state,
+            rows: entry.snapshot.rows,
+            chunks: entry.snapshot.chunks,
+            pendingRanges: entry.snapshot.pending.length,
+            divided: entry.snapshot.rest === null,
+            retries: entry.snapshot.retries ?? 0,
+            startedAt: entry.snapshot.startedAt ?? null,
+            completedAt: entry.snapshot.completedAt ?? null,
+          }
+        : null,
     });
   }
   const lease = leaseStatus(record.lease, now, opts.liveness);
