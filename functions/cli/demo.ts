@@ -117,7 +117,7 @@ export async function runDemo(): Promise<void> {
           source: 'shop',
           table: 'shop.customers',
           mode: 'cdc',
-          snapshot: 'never',
+          snapshot: 'initial',
           writeMode: 'upsert',
         },
         {
@@ -211,6 +211,11 @@ async function cdcDemo(sql: postgres.Sql, demoSpec: unknown, lakeDir: string): P
   line('');
   line('tidemark demo: Postgres -> Parquet, CDC (logical replication, pgoutput) on the same server');
   const spec = parseSpec(demoSpec);
+  // Rows the table has before the capture starts: the snapshot loads them while the log streams.
+  await sql.unsafe(`
+    INSERT INTO shop.customers (id, name, tier, credit)
+    SELECT 100000 + g, 'customer-' || (100000 + g), 'basic', round((random() * 900)::numeric, 2)
+    FROM generate_series(1, 20000) g ON CONFLICT (id) DO NOTHING`);
   const logger = createLogger({ level: 'warn', metrics: false });
   const stop = new AbortController();
   const capture = runCdcSources(spec, { logger, signal: stop.signal });
@@ -235,7 +240,9 @@ async function cdcDemo(sql: postgres.Sql, demoSpec: unknown, lakeDir: string): P
   const t0 = Date.now();
   try {
     await waitFor((s) => s !== undefined, 'start');
-    line(`  capture started in ${Date.now() - t0} ms (slot and publication created); writing changes for 5 s`);
+    line(
+      `  capture started in ${Date.now() - t0} ms (slot and publication created); snapshotting the 20,000 rows the table had while writing changes for 5 s`,
+    );
     let ops = 0;
     const until = Date.now() + 5000;
     for (let batch = 0; Date.now() < until; batch++) {
@@ -253,11 +260,21 @@ async function cdcDemo(sql: postgres.Sql, demoSpec: unknown, lakeDir: string): P
     }
     const [head] = await sql.unsafe<{ lsn: string }[]>('SELECT pg_current_wal_lsn()::text AS lsn');
     const target = parseLsn(head!.lsn);
-    await waitFor((s) => s?.position !== undefined && parseLsn(s.position.value) >= target, 'catch up');
+    await waitFor(
+      (s) =>
+        s?.position !== undefined &&
+        parseLsn(s.position.value) >= target &&
+        s.tables['shop.customers']?.snapshot?.state === 'complete',
+      'catch up',
+    );
     const s = await state();
     const rows = s?.tables['shop.customers']?.rows ?? 0;
+    const snap = s?.tables['shop.customers']?.snapshot;
     line(
-      `  captured ${rows.toLocaleString('en-US')} changes (${ops.toLocaleString('en-US')} statements' rows) up to ${s?.position?.display}; lag to the server: caught up`,
+      `  snapshot: ${snap?.rows.toLocaleString('en-US')} rows in ${snap?.chunks} chunks, read between watermarks while the log streamed`,
+    );
+    line(
+      `  captured ${(rows - (snap?.rows ?? 0)).toLocaleString('en-US')} changes (${ops.toLocaleString('en-US')} statements' rows) up to ${s?.position?.display}; lag to the server: caught up`,
     );
   } finally {
     stop.abort();
