@@ -538,4 +538,51 @@ describe('mysql snapshot: watermark-table mode', () => {
     );
     expect(refusal.message).toContain('cdc.watermarkTable: tidemark.watermarks');
   });
+
+  it('a missing watermark table or a missing privilege on it: the statement or GRANT to run', T, async () => {
+    const s = cdcSource();
+    const { ref, schema } = await tableOf(s, 'wt_data');
+    const snap = await snapshotOf(s, { watermarkTable: `${db.name}.nope`, forceWatermarkTable: true });
+    const missing = await snap
+      .chunker(ref, schema)
+      .read({ range: {}, limit: 1, schema, writeMode: 'append' }, recordingWindow().window, {
+        low: 'm1',
+        high: 'm2',
+      })
+      .catch((e: unknown) => e);
+    expect((missing as TidemarkError).code).toBe('CDC_SNAPSHOT_WATERMARK_TABLE');
+    expect((missing as Error).message).toContain(`CREATE TABLE \`${db.name}\`.\`nope\``);
+
+    // An account that may read the data but not write the watermark table.
+    const user = `snap_${db.name.slice(-8)}`;
+    await sql.query(`CREATE USER '${user}'@'%' IDENTIFIED BY 'pw'`);
+    closers.push(async () => {
+      await sql.query(`DROP USER IF EXISTS '${user}'@'%'`);
+    });
+    await sql.query(`GRANT SELECT ON \`${db.name}\`.* TO '${user}'@'%'`);
+    const url = new URL(db.url);
+    url.username = user;
+    url.password = 'pw';
+    const limited = new MysqlCdcSource({
+      url: url.toString(),
+      sourceName: 'sources.src',
+      connectTimeoutMs: 10_000,
+      heartbeatMs: 1000,
+    });
+    closers.push(() => limited.close());
+    const lsnap = await snapshotOf(limited, {
+      watermarkTable: `${db.name}.wt_marks`,
+      forceWatermarkTable: true,
+    });
+    const t = await tableOf(limited, 'wt_data');
+    const denied = await lsnap
+      .chunker(t.ref, t.schema)
+      .read({ range: {}, limit: 1, schema: t.schema, writeMode: 'append' }, recordingWindow().window, {
+        low: 'd1',
+        high: 'd2',
+      })
+      .catch((e: unknown) => e);
+    expect((denied as TidemarkError).code).toBe('CDC_SNAPSHOT_WATERMARK_TABLE');
+    expect((denied as Error).message).toContain(`GRANT INSERT, DELETE ON \`${db.name}\`.\`wt_marks\``);
+  });
 });
