@@ -126,13 +126,15 @@ const postgres: DriverRegistration = {
 /**
  * MySQL/MariaDB: incremental, and CDC through the row binlog (@vlasky/zongji); the binlog
  * file:pos (with the GTID position) stored in state is the recoverable position. Binlog row
- * events carry the full before image (binlog_row_image=FULL).
+ * events carry the full before image (binlog_row_image=FULL). Snapshots read primary-key
+ * chunks in consistent snapshots (mysql/snapshot.ts), cut exactly at the snapshot's binlog
+ * position on MariaDB, by a watermark table elsewhere.
  */
 const mysql: DriverRegistration = {
   kind: 'mysql',
   capabilities: Object.freeze({
-    snapshot: false,
-    chunkQuery: false,
+    snapshot: true,
+    chunkQuery: true,
     stream: true,
     maxConnections: 0,
     modes: Object.freeze(['incremental', 'cdc'] as const),

@@ -151,8 +151,9 @@ describe('the registry tells the truth', () => {
 
     const my = capabilities('mysql');
     expect(my).toEqual({
-      snapshot: false,
-      chunkQuery: false,
+      // Snapshot chunks by primary key (shared/drivers/mysql/snapshot.ts).
+      snapshot: true,
+      chunkQuery: true,
       stream: true,
       maxConnections: 0,
       modes: ['incremental', 'cdc'],

@@ -159,18 +159,33 @@ function pageSql(
   if (after === undefined) {
     from = `${cursor} IS NOT NULL`;
   } else {
-    const ors: string[] = [];
-    for (let i = 0; i < keys.length; i++) {
-      const eq = keys.slice(0, i).map((k, j) => `${k} = ${after[j]}`);
-      ors.push([...eq, `${keys[i]} > ${after[i]}`].join(' AND '));
-    }
-    from = ors.length === 1 ? ors[0]! : `(${ors.map((o) => `(${o})`).join(' OR ')})`;
+    from = keysetPredicate(keys, after, '>');
   }
   const zero = keyset.zeroDates ? ` AND ${realDate(cursor)}` : '';
   return (
     `SELECT ${selected.map((c) => c.read.expr).join(', ')} FROM ${plan.qualified} AS ${TABLE_ALIAS}` +
     ` WHERE ${from} AND ${bound}${zero} ORDER BY ${keys.join(', ')} LIMIT ${limit}`
   );
+}
+
+/**
+ * `(keys) > (literals)` (or `<=`) in key order, written as ORs (`a > x OR (a = x AND b > y)`),
+ * which MariaDB turns into a primary-key range (the row constructor it does not: see `pageSql`).
+ * `keys` are qualified column names, `literals` their key literals (types.ts `keyLiteral`).
+ */
+export function keysetPredicate(
+  keys: readonly string[],
+  literals: readonly string[],
+  op: '>' | '<=',
+): string {
+  const strict = op === '>' ? '>' : '<';
+  const ors: string[] = [];
+  for (let i = 0; i < keys.length; i++) {
+    const eq = keys.slice(0, i).map((k, j) => `${k} = ${literals[j]}`);
+    const last = i === keys.length - 1 ? op : strict;
+    ors.push([...eq, `${keys[i]} ${last} ${literals[i]}`].join(' AND '));
+  }
+  return ors.length === 1 ? ors[0]! : `(${ors.map((o) => `(${o})`).join(' OR ')})`;
 }
 
 /** The decoded `after` token as key literals, or undefined for the first page. */

@@ -96,6 +96,14 @@ export function binlogPosition(p: BinlogPoint): SourcePosition {
   };
 }
 
+/**
+ * A snapshot watermark's `at` in this reader's scheme: the binlog coordinates `file:pos` (a
+ * consistent snapshot's Binlog_snapshot_file/position), for `Reader.expectWatermark`.
+ */
+export function binlogAt(file: string, pos: number): SourcePosition {
+  return { scheme: MYSQL_POSITION_SCHEME, value: JSON.stringify({ file, pos }), display: `${file}:${pos}` };
+}
+
 export function parseBinlogPosition(p: SourcePosition): BinlogPoint {
   if (p.scheme !== MYSQL_POSITION_SCHEME)
     throw new TidemarkError(
@@ -129,6 +137,11 @@ export interface MysqlReaderOptions {
   readonly clock?: () => number;
   /** `__ingest_ts` of cut batches, ns since the epoch [wall clock]. */
   readonly ingestTsNanos?: () => bigint;
+  /**
+   * `db.table` of the snapshot watermark table (shared/drivers/mysql/snapshot.ts): its inserted
+   * ids are matched against the registered watermarks; never a captured table.
+   */
+  readonly watermarkTable?: string;
 }
 
 interface TableState {
@@ -206,6 +219,19 @@ export class MysqlCdcReader implements Reader {
   private txnGtid: MariadbGtidEvent | undefined;
   private started = false;
   private closed = false;
+  // Snapshot watermarks (`expectWatermark`). `reached`: every event before (file index, pos)
+  // has been decoded (advanced between groups only, and at a group's start).
+  private reachedFile = 0;
+  private reachedPos = 0;
+  /** Watermarks with an `at`: reported once `reached` is at or past it. */
+  private readonly atMarks = new Map<string, { readonly file: number; readonly pos: number }>();
+  /** Watermarks without `at`: ids of watermark-table rows not seen yet. */
+  private readonly tableMarks = new Set<string>();
+  /** Registered ids the open group inserted into the watermark table. */
+  private txnMarks: string[] = [];
+  /** Watermark events ready to be queued (the group that carried them has ended). */
+  private readonly readyMarks: CdcEvent[] = [];
+  private watermarkTable: { readonly database: string; readonly table: string } | undefined;
   /** Counters tests read. */
   readonly seen = { keyChanges: 0, tableMaps: 0, skipped: 0, rawEvents: 0, zongjiEvents: 0 };
   /** How often the binlog connection was paused while the engine was behind. */
@@ -230,6 +256,7 @@ export class MysqlCdcReader implements Reader {
     this.clock = opts.clock ?? Date.now;
     this.ingestTs = opts.ingestTsNanos ?? (() => BigInt(Date.now()) * 1_000_000n);
     this.log = runtime.log;
+    if (opts.watermarkTable !== undefined) this.setWatermarkTable(opts.watermarkTable);
     for (const t of captured) {
       const plan = plans.get(t.ref.source);
       if (!plan) throw new Error(`mysql cdc: no introspection of ${t.ref.source}`);
@@ -357,6 +384,8 @@ export class MysqlCdcReader implements Reader {
     this.file = at.file;
     this.fileIndex = binlogFileIndex(at.file);
     this.epoch = at.epoch;
+    this.reachedFile = this.fileIndex;
+    this.reachedPos = at.pos;
     // MariaDB's list is domain-server-seq; MySQL's set has uuid:interval entries.
     if (at.gtid.includes(':')) this.mysqlGtids = parseGtidSet(at.gtid);
     else
@@ -401,12 +430,6 @@ export class MysqlCdcReader implements Reader {
           error: e,
         });
       }
-    }
-    const include: Record<string, string[]> = {};
-    for (const t of this.tables.values()) {
-      const list = include[t.database] ?? [];
-      list.push(t.table);
-      include[t.database] = list;
     }
     const z = new ZongJi({
       uri: this.opts.url,
@@ -460,23 +483,113 @@ export class MysqlCdcReader implements Reader {
         ...(this.resumeGtid !== undefined
           ? { gtidSet: this.resumeGtid }
           : { filename: at.file, position: at.pos }),
-        includeSchema: include,
-        includeEvents: [
-          'rotate',
-          'tablemap',
-          'writerows',
-          'updaterows',
-          'deleterows',
-          'xid',
-          'query',
-          'mariadbgtid',
-          'gtid',
-          'anonymousgtid',
-          'heartbeat',
-        ],
+        ...this.filters(),
       });
       void stored;
     });
+  }
+
+  /**
+   * What zongji passes on: the captured tables (and the watermark table), and every event that
+   * moves the position between groups (format, GTID list, checkpoint, heartbeat), so a snapshot
+   * watermark at the binlog end is reported on an idle server.
+   */
+  private filters(): { includeSchema: Record<string, string[]>; includeEvents: string[] } {
+    const include: Record<string, string[]> = {};
+    const add = (database: string, table: string) => {
+      const list = include[database] ?? [];
+      if (!list.includes(table)) list.push(table);
+      include[database] = list;
+    };
+    for (const t of this.tables.values()) add(t.database, t.table);
+    if (this.watermarkTable) add(this.watermarkTable.database, this.watermarkTable.table);
+    return {
+      includeSchema: include,
+      includeEvents: [
+        'rotate',
+        'tablemap',
+        'writerows',
+        'updaterows',
+        'deleterows',
+        'xid',
+        'query',
+        'mariadbgtid',
+        'gtid',
+        'anonymousgtid',
+        'heartbeat',
+        'format',
+        'mariadbgtidlist',
+        'binlogcheckpoint',
+        'previousgtids',
+        'unknown',
+      ],
+    };
+  }
+
+  /**
+   * Decodes the rows of the snapshot watermark table `db.table` too (its inserted ids are
+   * matched against watermarks registered without `at`). Takes effect at once on a running
+   * stream (zongji's filters), so it must be called before the first watermark row is written.
+   */
+  setWatermarkTable(source: string): void {
+    const dot = source.indexOf('.');
+    if (dot <= 0 || dot === source.length - 1)
+      throw new SourceError(
+        'CDC_CONFIG',
+        `the snapshot watermark table "${source}" must be written as database.table (e.g. tidemark.watermarks)`,
+      );
+    if (this.bySource.has(source))
+      throw new SourceError(
+        'CDC_CONFIG',
+        `the snapshot watermark table ${source} is a captured table; give the watermarks a table of their own`,
+      );
+    const next = { database: source.slice(0, dot), table: source.slice(dot + 1) };
+    const w = this.watermarkTable;
+    if (w && w.database === next.database && w.table === next.table) return;
+    this.watermarkTable = next;
+    // Re-calling start on a running zongji only replaces its filters.
+    if (this.zongji) this.zongji.start({ ...this.filters() } as never);
+  }
+
+  /**
+   * Registers a snapshot watermark (shared/contracts/cdc.ts): with `at` (binlog coordinates,
+   * `binlogAt`), reported once every event group starting before `at` has been delivered; without,
+   * when the watermark table's row with this id arrives (`setWatermarkTable`).
+   */
+  expectWatermark(id: string, at?: SourcePosition): void {
+    if (at !== undefined) {
+      const p = parseBinlogPosition(at);
+      this.atMarks.set(id, { file: binlogFileIndex(p.file), pos: p.pos });
+    } else {
+      if (!this.watermarkTable)
+        throw new SourceError(
+          'CDC_SNAPSHOT_NEEDS_WATERMARK_TABLE',
+          `watermark ${id} has no binlog position and the reader watches no watermark table (setWatermarkTable)`,
+        );
+      this.tableMarks.add(id);
+    }
+    this.queue.notify();
+  }
+
+  /** Every event before (file index, pos) has been decoded. */
+  private reach(file: number, pos: number): void {
+    if (file > this.reachedFile || (file === this.reachedFile && pos > this.reachedPos)) {
+      this.reachedFile = file;
+      this.reachedPos = pos;
+    }
+  }
+
+  /** Queues the watermarks the stream has reached, when no transaction is half delivered. */
+  private releaseMarks(): void {
+    if (this.inGroup && this.begun) return;
+    if (this.readyMarks.length > 0) this.events.push(...this.readyMarks.splice(0));
+    if (this.atMarks.size === 0) return;
+    for (const [id, m] of this.atMarks) {
+      if (m.file > this.reachedFile || (m.file === this.reachedFile && m.pos > this.reachedPos)) continue;
+      this.atMarks.delete(id);
+      const rowsPos = mysqlPosition(this.epoch, m.file, BigInt(m.pos) - 1n, 0).slice(0, PREFIX_LENGTH);
+      this.events.push({ kind: 'watermark', id, rowsPos });
+    }
   }
 
   // -------------------------------------------------------------------------------------------
@@ -485,6 +598,7 @@ export class MysqlCdcReader implements Reader {
   async next(waitMs: number, signal?: AbortSignal): Promise<CdcEvent | undefined> {
     if (this.closed) throw new Error('mysql cdc reader: next after close');
     for (const t of this.tables.values()) if (t.swap) this.applySwap(t);
+    this.releaseMarks();
     const queued = this.events.shift();
     if (queued) return queued;
     if (this.gapDelivered) return undefined; // nothing streams after a gap
@@ -493,12 +607,16 @@ export class MysqlCdcReader implements Reader {
       const ev = this.queue.take();
       if (ev === undefined) {
         if (this.streamError !== undefined) return this.onStreamError(this.streamError);
+        this.releaseMarks();
+        const mark = this.events.shift();
+        if (mark) return mark;
         const left = deadline - this.clock();
         if (left <= 0 || signal?.aborted) return undefined;
         await this.queue.wait(left, signal);
         continue;
       }
       const out = this.decode(ev);
+      this.releaseMarks();
       if (out) return out;
       const more = this.events.shift();
       if (more) return more;
@@ -541,6 +659,7 @@ export class MysqlCdcReader implements Reader {
           this.file = r.binlogName;
           this.fileIndex = binlogFileIndex(r.binlogName);
         }
+        if (!this.inGroup && r.binlogName) this.reach(binlogFileIndex(r.binlogName), Number(r.position));
         return undefined;
       }
       case 'MariadbGtid': {
@@ -571,7 +690,16 @@ export class MysqlCdcReader implements Reader {
       case 'UpdateRows':
       case 'DeleteRows':
         return this.onRows(ev as WriteRowsEvent | UpdateRowsEvent | DeleteRowsEvent);
+      case 'Heartbeat': {
+        // The server's position while the dump idles (or after events it skipped).
+        const h = ev as AnyBinlogEvent & { binlogName?: string; position?: number | bigint };
+        const pos = Number(h.position ?? ev.nextPosition);
+        if (!this.inGroup && h.binlogName && pos > 0) this.reach(binlogFileIndex(h.binlogName), pos);
+        return undefined;
+      }
       default:
+        // Format description, GTID list, binlog checkpoint: standalone events between groups.
+        if (!this.inGroup && ev.nextPosition > 0) this.reach(this.fileIndex, ev.nextPosition);
         return undefined;
     }
   }
@@ -585,10 +713,18 @@ export class MysqlCdcReader implements Reader {
     this.txnMysqlGtid = undefined;
     this.txnPrefix = mysqlPosition(this.epoch, this.fileIndex, start, 0).slice(0, PREFIX_LENGTH);
     this.txnCommitNs = BigInt(ev.timestamp) * 1_000_000n;
+    this.txnMarks = [];
+    // Everything before the group's first event has been decoded.
+    this.reach(this.fileIndex, Number(start));
   }
 
   /** The end of an event group: a commit when it had captured rows, else progress. */
   private closeGroup(ev: AnyBinlogEvent): CdcEvent | undefined {
+    const txid = this.txnGtid?.gtid ?? this.txnMysqlGtid;
+    // Watermark-table rows of this group: placed at its prefix (after every change before the
+    // group, before every change after it), reported once the group has ended.
+    for (const id of this.txnMarks) this.readyMarks.push({ kind: 'watermark', id, rowsPos: this.txnPrefix });
+    this.txnMarks = [];
     if (this.txnGtid) this.gtids.set(String(this.txnGtid.domainId), this.txnGtid.gtid);
     if (this.txnMysqlGtid && this.mysqlGtids) addGtid(this.mysqlGtids, this.txnMysqlGtid);
     const wasBegun = this.begun;
@@ -597,6 +733,7 @@ export class MysqlCdcReader implements Reader {
     this.txnGtid = undefined;
     this.txnMysqlGtid = undefined;
     if (ev.nextPosition <= 0) return undefined;
+    this.reach(this.fileIndex, ev.nextPosition);
     const point: BinlogPoint = {
       file: this.file,
       pos: ev.nextPosition,
@@ -610,6 +747,7 @@ export class MysqlCdcReader implements Reader {
         kind: 'commit',
         position: binlogPosition(point),
         commitTimeMs: Number(this.txnCommitNs / 1_000_000n),
+        ...(txid !== undefined ? { txid } : {}),
       };
     const now = this.clock();
     if (now - this.lastProgress < this.opts.heartbeatMs) return undefined;
@@ -632,6 +770,7 @@ export class MysqlCdcReader implements Reader {
       const p = this.closeGroup(q);
       if (p) this.events.push(p);
     } else if (!this.inGroup && q.nextPosition > 0) {
+      this.reach(this.fileIndex, q.nextPosition);
       this.floor = {
         ...(this.floor ?? { gtid: '', server: this.server, epoch: this.epoch }),
         file: this.file,
@@ -724,7 +863,11 @@ export class MysqlCdcReader implements Reader {
     const entry = ev.tableMap[ev.tableId];
     if (!entry) return undefined;
     const t = this.bySource.get(`${entry.parentSchema}.${entry.tableName}`);
-    if (!t) return undefined;
+    if (!t) {
+      const w = this.watermarkTable;
+      if (w && entry.parentSchema === w.database && entry.tableName === w.table) this.onWatermarkRows(ev);
+      return undefined;
+    }
     if (!this.inGroup) throw this.protocol(`rows of ${t.source} outside a transaction`);
     if (t.swap) {
       // The engine has not cut the old schema's rows: it must before asking for more.
@@ -771,6 +914,19 @@ export class MysqlCdcReader implements Reader {
     const first = events.shift()!;
     this.events.unshift(...events);
     return first;
+  }
+
+  /** Inserted watermark-table rows: a registered id is a watermark at this group's prefix. */
+  private onWatermarkRows(ev: WriteRowsEvent | UpdateRowsEvent | DeleteRowsEvent): void {
+    if (ev.getTypeName() !== 'WriteRows' || this.tableMarks.size === 0) return;
+    let rows: unknown[] = ev.rows;
+    const raw = rows.length === 1 ? rows[0] : undefined;
+    if (raw instanceof RawRows) rows = raw.reparse();
+    for (const row of rows as Record<string, unknown>[]) {
+      const v = row.id;
+      const id = Buffer.isBuffer(v) ? v.toString('utf8') : String(v);
+      if (this.tableMarks.delete(id)) this.txnMarks.push(id);
+    }
   }
 
   /** The row-image plan of `entry` under the table's current columns (a string: not decodable). */

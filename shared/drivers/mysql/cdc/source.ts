@@ -3,7 +3,10 @@
  * with the incremental driver's own introspection (so both modes agree on every column's lake
  * type and read plan), and opens the binlog reader.
  *
- * Owns: the wiring of introspection and reader for one source. Never decodes.
+ * and the snapshot chunkers (`openSnapshot`, ../snapshot.ts) on their own connections; with a
+ * watermark table, every reader of the source also decodes that table's rows.
+ *
+ * Owns: the wiring of introspection, reader and snapshot source for one source. Never decodes.
  */
 import type { CdcRuntime, CdcTable, Reader } from '../../../contracts/cdc.js';
 import { TidemarkError } from '../../../contracts/errors.js';
@@ -12,12 +15,16 @@ import type { Schema } from '../../../dataplane/schema.js';
 import type { CdcSourceSettings, ClosableCdcSource } from '../../registry.js';
 import { MysqlSession, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
+import { type MysqlSnapshotOptions, MysqlSnapshotSource } from '../snapshot.js';
 import { MysqlCdcReader } from './reader.js';
 
 export class MysqlCdcSource implements ClosableCdcSource, Introspector {
   private readonly db: MysqlSession;
   private readonly plans = new Map<string, TablePlan>();
-  private readonly readers = new Set<Reader>();
+  private readonly readers = new Set<MysqlCdcReader>();
+  private readonly snapshots = new Set<MysqlSnapshotSource>();
+  /** The snapshot watermark table every reader decodes (set by `openSnapshot`). */
+  private watermarkTable: string | undefined;
 
   constructor(private readonly settings: CdcSourceSettings) {
     this.db = new MysqlSession({
@@ -45,6 +52,7 @@ export class MysqlCdcSource implements ClosableCdcSource, Introspector {
         connectTimeoutMs: this.settings.connectTimeoutMs,
         heartbeatMs: runtime.heartbeatMs,
         ...(this.settings.clock ? { clock: this.settings.clock } : {}),
+        ...(this.watermarkTable !== undefined ? { watermarkTable: this.watermarkTable } : {}),
       },
       tables,
       this.plans,
@@ -52,6 +60,27 @@ export class MysqlCdcSource implements ClosableCdcSource, Introspector {
     );
     this.readers.add(reader);
     return reader;
+  }
+
+  /**
+   * Snapshot chunkers on at most `connections` query connections of their own. With
+   * `watermarkTable`, readers opened before and after decode that table's rows.
+   */
+  async openSnapshot(options: MysqlSnapshotOptions): Promise<MysqlSnapshotSource> {
+    const snap = new MysqlSnapshotSource(
+      {
+        url: this.settings.url,
+        sourceName: this.settings.sourceName,
+        connectTimeoutMs: this.settings.connectTimeoutMs,
+      },
+      options,
+    );
+    if (options.watermarkTable !== undefined) {
+      this.watermarkTable = options.watermarkTable;
+      for (const r of this.readers) r.setWatermarkTable(options.watermarkTable);
+    }
+    this.snapshots.add(snap);
+    return snap;
   }
 
   private async guard<T>(fn: () => Promise<T>): Promise<T> {
@@ -67,6 +96,7 @@ export class MysqlCdcSource implements ClosableCdcSource, Introspector {
 
   async close(): Promise<void> {
     for (const r of this.readers) await r.close().catch(() => undefined);
+    for (const s of this.snapshots) await s.close().catch(() => undefined);
     await this.db.close();
   }
 }
