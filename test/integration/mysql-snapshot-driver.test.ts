@@ -378,7 +378,7 @@ describe('mysql snapshot: watermarks at the consistent snapshot', () => {
     let stop = false;
     let written = 0;
     const writing = (async () => {
-      for (let i = 0; !stop && i < 400; i++) {
+      for (let i = 0; !stop && i < 20_000; i++) {
         await writer.query('INSERT INTO wm (id, v) VALUES (?, ?)', [10_000 + i, 'w']);
         written++;
       }
@@ -390,6 +390,9 @@ describe('mysql snapshot: watermarks at the consistent snapshot', () => {
       .read({ range: {}, limit: 100_000, schema, writeMode: 'append' }, w.window, { low: 'lo', high: 'hi' });
     // Right after the snapshot, the same key again.
     await sql.query("UPDATE wm SET v = 'after' WHERE id = 7");
+    // A few more writer transactions after the snapshot, then stop.
+    const atRead = written;
+    while (written < atRead + 3) await new Promise((r) => setTimeout(r, 5));
     stop = true;
     await writing;
     const at = parseBinlogPosition(w.calls.find((c) => c.role === 'high')!.at!);
