@@ -274,16 +274,24 @@ describe('mysql snapshot: chunk batch', () => {
       .read({ range: {}, limit: 100, schema, writeMode: 'upsert' }, w.window, { low: 'L', high: 'H' });
     const inc = new MysqlSource({ url: db.url, lagMs: 10_000, clock: () => CLOCK_MS });
     closers.push(() => inc.close());
-    const page = await inc.incrementalBatch({
-      table: ref,
-      cursorColumn: 'id',
-      after: '',
-      pageSize: 100,
-      posPrefix: incrementalPosPrefix(1, 1),
-      ordinalBase: 0,
-      schema,
-      writeMode: 'upsert',
-    });
+    const pageOf = () =>
+      inc.incrementalBatch({
+        table: ref,
+        cursorColumn: 'id',
+        after: '',
+        pageSize: 100,
+        posPrefix: incrementalPosPrefix(1, 1),
+        ordinalBase: 0,
+        schema,
+        writeMode: 'upsert',
+      });
+    // The incremental bound waits for every open transaction on the (shared) server: another
+    // test file's open transaction can hold the page back for a while.
+    let page = await pageOf();
+    for (let i = 0; i < 60 && page.page?.record.numRows !== 3; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      page = await pageOf();
+    }
     const a = w.rows.batch!.record;
     const b = page.page!.record;
     expect(w.rows.rows).toBe(3);
