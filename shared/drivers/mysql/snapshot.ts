@@ -245,7 +245,7 @@ interface Prepared {
   readonly types: readonly LogicalType[];
 }
 
-class MysqlChunker implements TableChunker {
+export class MysqlChunker implements TableChunker {
   private prepared: Promise<Prepared> | undefined;
 
   constructor(
@@ -278,6 +278,39 @@ class MysqlChunker implements TableChunker {
     return parts.length === 0 ? '' : ` WHERE ${parts.join(' AND ')}`;
   }
 
+  private boundSql(p: Prepared, after: string | undefined, rows: number): string {
+    return (
+      `SELECT ${p.keys.map((k) => k.read.expr).join(', ')} FROM ${p.plan.qualified} AS ${TABLE_ALIAS}` +
+      `${this.rangeSql(p, after, undefined)} ORDER BY ${p.keySql.join(', ')} LIMIT 1 OFFSET ${rows - 1}`
+    );
+  }
+
+  private chunkSql(
+    p: Prepared,
+    selected: readonly ColumnInfo[],
+    range: ChunkRequest['range'],
+    limit: number,
+  ): string {
+    return (
+      `SELECT ${selected.map((c) => c.read.expr).join(', ')} FROM ${p.plan.qualified} AS ${TABLE_ALIAS}` +
+      `${this.rangeSql(p, range.after, range.upTo)} ORDER BY ${p.keySql.join(', ')} LIMIT ${limit}`
+    );
+  }
+
+  /** The statements `nextBound` and `read` run for these arguments (EXPLAIN in tests, docs). */
+  async statements(
+    range: ChunkRequest['range'],
+    limit: number,
+  ): Promise<{ readonly bound: string; readonly chunk: string }> {
+    return this.source.use(async (db) => {
+      const p = await this.prepare(db);
+      return {
+        bound: this.boundSql(p, range.after, limit),
+        chunk: this.chunkSql(p, p.plan.columns, range, limit),
+      };
+    });
+  }
+
   private tokenOf(p: Prepared, row: RawRow, offset: number): string {
     const values = p.keys.map((k, i) =>
       parseValue(k.read, row[offset + i]!, { table: p.plan.source, column: k.name }),
@@ -294,9 +327,7 @@ class MysqlChunker implements TableChunker {
       throw new RangeError(`nextBound: rows must be a positive integer`);
     return this.source.use(async (db) => {
       const p = await this.prepare(db);
-      const sql =
-        `SELECT ${p.keys.map((k) => k.read.expr).join(', ')} FROM ${p.plan.qualified} AS ${TABLE_ALIAS}` +
-        `${this.rangeSql(p, after, undefined)} ORDER BY ${p.keySql.join(', ')} LIMIT 1 OFFSET ${rows - 1}`;
+      const sql = this.boundSql(p, after, rows);
       const got = await db.raw(sql, signal, (fields) => checkResultFields(p.keys, fields));
       return got.length === 0 ? undefined : this.tokenOf(p, got[0]!, 0);
     });
@@ -324,9 +355,7 @@ class MysqlChunker implements TableChunker {
       const hidden = p.keys.filter((k) => !data.includes(k));
       const selected = [...data, ...hidden];
       const keyIndexes = p.keys.map((k) => selected.indexOf(k));
-      const sql =
-        `SELECT ${selected.map((c) => c.read.expr).join(', ')} FROM ${p.plan.qualified} AS ${TABLE_ALIAS}` +
-        `${this.rangeSql(p, req.range.after, req.range.upTo)} ORDER BY ${p.keySql.join(', ')} LIMIT ${req.limit}`;
+      const sql = this.chunkSql(p, selected, req.range, req.limit);
 
       if (mode === 'table') {
         window.expect(ids.low, 'low');
