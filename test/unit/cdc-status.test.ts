@@ -126,12 +126,49 @@ describe('cdcStatus', () => {
       schemaHash: 'h1',
       stopped: null,
       lake: { objects: 2, bytes: 3500 },
+      snapshot: null,
     });
     expect(s.tables[1]).toMatchObject({
       table: 'public.items',
       captured: false,
       lake: { objects: 0, bytes: 0 },
     });
+  });
+
+  it('a table being snapshotted shows its state, counts and what is pending', async () => {
+    const s = await status({
+      tables: {
+        'public.orders': {
+          rows: 40_000,
+          objects: 2,
+          snapshot: {
+            state: 'in_progress',
+            pending: [{ after: 'k1.01', upTo: 'k1.02' }],
+            rest: { after: 'k1.02' },
+            rows: 40_000,
+            chunks: 2,
+            retries: 1,
+            startedAt: iso(60),
+          },
+        },
+        'public.items': {
+          rows: 3,
+          objects: 1,
+          snapshot: { state: 'complete', pending: [], rest: null, rows: 3, chunks: 1, completedAt: iso(5) },
+        },
+      },
+    }).run();
+    expect(s.tables[0]!.snapshot).toEqual({
+      state: 'in_progress',
+      rows: 40_000,
+      chunks: 2,
+      pendingRanges: 1,
+      divided: false,
+      retries: 1,
+      startedAt: iso(60),
+      completedAt: null,
+    });
+    expect(s.tables[1]!.snapshot).toMatchObject({ state: 'complete', divided: true, pendingRanges: 0 });
   });
 
   it('a position without display shows its value', async () => {

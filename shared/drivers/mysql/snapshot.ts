@@ -58,7 +58,7 @@ export function watermarkTableDdl(table: string): string {
 export function needsWatermarkTable(sourceName: string | undefined): SourceError {
   return new SourceError(
     'CDC_SNAPSHOT_NEEDS_WATERMARK_TABLE',
-    `${sourceName ?? 'the source'}: the server does not report a consistent snapshot's binlog position (no Binlog_snapshot_position status: MySQL), so snapshot chunks need a watermark table; create it (${watermarkTableDdl('tidemark.watermarks')}), GRANT INSERT, DELETE ON \`tidemark\`.\`watermarks\` to the capture account, and set the source's cdc.watermarkTable: tidemark.watermarks`,
+    `${sourceName ?? 'the source'}: the server does not report a consistent snapshot's binlog position (no Binlog_snapshot_position status: MySQL), so snapshot chunks need a watermark table; create it (${watermarkTableDdl('tidemark.watermarks')}), GRANT INSERT, DELETE ON \`tidemark\`.\`watermarks\` to the capture account, and set the source's cdc.snapshot.watermarkTable: tidemark.watermarks`,
   );
 }
 
