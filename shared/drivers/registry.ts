@@ -98,14 +98,17 @@ function sourceOptions(s: IncrementalSourceSettings) {
 
 /**
  * Postgres: incremental, and CDC through pgoutput over a permanent slot (the slot's
- * confirmed_flush_lsn is the recoverable position). Only with REPLICA IDENTITY FULL does
- * pgoutput carry the whole deleted row, so no before image in general.
+ * confirmed_flush_lsn is the recoverable position). Snapshots by DBLog windows: primary-key
+ * chunks the database bounds (`chunkQuery`), read between `tidemark.watermark` logical
+ * messages the reader reports in stream order (postgres/snapshot.ts, `openSnapshot` on the CDC
+ * source). Only with REPLICA IDENTITY FULL does pgoutput carry the whole deleted row, so no
+ * before image in general.
  */
 const postgres: DriverRegistration = {
   kind: 'postgres',
   capabilities: Object.freeze({
-    snapshot: false,
-    chunkQuery: false,
+    snapshot: true,
+    chunkQuery: true,
     stream: true,
     maxConnections: 0,
     modes: Object.freeze(['incremental', 'cdc'] as const),

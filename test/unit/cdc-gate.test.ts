@@ -131,12 +131,13 @@ async function putState(store: FileCursorStore, key: string, value: StateValue):
 }
 
 describe('the registry tells the truth', () => {
-  it('postgres and mysql stream (incremental and cdc, recoverable position, a log reader)', () => {
+  it('postgres and mysql stream (incremental and cdc, recoverable position, a log reader)', async () => {
     expect(BUILTIN_DRIVER_KINDS).toEqual(['postgres', 'mysql']);
     const pg = capabilities('postgres');
     expect(pg).toEqual({
-      snapshot: false,
-      chunkQuery: false,
+      // DBLog snapshots: primary-key chunks between watermark messages (postgres/snapshot.ts).
+      snapshot: true,
+      chunkQuery: true,
       stream: true,
       maxConnections: 0,
       modes: ['incremental', 'cdc'],
@@ -148,6 +149,20 @@ describe('the registry tells the truth', () => {
     expect(Object.isFrozen(pg.modes)).toBe(true);
     expect(driver('postgres').openCdc).toBeTypeOf('function');
     expect(driver('postgres').openIncremental).toBeTypeOf('function');
+    // Declaring snapshot means the streamer opens chunkers (nothing connects until a query).
+    const pgCdc = await driver('postgres').openCdc!({
+      url: 'postgres://u:p@127.0.0.1:1/db',
+      sourceName: 'sources.pg',
+      connectTimeoutMs: 1000,
+      slot: 's',
+      publication: 'p',
+      heartbeatMs: 1000,
+    });
+    expect(pgCdc.openSnapshot).toBeTypeOf('function');
+    const snap = await pgCdc.openSnapshot!({ connections: 2 });
+    expect(snap.connections).toBe(2);
+    await snap.close();
+    await pgCdc.close();
 
     const my = capabilities('mysql');
     expect(my).toEqual({

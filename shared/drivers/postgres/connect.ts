@@ -140,6 +140,16 @@ export function replicationClient(opts: ConnectOptions): Sql {
   );
 }
 
+/**
+ * A lazy pool of at most `max` connections with every client's session settings (so binary COPY
+ * and text values read exactly as on the incremental path): the snapshot chunker's query
+ * connections, each chunk read on one it reserves. Connect failures reject as postgres.js
+ * reports them (`translateConnectError` reads them).
+ */
+export function queryPool(opts: ConnectOptions, max: number): Sql {
+  return postgres(opts.url, clientOptions(opts, { max }));
+}
+
 /** Opens a lazy client (it connects on the first query). Tests and tools; sources use `PgConnection`. */
 export function connect(opts: ConnectOptions): { sql: Sql; endpoint: Endpoint } {
   const endpoint = endpointOf(opts.url, opts.sourceName);

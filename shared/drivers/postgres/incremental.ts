@@ -33,6 +33,7 @@ import {
   decodeBinaryValue,
   TupleTooLargeError,
 } from './copy-binary.js';
+import { streamBinaryCopy } from './copy-stream.js';
 import { type ColumnInfo, checkColumnsUnchanged, type KeysetPlan, type TablePlan } from './introspect.js';
 import { keyText, parseColumnText, quoteIdent, quoteLiteral, type ValueContext } from './types.js';
 
@@ -226,6 +227,22 @@ export async function readRowPage(
   };
 }
 
+/**
+ * The table's columns of a resolved wire schema, in its order, matched by name: what a batch
+ * reader selects (then the key columns the schema leaves out, for the resume key).
+ */
+export function dataColumns(plan: TablePlan, schema: Schema): ColumnInfo[] {
+  return schema.columns.map((c) => {
+    const col = plan.columns.find((x) => x.name === c.name);
+    if (!col) {
+      throw new DataError(
+        `${plan.source}: column "${c.name}" of the resolved schema is not in the table any more; re-introspect the table`,
+      );
+    }
+    return col;
+  });
+}
+
 /** The columnar page request (IncrementalPage plus what the batch needs). */
 export interface BatchPageRequest extends IncrementalPage {
   readonly schema: Schema;
@@ -253,15 +270,7 @@ export async function readBatchPage(
   clock: Clock,
 ): Promise<IncrementalResult<Batch | undefined>> {
   checkPageSize(req);
-  const data = req.schema.columns.map((c) => {
-    const col = plan.columns.find((x) => x.name === c.name);
-    if (!col) {
-      throw new DataError(
-        `${plan.source}: column "${c.name}" of the resolved schema is not in the table any more; re-introspect the table`,
-      );
-    }
-    return col;
-  });
+  const data = dataColumns(plan, req.schema);
   const hidden = keyset.keys.filter((k) => !data.includes(k));
   const selected = [...data, ...hidden];
   const bound = await boundOrSchemaChange(sql, plan, keyset, settings, selected, req);
@@ -397,61 +406,16 @@ async function copyRows(
     budget.maxRowBytes,
   );
 
-  const query = sql.unsafe(`COPY (${select}) TO STDOUT (FORMAT binary)`);
-  // Stopping a COPY early takes a cancel request (the protocol has no other way out of COPY OUT
-  // but closing the connection). The server then ends the statement with 57014, or finishes it
-  // first if it was already done; either way the connection stays usable. The cancel is awaited
-  // before returning, so it can never hit the next statement: postgres.js resolves it once the
-  // server has taken it, and a backend that is idle by then ignores it. The server only notices
-  // between rows, so a cancel costs the row in flight: `rowsToAsk` keeps cancels rare.
-  let cancelling: Promise<unknown> | undefined;
-  const cancel = () => {
-    cancelling ??= Promise.resolve(query.cancel()).catch(() => undefined);
-  };
-  const onAbort = () => cancel();
-  req.signal?.addEventListener('abort', onAbort, { once: true });
-  let failure: unknown;
-  try {
-    try {
-      const stream = await query.readable();
-      // postgres.js 3.4 pauses the socket when its COPY stream buffer passes the high-water mark
-      // and resumes it only from the stream's read(); if CopyDone arrives in the same socket chunk
-      // the stream has ended by then, read() is never called again, and the NEXT query on this
-      // connection hangs forever (porsager/postgres#1016). Calling the stream's own read() once
-      // after the end resumes the socket (a no-op when it was never paused).
-      try {
-        for await (const chunk of stream) {
-          // After a decode failure or once the page is full, the rest is dropped unread while
-          // the cancel takes effect: the connection must not be left mid-COPY.
-          if (failure !== undefined || decoder.closed) continue;
-          try {
-            decoder.push(chunk as Buffer);
-          } catch (e) {
-            failure = e;
-          }
-          if (failure !== undefined || decoder.closed) cancel();
-        }
-      } finally {
-        (stream as unknown as { _read(n: number): void })._read(0);
-      }
-    } catch (e) {
-      // The statement ended by our own cancel (page full, a refused row, an abort) is expected.
-      if (!(cancelling && (e as { code?: unknown }).code === QUERY_CANCELED)) throw e;
-    } finally {
-      await cancelling;
-    }
-    req.signal?.throwIfAborted();
-    if (failure instanceof TupleTooLargeError) {
-      const lastKept =
-        decoder.appended > 0 ? lastKeyValues().map((v, k) => keyText(keyset.types[k]!, v)) : after;
-      const texts = await nextKeyTexts(sql, plan, keyset, lastKept, bound);
-      throw rowTooLarge(plan, keyset, texts, failure.bytes, budget.maxRowBytes, !failure.complete);
-    }
-    if (failure !== undefined) throw failure;
-    decoder.end();
-  } finally {
-    req.signal?.removeEventListener('abort', onAbort);
+  const failure = await streamBinaryCopy(sql, select, decoder, req.signal);
+  req.signal?.throwIfAborted();
+  if (failure instanceof TupleTooLargeError) {
+    const lastKept =
+      decoder.appended > 0 ? lastKeyValues().map((v, k) => keyText(keyset.types[k]!, v)) : after;
+    const texts = await nextKeyTexts(sql, plan, keyset, lastKept, bound);
+    throw rowTooLarge(plan, keyset, texts, failure.bytes, budget.maxRowBytes, !failure.complete);
   }
+  if (failure !== undefined) throw failure;
+  decoder.end();
   return {
     appended: decoder.appended,
     tuples: decoder.tuples,
@@ -459,8 +423,6 @@ async function copyRows(
   };
 }
 
-/** SQLSTATE of a statement ended by a cancel request. */
-const QUERY_CANCELED = '57014';
 /** SQLSTATEs of a page statement naming a column or table that is gone (dropped or renamed). */
 const UNDEFINED_COLUMN = '42703';
 const UNDEFINED_TABLE = '42P01';
@@ -473,7 +435,7 @@ const UNDEFINED_TABLE = '42P01';
  * too: when the catalog shows one, the SchemaChangedError names it; otherwise the error stands.
  * Anything else (a lost connection, an abort, a row too large) is returned unchanged.
  */
-async function schemaFailure(
+export async function schemaFailure(
   sql: Sql,
   plan: TablePlan,
   selected: readonly ColumnInfo[],

@@ -18,6 +18,10 @@
  *     incremental driver's type plan (./values.ts), a primary-key change as a delete of the old
  *     key plus an insert of the new one, unchanged TOAST values ('u') from the old tuple under
  *     REPLICA IDENTITY FULL or read back by key at the flush (`unchangedToast: reread`);
+ *   - snapshot windows: a `tidemark.watermark` logical message whose id the engine registered
+ *     (`expectWatermark`) is a `watermark` event at its place in the stream, its `rowsPos` the
+ *     message LSN - 1; every commit event carries the transaction's 32-bit xid (`txid`, from
+ *     Begin) for the chunk's invisible-transaction check (../snapshot.ts);
  *   - Relation messages: identical ones are no-ops, a changed one is a `schema` event (the
  *     engine flushes the old schema's rows first); TRUNCATE is a `ddl` event;
  *   - a lost slot (missing, `wal_status = lost`, invalidated, or advanced past the stored
@@ -68,6 +72,12 @@ export const PG_POSITION_SCHEME = 'pg-lsn';
 
 /** Prefix of the reader's own logical messages. */
 export const HEARTBEAT_PREFIX = 'tidemark.heartbeat';
+
+/**
+ * Prefix of snapshot watermark messages (`pg_logical_emit_message(false, WATERMARK_PREFIX, id)`,
+ * emitted by the snapshot chunker, ../snapshot.ts); the content is the watermark id.
+ */
+export const WATERMARK_PREFIX = 'tidemark.watermark';
 
 export function lsnPosition(lsn: bigint): SourcePosition {
   const text = formatLsn(lsn);
@@ -175,6 +185,10 @@ export class PgCdcReader implements Reader {
   private txnLsn = 0n;
   private txnPrefix = '';
   private txnCommitNs = 0n;
+  /** The open transaction's xid (Begin), decimal: the commit event's `txid`. */
+  private txnXid = '';
+  /** Watermark ids the engine registered (`expectWatermark`) and the stream has not reached. */
+  private readonly watermarks = new Set<string>();
   // Positions.
   private confirmed = 0n;
   /**
@@ -568,7 +582,9 @@ export class PgCdcReader implements Reader {
         {
           const finalLsn = m.u64();
           const commitTs = m.i64();
+          const xid = m.u32();
           this.inTxn = true;
+          this.txnXid = String(xid);
           this.txn++;
           this.txnLsn = finalLsn;
           this.txnPrefix = pgPosition(finalLsn, 0).slice(0, 17);
@@ -588,6 +604,7 @@ export class PgCdcReader implements Reader {
             kind: 'commit',
             position: lsnPosition(endLsn),
             commitTimeMs: Number(pgTimeToNanos(commitTs) / 1_000_000n),
+            txid: this.txnXid,
           };
         }
       case 0x52 /* R */:
@@ -630,12 +647,58 @@ export class PgCdcReader implements Reader {
           const prefix = m.cstring();
           if (!transactional && !this.inTxn && prefix === HEARTBEAT_PREFIX && lsn > this.floor)
             return this.progress(lsn);
+          if (!transactional && prefix === WATERMARK_PREFIX && this.watermarks.size > 0)
+            return this.onWatermark(lsn, m);
           return undefined;
         }
       default:
         // 'Y' Type and 'O' Origin carry nothing the reader needs (types come from the catalog).
         return undefined;
     }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Snapshot watermarks
+
+  /**
+   * Registers a snapshot watermark (shared/contracts/cdc.ts `Reader.expectWatermark`): the
+   * `tidemark.watermark` message whose content is `id` becomes a `watermark` event when the
+   * stream reaches it. `at` is not used: Postgres watermarks are always found in the stream.
+   */
+  expectWatermark(id: string, _at?: SourcePosition): void {
+    this.watermarks.add(id);
+  }
+
+  /**
+   * A non-transactional `tidemark.watermark` message (its flags, LSN and prefix read): a
+   * `watermark` event when its content is a registered id, else nothing (other pipelines on the
+   * same database emit their own: logical messages are database-wide and reach every slot).
+   *
+   * Verified on PostgreSQL 17 (test/integration/postgres-snapshot-driver.test.ts, and
+   * docs/postgres-cdc.md "Snapshots (driver side)"):
+   *   - the LSN pgoutput sends in 'M' is the END of the message's WAL record (the start of the
+   *     next record), and equals what `pg_logical_emit_message` returns;
+   *   - a transaction committed before the message has its commit record (Begin.final_lsn, the
+   *     commit record's START) below the message record, so final_lsn < lsn - 1; one committed
+   *     after it has final_lsn >= lsn > lsn - 1. So rows placed at `p` + hex(lsn - 1) (no
+   *     ordinal) sort strictly after every `__pos` = pgPosition(final_lsn, ordinal) delivered
+   *     before the watermark and strictly before every one delivered after it;
+   *   - under proto_version 1 (no streaming of in-progress transactions) a transaction is decoded
+   *     whole at its commit, so a non-transactional message never arrives between a Begin and
+   *     its Commit: a transaction open across the message is delivered after it.
+   */
+  private onWatermark(lsn: bigint, m: MessageReader): CdcEvent | undefined {
+    const length = m.u32();
+    if (m.off + length > m.endOff) throw this.protocol('a logical message longer than its payload');
+    const id = m.buf.toString('utf8', m.off, m.off + length);
+    m.off += length;
+    if (!this.watermarks.has(id)) return undefined;
+    if (this.inTxn)
+      throw this.protocol(
+        `the watermark message "${id}" inside a transaction (proto_version 1 never does that)`,
+      );
+    this.watermarks.delete(id);
+    return { kind: 'watermark', id, rowsPos: pgPosition(lsn - 1n, 0).slice(0, 17) };
   }
 
   // -------------------------------------------------------------------------------------------

@@ -3,15 +3,19 @@
  * the incremental driver's own introspection (so both modes agree on every column's lake type),
  * makes sure the publication holds exactly those tables, and opens the pgoutput reader.
  *
- * Owns: the wiring of introspection, publication and reader for one source. Never decodes.
+ * Also opens the snapshot chunkers (../snapshot.ts) on the same introspections.
+ *
+ * Owns: the wiring of introspection, publication, reader and snapshot for one source. Never decodes.
  */
 import type { CdcRuntime, CdcTable, Reader } from '../../../contracts/cdc.js';
 import { SourceError, TidemarkError } from '../../../contracts/errors.js';
+import type { SnapshotOptions, SnapshotSource } from '../../../contracts/snapshot.js';
 import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
 import type { Schema } from '../../../dataplane/schema.js';
 import type { CdcSourceSettings, ClosableCdcSource } from '../../registry.js';
 import { PgConnection, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
+import { PgSnapshotSource } from '../snapshot.js';
 import { ensurePublications } from './publication.js';
 import { PgCdcReader } from './reader.js';
 
@@ -19,6 +23,7 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
   private readonly db: PgConnection;
   private readonly plans = new Map<string, TablePlan>();
   private readonly readers = new Set<Reader>();
+  private readonly snapshots = new Set<SnapshotSource>();
 
   constructor(private readonly settings: CdcSourceSettings) {
     this.db = new PgConnection({
@@ -71,6 +76,26 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
     return reader;
   }
 
+  /**
+   * Chunkers for the snapshot of captured tables (shared/contracts/snapshot.ts), on a pool of
+   * at most `options.connections` query connections of their own; they share this source's
+   * introspections.
+   */
+  async openSnapshot(options: SnapshotOptions): Promise<SnapshotSource> {
+    const snapshot = new PgSnapshotSource(
+      {
+        url: this.settings.url,
+        sourceName: this.settings.sourceName,
+        connectTimeoutMs: this.settings.connectTimeoutMs,
+        ...(this.settings.clock ? { clock: this.settings.clock } : {}),
+      },
+      options,
+      this.plans,
+    );
+    this.snapshots.add(snapshot);
+    return snapshot;
+  }
+
   private async guard<T>(
     fn: Parameters<PgConnection['run']>[0] extends (sql: infer S) => unknown ? (sql: S) => Promise<T> : never,
   ): Promise<T> {
@@ -86,6 +111,7 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
 
   async close(): Promise<void> {
     for (const r of this.readers) await r.close().catch(() => undefined);
+    for (const s of this.snapshots) await s.close().catch(() => undefined);
     await this.db.close();
   }
 }
