@@ -319,12 +319,18 @@ export class Snapshotter {
   finish(landing: ChunkLanding, written: number, at: string): void {
     const w = landing.window;
     const job = w.job;
-    const full = (w.rows?.rows ?? 0) >= this.settings.chunkRows && w.rows?.lastKey !== undefined;
+    // A full chunk may have left rows of its range unread (rows inserted since it was divided
+    // off, or the unbounded last range): the rest of the range stays pending. It ended at the
+    // range's bound when its last key IS the bound (tokens are canonical: equal values, equal
+    // tokens; nothing is ordered here).
+    const last = w.rows?.lastKey;
+    const full =
+      (w.rows?.rows ?? 0) >= this.settings.chunkRows && last !== undefined && last !== w.range.upTo;
     const pending: KeyRange[] = [];
     for (const r of job.progress.pending) {
       if (r !== w.range) pending.push(r);
-      else if (full)
-        pending.push({ after: w.rows!.lastKey!, ...(r.upTo !== undefined ? { upTo: r.upTo } : {}) });
+      else if (full && last !== undefined)
+        pending.push({ after: last, ...(r.upTo !== undefined ? { upTo: r.upTo } : {}) });
     }
     const complete = pending.length === 0 && job.progress.rest === null;
     job.progress = {
