@@ -340,6 +340,13 @@ describe('a chunk is an incremental page of the same rows', () => {
         invisible: expect.any(Array),
       });
       expect(await t.chunker.estimateRows!()).toBe(300);
+      // A column added since the chunker introspected: a request in the new schema reads it.
+      await sql`ALTER TABLE snap_types ADD COLUMN extra int DEFAULT 7`;
+      const wider = (await cdc.introspect({ source: 'public.snap_types' })).schema;
+      expect(wider.columns.map((c) => c.name)).toContain('extra');
+      const w2 = recordingWindow();
+      await t.chunker.read({ range: {}, limit: 5, schema: wider, writeMode: 'upsert' }, w2, ids());
+      expect(column(w2.rows!.batch!.record, 'extra')).toEqual([7, 7, 7, 7, 7]);
     } finally {
       await inc.close();
     }
