@@ -340,6 +340,13 @@ describe('a chunk is an incremental page of the same rows', () => {
         invisible: expect.any(Array),
       });
       expect(await t.chunker.estimateRows!()).toBe(300);
+      // A column added since the chunker introspected: a request in the new schema reads it.
+      await sql`ALTER TABLE snap_types ADD COLUMN extra int DEFAULT 7`;
+      const wider = (await cdc.introspect({ source: 'public.snap_types' })).schema;
+      expect(wider.columns.map((c) => c.name)).toContain('extra');
+      const w2 = recordingWindow();
+      await t.chunker.read({ range: {}, limit: 5, schema: wider, writeMode: 'upsert' }, w2, ids());
+      expect(column(w2.rows!.batch!.record, 'extra')).toEqual([7, 7, 7, 7, 7]);
     } finally {
       await inc.close();
     }
@@ -493,6 +500,69 @@ describe('watermarks in a running stream', () => {
       '3',
     ]);
     expect(() => invisibleXids('garbage', [])).toThrow(SourceError);
+  });
+});
+
+describe('reads end cleanly', () => {
+  it('an abort cancels a chunk read blocked at the server; the one connection is reusable', T, async () => {
+    await sql`CREATE TABLE snap_abort (id int PRIMARY KEY, v text)`;
+    await sql`INSERT INTO snap_abort SELECT g, 'v' FROM generate_series(1, 50) g`;
+    const one = await cdc.openSnapshot({ connections: 1 });
+    const locker = await sql.reserve();
+    try {
+      const { ref, schema } = await cdc.introspect({ source: 'public.snap_abort' });
+      const chunker = one.chunker(ref, schema);
+      await locker`BEGIN`;
+      await locker`LOCK TABLE snap_abort IN ACCESS EXCLUSIVE MODE`;
+      const ac = new AbortController();
+      const w = recordingWindow();
+      const reading = chunker
+        .read({ range: {}, limit: 100, schema, writeMode: 'upsert' }, w, ids(), ac.signal)
+        .then(
+          () => 'read',
+          (e: unknown) => e,
+        );
+      // Wait until the chunk's COPY waits for the lock, then abort it.
+      for (let i = 0; ; i++) {
+        const [r] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_locks
+          WHERE relation = 'snap_abort'::regclass AND NOT granted`;
+        if (r!.n > 0) break;
+        if (i > 600)
+          throw new Error(
+            `the chunk read never waited for the lock: ${String(await Promise.race([reading, 'still running']))}; ${JSON.stringify(w.calls)}; ${JSON.stringify(await sql`SELECT pid, application_name, state, wait_event_type, query FROM pg_stat_activity WHERE datname = current_database()`)}`,
+          );
+        await new Promise((res) => setTimeout(res, 100));
+      }
+      const reason = new Error('stop the chunk');
+      ac.abort(reason);
+      expect(await reading).toBe(reason);
+      expect(w.calls).toEqual([expect.stringMatching(/^expect low /)]);
+      await locker`ROLLBACK`;
+      // Nothing of ours is left in a transaction, and the pool's only connection reads again.
+      const [idle] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE application_name = 'tidemark-snapshot' AND state LIKE 'idle in transaction%'`;
+      expect(idle!.n).toBe(0);
+      const again = recordingWindow();
+      await chunker.read({ range: {}, limit: 100, schema, writeMode: 'upsert' }, again, ids());
+      expect(again.rows!.rows).toBe(50);
+    } finally {
+      await locker`ROLLBACK`.catch(() => undefined);
+      locker.release();
+      await one.close();
+    }
+  });
+
+  it('a partitioned table: chunks through its root, estimate from its leaves', T, async () => {
+    await sql.unsafe(`
+      CREATE TABLE snap_parts (id int, at date, PRIMARY KEY (id, at)) PARTITION BY RANGE (at);
+      CREATE TABLE snap_parts_a PARTITION OF snap_parts FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');
+      CREATE TABLE snap_parts_b PARTITION OF snap_parts FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+      INSERT INTO snap_parts SELECT g, date '2025-06-01' + g * 3 FROM generate_series(1, 120) g;
+      ANALYZE snap_parts;`);
+    const t = await tableOf('public.snap_parts');
+    expect(await t.chunker.estimateRows!()).toBe(120);
+    const { chunks } = await readAll(t, 25, 25, (rb, i) => String(column(rb, 'id')[i]));
+    expect(chunks.flat()).toEqual(Array.from({ length: 120 }, (_, k) => String(k + 1)));
   });
 });
 

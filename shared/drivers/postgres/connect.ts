@@ -147,7 +147,12 @@ export function replicationClient(opts: ConnectOptions): Sql {
  * reports them (`translateConnectError` reads them).
  */
 export function queryPool(opts: ConnectOptions, max: number): Sql {
-  return postgres(opts.url, clientOptions(opts, { max }));
+  // fetch_types stays on here: in postgres.js 3.4.9 `sql.reserve()` on a connection it has to
+  // open first never resolves without it (the new connection's first ReadyForQuery skips the
+  // reserve request and hands the connection to nobody; the type fetch's ReadyForQuery is what
+  // hands it over). The cost is one catalog query per new connection; values are unaffected
+  // (chunks read binary COPY and raw text, never parsed values).
+  return postgres(opts.url, clientOptions(opts, { max, fetch_types: true }));
 }
 
 /** Opens a lazy client (it connects on the first query). Tests and tools; sources use `PgConnection`. */

@@ -87,9 +87,9 @@ interface KeyPlan {
 }
 
 /**
- * Chunkers over one source's tables (see the module comment). `plans` are the CDC source's
- * introspections (shared, so both read the same column plans); a table not in it is
- * introspected on first use.
+ * Chunkers over one source's tables (see the module comment). Each chunker introspects its table
+ * on first use (the incremental introspection, so columns read exactly as on pages and in the
+ * stream), and again when a request's schema names a column its plan does not have.
  */
 export class PgSnapshotSource implements SnapshotSource {
   readonly connections: number;
@@ -100,7 +100,6 @@ export class PgSnapshotSource implements SnapshotSource {
   constructor(
     private readonly settings: PgSnapshotSettings,
     options: SnapshotOptions,
-    private readonly plans: ReadonlyMap<string, TablePlan> = new Map(),
   ) {
     if (!Number.isInteger(options.connections) || options.connections < 1)
       throw new TidemarkError(
@@ -134,9 +133,9 @@ export class PgSnapshotSource implements SnapshotSource {
     return this.clock;
   }
 
-  /** @internal The plan of `source`: the CDC source's, or a new introspection. */
-  async planOf(source: string): Promise<TablePlan> {
-    return this.plans.get(source) ?? (await this.guard(() => introspectTable(this.sql, { source })));
+  /** @internal A new introspection of `source`. */
+  planOf(source: string): Promise<TablePlan> {
+    return this.guard(() => introspectTable(this.sql, { source }));
   }
 
   /**
@@ -260,7 +259,12 @@ class PgTableChunker implements TableChunker {
     if (!Number.isInteger(req.limit) || req.limit < 1)
       throw new RangeError(`postgres snapshot: a chunk needs a positive row limit, got ${req.limit}`);
     signal?.throwIfAborted();
-    const kp = await this.keyPlan();
+    let kp = await this.keyPlan();
+    // A column the plan does not know (added since it was introspected): introspect once more.
+    if (req.schema.columns.some((c) => !kp.plan.columns.some((p) => p.name === c.name))) {
+      this.resolved = undefined;
+      kp = await this.keyPlan();
+    }
     const { plan } = kp;
     const data = dataColumns(plan, req.schema);
     const hidden = kp.keys.filter((k) => !data.includes(k));

@@ -3,7 +3,7 @@
  * the incremental driver's own introspection (so both modes agree on every column's lake type),
  * makes sure the publication holds exactly those tables, and opens the pgoutput reader.
  *
- * Also opens the snapshot chunkers (../snapshot.ts) on the same introspections.
+ * Also opens the snapshot chunkers (../snapshot.ts).
  *
  * Owns: the wiring of introspection, publication, reader and snapshot for one source. Never decodes.
  */
@@ -78,8 +78,7 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
 
   /**
    * Chunkers for the snapshot of captured tables (shared/contracts/snapshot.ts), on a pool of
-   * at most `options.connections` query connections of their own; they share this source's
-   * introspections.
+   * at most `options.connections` query connections of their own.
    */
   async openSnapshot(options: SnapshotOptions): Promise<SnapshotSource> {
     const snapshot = new PgSnapshotSource(
@@ -90,7 +89,6 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
         ...(this.settings.clock ? { clock: this.settings.clock } : {}),
       },
       options,
-      this.plans,
     );
     this.snapshots.add(snapshot);
     return snapshot;
