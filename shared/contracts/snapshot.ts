@@ -54,8 +54,11 @@ export interface ChunkRows {
   /** Token of the last row's key; undefined when no row was read. */
   readonly lastKey: string | undefined;
   /**
-   * Postgres: ids of transactions that were in progress in the chunk's snapshot
-   * (`pg_current_snapshot()` xip, as the stream's 32-bit xids in decimal). A transaction the
+   * Postgres: ids of transactions the chunk's snapshot cannot see although they may have
+   * committed before it (`pg_current_snapshot()` xip, plus the transactions running at or above
+   * its xmax, read after the low watermark: a snapshot's xmax is the newest COMPLETED xid + 1,
+   * so a commit still waiting for a standby sits above it), as the stream's 32-bit xids in
+   * decimal. A transaction the
    * stream committed BEFORE the low watermark that is still invisible to the chunk (commit
    * streamed, not yet visible: synchronous replication) makes the chunk stale: the engine
    * discards it and reads it again. Undefined on sources whose cut is exact (MariaDB).
