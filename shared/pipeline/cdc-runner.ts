@@ -265,7 +265,14 @@ async function runSource(spec: Spec, name: string, ctx: SourceContext): Promise<
       },
       leaseTtlMs: settings.leaseTtlSeconds * 1000,
       stopTimeoutMs: settings.stopTimeoutSeconds * 1000,
-      snapshot: settings.snapshot,
+      // The per-source budget, within what the kind allows (0: no opinion).
+      snapshot: {
+        ...settings.snapshot,
+        connections:
+          reg.capabilities.maxConnections > 0
+            ? Math.min(settings.snapshot.connections, reg.capabilities.maxConnections)
+            : settings.snapshot.connections,
+      },
       signal: ctx.signal,
       ...(ctx.isHolderDead ? { isHolderDead: ctx.isHolderDead } : {}),
       onState: (state) => {

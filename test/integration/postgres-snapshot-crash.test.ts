@@ -87,8 +87,8 @@ async function committedSnapshot(dir: string, table: string): Promise<TableSnaps
 /** The first unfinished range of a committed progress, as the next run must read it first. */
 function firstUnfinished(s: TableSnapshot | undefined): KeyRange | 'divide' | undefined {
   if (!s) return undefined;
-  if (s.pending.length > 0) return s.pending[0];
-  return s.rest === null ? undefined : 'divide';
+  if (s.pending !== undefined && s.pending.length > 0) return s.pending[0];
+  return s.state === 'complete' || s.rest === null ? undefined : 'divide';
 }
 
 interface Outcome {

@@ -16,7 +16,8 @@ import { mysqlPosition } from '../../shared/position/position.js';
 import { MAX_STATE_VALUE_BYTES, serializeValue } from '../../shared/state/cursor-rules.js';
 
 describe('CDC state size', () => {
-  it('500 tables with 64+64-character names and MySQL positions fit under the limit', () => {
+  it('500 tables with 64+64-character names, MySQL positions and snapshot entries fit under the limit', () => {
+    const longKey = `k1.${'f'.repeat(256)}`;
     const tables: Record<string, CdcTableState> = {};
     for (let i = 0; i < 500; i++) {
       const name = `${'s'.repeat(60)}${String(i).padStart(4, '0')}.${'t'.repeat(60)}${String(i).padStart(4, '0')}`;
@@ -29,6 +30,27 @@ describe('CDC state size', () => {
         lastFlushAt: '2026-12-01T14:21:03.123Z',
         lagMs: 999_999_999,
         stopped: { at: '2026-12-01T14:21:03.123Z', reason: 'r'.repeat(100) },
+        // Every table snapshotted; a few still at it, with long text keys (a 128-byte key is
+        // 256 hex digits of token) in their pending ranges and rest (decision 0013: the
+        // orchestrator works table by table, at most `connections` ranges in flight).
+        snapshot:
+          i < 4
+            ? {
+                state: 'in_progress',
+                pending: Array.from({ length: 4 }, () => ({ after: longKey, upTo: longKey })),
+                rest: { after: longKey },
+                rows: Number.MAX_SAFE_INTEGER,
+                chunks: 999_999_999,
+                retries: 999_999,
+                startedAt: '2026-12-01T14:21:03.123Z',
+              }
+            : {
+                state: 'complete',
+                rows: Number.MAX_SAFE_INTEGER,
+                chunks: 999_999_999,
+                startedAt: '2026-12-01T14:21:03.123Z',
+                completedAt: '2026-12-01T14:21:03.123Z',
+              },
       };
     }
     let state: CdcState = {

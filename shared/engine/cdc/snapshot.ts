@@ -53,10 +53,13 @@ export interface SnapshotSettings {
 /** A table's snapshot progress as the state item keeps it (per table, `snapshot`). */
 export interface TableSnapshot {
   readonly state: 'not_started' | 'in_progress' | 'complete';
-  /** Ranges already divided off and not yet finished, in key order. */
-  readonly pending: readonly KeyRange[];
-  /** The key space not yet divided into ranges: keys after `after` (none: from the start); null once divided to the end. */
-  readonly rest: { readonly after?: string } | null;
+  /** Ranges already divided off and not yet finished, in key order (absent once complete). */
+  readonly pending?: readonly KeyRange[];
+  /**
+   * The key space not yet divided into ranges: keys after `after` (none: from the start); null
+   * once divided to the end (absent once complete).
+   */
+  readonly rest?: { readonly after?: string } | null;
   /** Chunk rows written, chunks finished, chunks read again (stale windows). */
   readonly rows: number;
   readonly chunks: number;
@@ -65,8 +68,14 @@ export interface TableSnapshot {
   readonly completedAt?: string;
 }
 
+/** A table's snapshot progress while it runs: pending ranges and rest always present. */
+interface Progress extends TableSnapshot {
+  readonly pending: readonly KeyRange[];
+  readonly rest: { readonly after?: string } | null;
+}
+
 /** A table about to be snapshotted for the first time. */
-export function newTableSnapshot(): TableSnapshot {
+export function newTableSnapshot(): Progress {
   return { state: 'not_started', pending: [], rest: {}, rows: 0, chunks: 0 };
 }
 
@@ -90,7 +99,7 @@ export interface ChunkLanding {
 interface Job {
   readonly table: SnapshotTable;
   readonly chunker: TableChunker;
-  progress: TableSnapshot;
+  progress: Progress;
   /** Ranges (by identity) being read now. */
   readonly reading: Set<KeyRange>;
   /** Dividing the rest is one query at a time. */
@@ -164,7 +173,11 @@ export class Snapshotter {
     this.jobs.push({
       table,
       chunker: this.source.chunker(table.ref, table.schema()),
-      progress,
+      progress: {
+        ...progress,
+        pending: progress.pending ?? [],
+        rest: progress.rest === undefined ? {} : progress.rest,
+      },
       reading: new Set(),
       dividing: undefined,
       estimate: undefined,
@@ -178,9 +191,18 @@ export class Snapshotter {
     return this.jobs.some((j) => j.progress.state !== 'complete');
   }
 
-  /** The progress of every table being snapshotted, to go into the next state commit. */
+  /**
+   * The progress of every table being snapshotted, to go into the next state commit. A complete
+   * one is stored without its (empty) ranges: 500 tables' entries fit in one state item.
+   */
   progress(): ReadonlyMap<string, TableSnapshot> {
-    return new Map(this.jobs.map((j) => [j.table.target, j.progress]));
+    return new Map(
+      this.jobs.map((j) => {
+        if (j.progress.state !== 'complete') return [j.table.target, j.progress];
+        const { pending: _p, rest: _r, ...done } = j.progress;
+        return [j.table.target, done];
+      }),
+    );
   }
 
   /** Starts the chunk readers (one per connection). */
@@ -333,14 +355,10 @@ export class Snapshotter {
         pending.push({ after: last, ...(r.upTo !== undefined ? { upTo: r.upTo } : {}) });
     }
     const complete = pending.length === 0 && job.progress.rest === null;
-    job.progress = {
-      ...job.progress,
-      state: complete ? 'complete' : 'in_progress',
-      pending,
-      rows: job.progress.rows + written,
-      chunks: job.progress.chunks + 1,
-      ...(complete ? { completedAt: at } : {}),
-    };
+    const rows = job.progress.rows + written;
+    const chunks = job.progress.chunks + 1;
+    job.progress = { ...job.progress, state: complete ? 'complete' : 'in_progress', pending, rows, chunks };
+    if (complete) job.progress = { ...job.progress, completedAt: at };
     job.rowsThisRun += written;
   }
 
