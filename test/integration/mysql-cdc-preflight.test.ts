@@ -90,6 +90,7 @@ describe('MySQL CDC preflight on MariaDB', () => {
       'server_id',
       'replication',
       'binlog_retention',
+      'snapshot',
     ]);
     const at = byCheck(lines);
     // What the harness sets (log-bin, ROW, FULL image) and MariaDB's defaults (no compression,
@@ -102,6 +103,7 @@ describe('MySQL CDC preflight on MariaDB', () => {
       'gtid',
       'replication',
       'binlog_retention',
+      'snapshot',
     ]) {
       expect(at[check], check).toMatchObject({ status: 'ok' });
     }
@@ -288,6 +290,7 @@ describe('MySQL CDC preflight on MariaDB', () => {
         ['sources.my', 'server_id'],
         ['sources.my', 'replication'],
         ['sources.my', 'binlog_retention'],
+        ['sources.my', 'snapshot'],
         [`${db.name}.keyed`, 'table'],
         [`${db.name}.keyed`, 'key'],
         [`${db.name}.nokey`, 'table'],

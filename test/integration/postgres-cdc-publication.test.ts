@@ -360,7 +360,10 @@ describe('preflightCdcSource', () => {
       'slot',
       'wal_keep',
       'publication',
+      'watermarks',
     ]);
+    expect(line(items, 'watermarks')).toMatchObject({ status: 'ok' });
+    expect(line(items, 'watermarks').message).toContain('pg_logical_emit_message is allowed');
     expect(line(items, 'wal_level')).toMatchObject({ status: 'ok', message: 'wal_level is logical' });
     expect(line(items, 'version').status).toBe('ok');
     expect(line(items, 'replication')).toMatchObject({ status: 'ok' });
@@ -543,6 +546,7 @@ describe('tidemark check with postgres cdc tables (in process, hand-built spec)'
         ['sources.app', 'slot', 'ok'],
         ['sources.app', 'wal_keep', 'warn'],
         ['sources.app', 'publication', 'fail'],
+        ['sources.app', 'watermarks', 'ok'],
         ['public.keyed12', 'table', 'ok'],
         ['public.keyed12', 'toast', 'ok'],
         ['public.log12', 'table', 'ok'],

@@ -119,7 +119,9 @@ describe('judgeBinlog: the lines', () => {
       ['server_id', 'ok'],
       ['replication', 'ok'],
       ['binlog_retention', 'ok'],
+      ['snapshot', 'ok'],
     ]);
+    expect(line(mariadb(), 'snapshot').message).toContain('Binlog_snapshot_position');
     expect(line(mariadb(), 'gtid').message).toContain(
       'gtid_domain_id 0, gtid_current_pos 0-1-42, gtid_binlog_pos 0-1-42',
     );
@@ -140,7 +142,9 @@ describe('judgeBinlog: the lines', () => {
       ['server_id', 'ok', undefined],
       ['replication', 'ok', undefined],
       ['binlog_retention', 'ok', undefined],
+      ['snapshot', 'warn', 'CDC_SNAPSHOT_NEEDS_WATERMARK_TABLE'],
     ]);
+    expect(lines.at(-1)!.message).toContain('cdc.snapshot.watermarkTable');
     const meta = lines[3]!.message;
     expect(meta).toContain('binlog_row_metadata is MINIMAL (the MySQL default)');
     expect(meta).toContain('ADD COLUMN ... FIRST');

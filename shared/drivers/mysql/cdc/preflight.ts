@@ -213,6 +213,7 @@ export function judgeBinlog(facts: BinlogFacts, opts: MysqlCdcPreflightOptions):
     j.serverId(opts.serverId),
     j.line('replication', () => j.grants()),
     j.retention(opts.binlogRetentionHours),
+    j.snapshotCut(),
     ...j.filters(opts.tables ?? []),
   ];
 }
@@ -232,6 +233,25 @@ class Judge {
     this.platform = platformOf(facts);
     this.v = facts.variables;
     this.mariadb = facts.flavor === 'mariadb';
+  }
+
+  /**
+   * The `snapshot` line (docs/decisions/0013-snapshots.md): MariaDB's consistent snapshot names
+   * its binlog position, an exact cut; MySQL's does not, so snapshot: initial tables need the
+   * watermark table (a warning: a spec whose tables are all snapshot: never needs nothing).
+   */
+  snapshotCut(): CheckItem {
+    if (this.mariadb)
+      return passed(
+        'snapshot',
+        `${this.product} reports a consistent snapshot's binlog position (Binlog_snapshot_position): snapshot chunks are exact and write nothing to the server`,
+      );
+    return {
+      check: 'snapshot',
+      status: 'warn',
+      code: 'CDC_SNAPSHOT_NEEDS_WATERMARK_TABLE',
+      message: `${this.product} does not report a consistent snapshot's binlog position: snapshot: initial tables need a watermark table (cdc.snapshot.watermarkTable, docs/mysql-cdc.md; untested on MySQL 8 so far), or snapshot: never`,
+    };
   }
 
   line(check: string, fn: () => string): CheckItem {

@@ -42,7 +42,39 @@ export async function preflightCdcSource(sql: Sql, opts: CdcPreflightOptions): P
     await step('slot', () => slotLine(sql, opts.slot)),
     await walKeepLine(sql, opts.slot),
     ...(await publicationLines(sql, opts)),
+    await watermarkLine(sql),
   ];
+}
+
+/**
+ * The `watermarks` line: heartbeats and snapshot windows (docs/decisions/0013-snapshots.md) are
+ * logical messages the role must be allowed to emit. A warning, not a failure: a capture whose
+ * tables are all `snapshot: never` runs without (its idle slot then advances only with changes).
+ */
+async function watermarkLine(sql: Sql): Promise<CheckItem> {
+  try {
+    const r = await one<{ ok: boolean; role: string }>(
+      sql,
+      // The text-content overload (PostgreSQL 17 added a `flush` argument with a default).
+      `SELECT coalesce(bool_or(has_function_privilege(p.oid, 'EXECUTE')), false) AS ok, current_user::text AS role
+       FROM pg_catalog.pg_proc p
+       WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.proname = 'pg_logical_emit_message'
+         AND p.proargtypes[2] = 'pg_catalog.text'::pg_catalog.regtype`,
+    );
+    if (r.ok)
+      return passed(
+        'watermarks',
+        'pg_logical_emit_message is allowed: heartbeats and snapshot watermarks are logical messages (no table is written)',
+      );
+    return {
+      check: 'watermarks',
+      status: 'warn',
+      code: 'SOURCE_PRIVILEGE',
+      message: `role ${r.role} may not call pg_logical_emit_message: snapshot: initial tables cannot be snapshotted and an idle slot is not advanced by heartbeats; GRANT EXECUTE ON FUNCTION pg_catalog.pg_logical_emit_message(boolean, text, text) TO "${r.role}"; (PostgreSQL 17 and later: (boolean, text, text, boolean)) (or set snapshot: never)`,
+    };
+  } catch (e) {
+    return failed('watermarks', e);
+  }
 }
 
 /**
