@@ -561,7 +561,7 @@ describe('mysql snapshot: watermark-table mode', () => {
     expect(refusal.message).toContain(
       'CREATE TABLE `tidemark`.`watermarks` (id VARCHAR(64) NOT NULL PRIMARY KEY',
     );
-    expect(refusal.message).toContain('cdc.watermarkTable: tidemark.watermarks');
+    expect(refusal.message).toContain('cdc.snapshot.watermarkTable: tidemark.watermarks');
   });
 
   it('a missing watermark table or a missing privilege on it: the statement or GRANT to run', T, async () => {
