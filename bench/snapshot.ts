@@ -20,12 +20,13 @@
  * round). Prints; never asserts a timing (the exit status says only whether something broke).
  *
  * Options: --rows N (default 1000000), --runs N (default 3), --quick (200000 rows, 1 run),
- *          --only pg|mysql.
+ *          --only pg|mysql, --profile (one extra 1-connection run per database under --cpu-prof,
+ *          its main thread summarised by component; the Parquet encode worker is not profiled).
  * Owns: the servers it starts (stopped by their stop(), by pid), its temp dir, its child processes.
  * Never tunes the engine, the drivers or the sink.
  */
 import { existsSync, readdirSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -47,6 +48,7 @@ import {
   type Sample,
   shellQuote,
   stopChildrenOnInterrupt,
+  summariseProfile,
   timeShell,
   type Variant,
   type VariantResult,
@@ -68,6 +70,7 @@ interface Options {
   readonly rows: number;
   readonly runs: number;
   readonly only: 'pg' | 'mysql' | undefined;
+  readonly profile: boolean;
 }
 
 function parseOptions(argv: readonly string[]): Options {
@@ -78,6 +81,7 @@ function parseOptions(argv: readonly string[]): Options {
       runs: { type: 'string' },
       quick: { type: 'boolean', default: false },
       only: { type: 'string' },
+      profile: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -95,6 +99,7 @@ function parseOptions(argv: readonly string[]): Options {
     rows: int('--rows', values.rows, quick ? 200_000 : 1_000_000),
     runs: int('--runs', values.runs, quick ? 1 : 3),
     only,
+    profile: values.profile ?? false,
   };
 }
 
@@ -136,7 +141,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     console.log(`machine: ${machineNote()}`);
     console.log(
       `options: rows=${options.rows} runs=${options.runs} chunkRows=${CHUNK_ROWS} connections=${CONNECTIONS.join(',')}` +
-        `${options.only ? ` only=${options.only}` : ''}`,
+        `${options.only ? ` only=${options.only}` : ''}${options.profile ? ' profile' : ''}`,
     );
     if (wantPg) await postgresSection(options, psql!, work);
     if (wantMy) await mysqlSection(options, mariadb!, work);
@@ -219,6 +224,7 @@ async function postgresSection(options: Options, psql: string, work: string): Pr
         runs: options.runs,
         reports,
       });
+      if (options.profile) await profileRun(tidemark(1), work);
     } finally {
       await sql.end();
     }
@@ -317,6 +323,7 @@ async function mysqlSection(options: Options, client: string, work: string): Pro
       runs: options.runs,
       reports,
     });
+    if (options.profile) await profileRun(tidemark(1), work);
   } finally {
     await db?.stop();
   }
@@ -332,7 +339,7 @@ async function childRun(
 ): Promise<Sample> {
   const dir = await mkdtemp(join(work, 'run-'));
   try {
-    const report = await runChild(config(dir));
+    const report = await runChild(config(dir), profiling);
     if (report.rows !== rows)
       throw new Error(`${name}: the snapshot wrote ${report.rows} rows, expected ${rows}`);
     reports.set(name, [...(reports.get(name) ?? []), report]);
@@ -348,9 +355,37 @@ async function childRun(
   }
 }
 
-async function runChild(config: SnapshotBenchConfig): Promise<SnapshotBenchReport> {
+/** Set while {@link profileRun} runs: the next child runs under --cpu-prof into this directory. */
+let profiling: string | undefined;
+
+/** One extra run of `variant` under --cpu-prof; its main thread summarised by component. */
+async function profileRun(variant: Variant, work: string): Promise<void> {
+  const profDir = await mkdtemp(join(work, 'prof-'));
+  profiling = profDir;
+  try {
+    const sample = await variant.run();
+    const files = (await readdir(profDir)).filter((f) => f.endsWith('.cpuprofile')).sort();
+    const main = files.find((f) => f.split('.').at(-3) === '0');
+    console.log(
+      `\n${variant.name} under --cpu-prof: ${sample.seconds.toFixed(2)} s, client CPU ${sample.cpuSeconds?.toFixed(2) ?? '-'} s` +
+        ' (the Parquet encode worker is not profiled: the sink starts it without --cpu-prof)',
+    );
+    if (main) console.log(`\nmain thread: ${summariseProfile(join(profDir, main), 15)}`);
+  } finally {
+    profiling = undefined;
+    await rm(profDir, { recursive: true, force: true });
+  }
+}
+
+async function runChild(config: SnapshotBenchConfig, profDir?: string): Promise<SnapshotBenchReport> {
   let timedOut = false;
-  const args = ['--import', 'tsx', CHILD_SCRIPT, JSON.stringify(config)];
+  const args = [
+    ...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []),
+    '--import',
+    'tsx',
+    CHILD_SCRIPT,
+    JSON.stringify(config),
+  ];
   const { code, stdout, stderr } = await runProcess(process.execPath, args, {}, (pid) => {
     const timer = setTimeout(() => {
       timedOut = true;
