@@ -12,6 +12,9 @@
  *   cdc-mysql           MySQL/MariaDB CDC: MysqlCdcReader (a) and runCdc -> Parquet (b) vs
  *                       mariadb-binlog -R -v over the same binlog range
  *                       [--changes N] [--runs N] [--quick] [--profile]
+ *   snapshot            CDC snapshots (snapshot: initial) of one N-row table, 1/2/4 connections, vs
+ *                       psql COPY binary and mariadb --quick SELECT * to /dev/null
+ *                       [--rows N] [--runs N] [--quick] [--only pg|mysql]
  *   encoder             bench/encoder.ts [rows]
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
@@ -34,6 +37,7 @@ const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly strin
   'cdc-engine': () => import('./cdc-engine.js'),
   cdc: () => import('./cdc.js'),
   'cdc-mysql': () => import('./cdc-mysql.js'),
+  snapshot: () => import('./snapshot.js'),
 };
 
 const [name, ...rest] = process.argv.slice(2);
