@@ -372,8 +372,14 @@ export class Snapshotter {
 
   // ---- the chunk side ------------------------------------------------------------------------
 
+  /**
+   * One connection's chunks, pipelined: once a chunk's rows are handed over, the next chunk is
+   * read while the engine writes the previous one; a task never has more than that one chunk
+   * waiting for its commit (memory: two chunks per connection at most).
+   */
   private async task(): Promise<void> {
     const signal = this.abort.signal;
+    let previous: { readonly w: Window; readonly done: Promise<void> } | undefined;
     for (;;) {
       if (signal.aborted || this.failure) return;
       const pick = await this.pick();
@@ -431,12 +437,18 @@ export class Snapshotter {
         job.reading.delete(range);
         throw e;
       }
-      await done;
-      // A stale window waits a little before its range is read again: what made it stale (a
-      // commit waiting for a standby) takes time to resolve.
-      if (w.stale)
-        await sleep(Math.min(5000, 100 * (job.progress.retries ?? 1)), signal).catch(() => undefined);
+      if (previous) await this.settled(previous.w, previous.done, signal);
+      previous = { w, done };
     }
+  }
+
+  /** Waits until the window's chunk is committed (or sent back as stale, then a back-off). */
+  private async settled(w: Window, done: Promise<void>, signal: AbortSignal): Promise<void> {
+    await done;
+    // A stale window waits a little before its range is read again: what made it stale (a
+    // commit waiting for a standby) takes time to resolve.
+    if (w.stale)
+      await sleep(Math.min(5000, 100 * (w.job.progress.retries ?? 1)), signal).catch(() => undefined);
   }
 
   /** The next range to read: a pending one nobody reads, else one divided off the rest. */
