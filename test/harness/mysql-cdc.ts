@@ -16,7 +16,7 @@ import { openStateStore } from '../../shared/pipeline/open.js';
 import type { Capture } from './pg-cdc.js';
 
 export type { Capture } from './pg-cdc.js';
-export { lakeLatest, lakeRows } from './pg-cdc.js';
+export { lakeHas, lakeLatest, lakeRows } from './pg-cdc.js';
 
 export interface MysqlCdcTableSpec {
   readonly table: string;

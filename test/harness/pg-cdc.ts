@@ -145,6 +145,21 @@ export async function lakeLatest(
   }
 }
 
+/** Whether any lake row of `table` satisfies the SQL condition `where` (false without objects). */
+export async function lakeHas(dir: string, table: string, where: string): Promise<boolean> {
+  const db = await DuckDBInstance.create(':memory:');
+  const conn = await db.connect();
+  try {
+    const glob = join(dir, 'lake', table, '*.parquet');
+    const files = Number((await conn.runAndReadAll(`SELECT count(*) FROM glob('${glob}')`)).getRows()[0]![0]);
+    if (files === 0) return false;
+    const r = await conn.runAndReadAll(`SELECT count(*) FROM read_parquet('${glob}') WHERE ${where}`);
+    return Number(r.getRows()[0]![0]) > 0;
+  } finally {
+    conn.closeSync();
+  }
+}
+
 /** Every lake row of a table (all versions) as objects with text values. */
 export async function lakeRows(
   dir: string,

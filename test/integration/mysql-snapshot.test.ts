@@ -9,12 +9,11 @@
  * - A watermark table configured: MariaDB still cuts at its exact snapshot position and writes
  *   nothing into the source (the table's own mode is tested on the driver, forced).
  */
-import { join } from 'node:path';
-import { DuckDBInstance } from '@duckdb/node-api';
 import type mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';
 import {
+  lakeHas,
   lakeLatest,
   loadCdcState,
   mysqlCdcSpec,
@@ -36,20 +35,6 @@ afterAll(async () => {
   await sql?.end();
   await db?.drop();
 });
-
-async function lakeHas(dir: string, table: string, where: string): Promise<boolean> {
-  const inst = await DuckDBInstance.create(':memory:');
-  const conn = await inst.connect();
-  try {
-    const glob = join(dir, 'lake', table, '*.parquet');
-    const files = Number((await conn.runAndReadAll(`SELECT count(*) FROM glob('${glob}')`)).getRows()[0]![0]);
-    if (files === 0) return false;
-    const r = await conn.runAndReadAll(`SELECT count(*) FROM read_parquet('${glob}') WHERE ${where}`);
-    return Number(r.getRows()[0]![0]) > 0;
-  } finally {
-    conn.closeSync();
-  }
-}
 
 async function waitFor(what: string, f: () => Promise<boolean>, ms: number, logs: string[]): Promise<void> {
   const deadline = Date.now() + ms;

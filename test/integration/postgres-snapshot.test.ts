@@ -9,12 +9,10 @@
  *   and the lake ends right; with the visibility check taken away (a wrapper) it ends wrong.
  * - A commit on a key right after a high watermark: its change sorts after the chunk's row.
  */
-import { join } from 'node:path';
-import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddedPostgres } from '../../shared/local/embedded-postgres.js';
 import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
-import { lakeLatest, lakeRows, pgCdcSpec, pgClient, startCapture } from '../harness/pg-cdc.js';
+import { lakeHas, lakeLatest, lakeRows, pgCdcSpec, pgClient, startCapture } from '../harness/pg-cdc.js';
 import { captureInProcess, snapshotsComplete } from '../harness/pg-snapshot.js';
 import { TEMPLATE_ROOT } from '../harness/templates.js';
 
@@ -23,20 +21,6 @@ beforeAll(async () => {
   db = await freshPgDatabase('pgsnap');
 });
 afterAll(() => db?.drop());
-
-async function lakeHas(dir: string, table: string, where: string): Promise<boolean> {
-  const inst = await DuckDBInstance.create(':memory:');
-  const conn = await inst.connect();
-  try {
-    const glob = join(dir, 'lake', table, '*.parquet');
-    const files = Number((await conn.runAndReadAll(`SELECT count(*) FROM glob('${glob}')`)).getRows()[0]![0]);
-    if (files === 0) return false;
-    const r = await conn.runAndReadAll(`SELECT count(*) FROM read_parquet('${glob}') WHERE ${where}`);
-    return Number(r.getRows()[0]![0]) > 0;
-  } finally {
-    conn.closeSync();
-  }
-}
 
 describe('postgres snapshots', () => {
   it('snapshots 1,000,000 rows while a writer inserts, updates and deletes ahead of and behind the chunks', {
