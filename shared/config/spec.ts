@@ -250,7 +250,7 @@ const cdcSourceSchema = z
       .enum(['fail', 'reset'])
       .refine((v) => v === 'fail', {
         message:
-          '"reset" (start over with a new snapshot) arrives with snapshots in a later release; use "fail" (the default): the task stops and says what was lost',
+          '"reset" (start over with a new snapshot) arrives with on-demand re-snapshots in a later release; use "fail" (the default): the task stops and says what was lost',
       })
       .default('fail'),
   })

@@ -115,7 +115,7 @@ async function cdcResetRefusal(spec: Spec, t: TableSpecConfig, opts: ResetTableO
       ? `${key} has no entry for it (never captured; its capture starts at ${position ? `the source's position ${position}` : 'the current log position'})`
       : `${key} holds its entry: ${entry.rows} row(s) in ${entry.objects} object(s) committed, next ${entry.next ?? '(no flush yet)'}${entry.lastFlushAt ? `, last flush ${entry.lastFlushAt}` : ''}${entry.stopped ? `, STOPPED since ${entry.stopped.at} (${entry.stopped.reason}): its changes are dropped` : ''}; the source resumes at ${position ?? '(no position committed yet)'}`;
   return [
-    `${target} is a mode: cdc table without incremental state to retire; a cdc table is reset by re-snapshotting it, which arrives with snapshots (a later release), so nothing was changed.`,
+    `${target} is a mode: cdc table without incremental state to retire; a cdc table is reset by re-snapshotting it, which arrives with on-demand re-snapshots (a later release; the initial snapshot of a new table exists: a new "target:" loads the table afresh), so nothing was changed.`,
     `What a reset would replace: ${held}; the lake holds ${objects.length} object(s) (${mb} MB) of writer ${writer} for it.`,
     'Until then: give the table a new "target:" (a new lake table, captured from the source\'s position on; the old one keeps its objects);',
     `or leave CDC: set the table to mode: incremental (with a cursor) and run "tidemark reset --table ${target} --delete-objects" (this writer's objects of it are deleted, its entry leaves ${key}, the next run syncs it from the start);`,

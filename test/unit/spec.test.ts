@@ -379,7 +379,7 @@ describe('pipeline spec: cdc tables and the cdc block', () => {
       /^sources\.app\.cdc\.flushBytes: must be a whole number of bytes/,
     );
     expect(withCdc({ onPositionLost: 'reset' }).message).toBe(
-      'sources.app.cdc.onPositionLost: "reset" (start over with a new snapshot) arrives with snapshots in a later release; use "fail" (the default): the task stops and says what was lost',
+      'sources.app.cdc.onPositionLost: "reset" (start over with a new snapshot) arrives with on-demand re-snapshots in a later release; use "fail" (the default): the task stops and says what was lost',
     );
     expect(withCdc({ slots: 'x' }).message).toBe(
       'sources.app.cdc: unknown field(s) "slots"; remove or fix the spelling',

@@ -4,7 +4,7 @@
  * also the way out of a mode change (shared/pipeline/reset-table.ts): it retires the incremental
  * state of a table the spec now says is `mode: cdc`, and takes a table the spec now says is
  * `mode: incremental` out of its source's CDC state (with --delete-objects). A table still
- * `mode: cdc` is refused until snapshots exist; the refusal says what a reset would replace.
+ * `mode: cdc` is refused until on-demand re-snapshots exist; the refusal says what a reset would replace.
  */
 import { parseArgs } from 'node:util';
 import { findTable, tableTarget } from '../../../shared/config/spec.js';
