@@ -561,21 +561,34 @@ describe('Postgres CDC under pgbench, SIGKILLed 20 times', () => {
         { point: 'after-commit', nth: 2 },
         { point: 'after-ack', nth: 3, quiet: true, idleCommitMs: 100 },
       );
-    const outcome = await pgbenchCrash(kills);
+    // The scenario needs an after-commit kill whose commit moved the position past the slot;
+    // on a loaded machine pgbench may not have written between two of the child's commits, so
+    // the run is repeated (at most 3 times) until one did. Every run's problems must be empty.
+    let outcome = await pgbenchCrash(kills);
+    let behind = behindPairs(outcome);
+    for (let attempt = 1; attempt < 3 && behind.length === 0; attempt++) {
+      expect(outcome.problems, summarize(outcome)).toEqual([]);
+      outcome = await pgbenchCrash(kills);
+      behind = behindPairs(outcome);
+    }
     process.stdout.write(
       `[pgbench crash, quiet restarts] pairs:\n${outcome.pairs.map((p) => `  ${p.generation} ${p.point}#${p.nth}: ${p.confirmed} <= ${p.committed}`).join('\n')}\n`,
     );
     // The scenario was set up: some after-commit kill left the slot behind the state.
-    const behind = outcome.pairs.filter(
+    expect(behind.length, summarize(outcome)).toBeGreaterThan(0);
+    expect(outcome.problems, summarize(outcome)).toEqual([]);
+  });
+
+  /** The after-commit kills that left the slot behind the committed state. */
+  function behindPairs(outcome: Awaited<ReturnType<typeof pgbenchCrash>>) {
+    return outcome.pairs.filter(
       (p) =>
         p.point === 'after-commit' &&
         p.confirmed &&
         p.committed &&
         parseLsn(p.confirmed) < parseLsn(p.committed),
     );
-    expect(behind.length, summarize(outcome)).toBeGreaterThan(0);
-    expect(outcome.problems, summarize(outcome)).toEqual([]);
-  });
+  }
 
   // Mutation self-checks: each broken protocol must be DETECTED by the same checker, by the
   // check that guards the step it breaks.
