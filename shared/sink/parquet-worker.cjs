@@ -24,7 +24,8 @@ function writerProperties(s) {
   let builder = new WriterPropertiesBuilder()
     .setCompression(CODECS[s.compression])
     .setMaxRowGroupSize(s.maxRowGroupRows)
-    .setMaxRowGroupBytes(s.maxRowGroupBytes);
+    .setMaxRowGroupBytes(s.maxRowGroupBytes)
+    .setDictionaryPageSizeLimit(s.dictionaryPageBytes);
   for (const column of s.plainColumns) builder = builder.setColumnDictionaryEnabled(column, false);
   for (const column of s.noStatisticsColumns)
     builder = builder.setColumnStatisticsEnabled(column, EnabledStatistics.None);
