@@ -53,8 +53,14 @@ import { ConfigError } from '../shared/contracts/errors.js';
 import { type CdcNetwork, CdcServices, defaultCdcImage } from './cdc-service.js';
 import { acknowledge, LAKE_OBJECTS_REASON, lakeObjectsFinding } from './nag.js';
 
-/** One full vCPU: Lambda allocates CPU in proportion to memory, 1769 MB is the 1-vCPU point. */
-export const DEFAULT_MEMORY_MB = 1769;
+/**
+ * Two full vCPUs. Lambda gives CPU in proportion to memory: about 1 vCPU of credit per 1,769 MB
+ * (2 at 3,538 MB; 3 cores visible from 3,009 MB; 4 vCPUs of credit near 7,076 MB), while
+ * `os.availableParallelism()` reports 2 even at 1,769 MB, so cores seen are not CPU had. A sync
+ * keeps two threads busy, the main thread (read, decode, Arrow) and the Parquet encode worker
+ * (shared/sink/parquet-writer.ts): at 1,769 MB they share one vCPU of credit. docs/deploy.md.
+ */
+export const DEFAULT_MEMORY_MB = 3538;
 /** Lambda's maximum; the engine stops a safety margin before it and continues in a new run. */
 export const FUNCTION_TIMEOUT = Duration.minutes(15);
 /** Where the bundled spec lands in the Lambda file system (the asset root is /var/task). */
@@ -548,7 +554,7 @@ function checkBundle(dir: string): void {
   }
 }
 
-/** The function's memory from `tidemark:memoryMb`, default one vCPU. */
+/** The function's memory from `tidemark:memoryMb`, default two vCPUs (DEFAULT_MEMORY_MB). */
 function memoryMb(node: Node): number {
   const raw = node.tryGetContext(CONTEXT.memoryMb) as unknown;
   if (raw === undefined) return DEFAULT_MEMORY_MB;

@@ -176,7 +176,7 @@ describe('TidemarkStack (incremental path)', { timeout: 120_000 }, () => {
       Architectures: ['arm64'],
       Handler: 'index.handler',
       Timeout: 900,
-      MemorySize: 1769,
+      MemorySize: 3538,
       Environment: {
         Variables: { TIDEMARK_SPEC_FILE: '/var/task/tidemark.yaml', TIDEMARK_SELF_CONTINUE: '1' },
       },
