@@ -15,6 +15,7 @@
  *   snapshot            CDC snapshots (snapshot: initial) of one N-row table, 1/2/4 connections, vs
  *                       psql COPY binary and mariadb --quick SELECT * to /dev/null
  *                       [--rows N] [--runs N] [--quick] [--only pg|mysql]
+ *   cli-start           the CLI's start-up, bundled (dist/cli) vs the sources through tsx [--runs N]
  *   encoder             bench/encoder.ts [rows]
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
@@ -37,6 +38,7 @@ const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly strin
   'cdc-engine': () => import('./cdc-engine.js'),
   cdc: () => import('./cdc.js'),
   'cdc-mysql': () => import('./cdc-mysql.js'),
+  'cli-start': () => import('./cli-start.js'),
   snapshot: () => import('./snapshot.js'),
 };
 

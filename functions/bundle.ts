@@ -6,11 +6,11 @@
  */
 import { copyFileSync, mkdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { build } from 'esbuild';
+import { repoRoot } from './root.js';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const ROOT = repoRoot();
 
 export interface BundleResult {
   readonly dir: string;

@@ -14,8 +14,10 @@
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { redact } from '../../shared/observability/redact.js';
+import { repoRoot } from '../root.js';
 import { exitCodeOf, oneLine, UsageError } from './args.js';
 import { cmdCdc } from './commands/cdc.js';
 import { cmdCheck } from './commands/check.js';
@@ -120,7 +122,7 @@ async function main(argv: string[]): Promise<void> {
     case '--version':
     case '-v':
     case 'version': {
-      const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      const pkg = JSON.parse(readFileSync(join(repoRoot(), 'package.json'), 'utf8')) as {
         version: string;
       };
       process.stdout.write(`tidemark ${pkg.version}\n`);

@@ -28,16 +28,18 @@
  * startup fails halfway, and on exit/SIGINT/SIGTERM (shared/local/owned-processes.ts); servers of
  * an earlier run that was SIGKILLed are reaped at the next start (run-dir.ts).
  */
-import { TEMPLATE_ROOT } from './templates.js';
+
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { buildCli } from '../../functions/build-cli.js';
 import { startEmbeddedPostgres } from '../../shared/local/embedded-postgres.js';
 import { startAwsEmulators } from './aws-emulators.js';
 import { externalServers } from './env.js';
 import { findMariaDbBinaries, startMariaDb } from './mariadb-server.js';
 import { createRunDir, reapStaleRunDirs } from './run-dir.js';
 import type { TestServers } from './servers.js';
+import { TEMPLATE_ROOT } from './templates.js';
 
 const MYSQL_DATABASE = 'tidemark_test';
 const S3_BUCKET = 'tidemark-test';
@@ -63,6 +65,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   }
   // Fail before starting anything when a binary is missing: the message names the fix.
   if (!external.mysqlUrl) findMariaDbBinaries();
+  // The CLI the tests spawn (bin/tidemark.js) is the bundle, built from the sources under test.
+  await buildCli();
 
   const reaped = await reapStaleRunDirs();
   if (reaped.length > 0)

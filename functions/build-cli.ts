@@ -1,0 +1,48 @@
+/**
+ * Builds the bundled CLI, `dist/cli/main.mjs`: functions/cli/main.ts and everything of ours it
+ * imports in one ES module (esbuild), the npm dependencies left as imports (they resolve from the
+ * checkout's node_modules as from the sources), and the Parquet encoder's worker script beside
+ * it. `npm install` runs it (`prepare`), `bin/tidemark.js` and `npm start` use it: node starts
+ * the CLI without transpiling the TypeScript sources at every run (docs/benchmarks.md, issue 15).
+ * The test harness builds it afresh before the suite (test/harness/global-setup.ts), so the
+ * CLI the tests spawn is the one built from the sources under test.
+ *
+ *   node --import tsx functions/build-cli.ts      (or: npm run build:cli)
+ */
+import { copyFileSync, mkdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { build } from 'esbuild';
+import { repoRoot } from './root.js';
+
+/** Where the bundled CLI is written, relative to the checkout's root. */
+export const CLI_BUNDLE = 'dist/cli/main.mjs';
+
+export async function buildCli(): Promise<{ readonly entry: string; readonly bytes: number }> {
+  const root = repoRoot();
+  const entry = join(root, CLI_BUNDLE);
+  const dir = join(root, 'dist/cli');
+  mkdirSync(dir, { recursive: true });
+  await build({
+    entryPoints: [join(root, 'functions/cli/main.ts')],
+    outfile: entry,
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'esm',
+    // npm packages stay imports: native modules (DuckDB), wasm (parquet-wasm), zongji's
+    // internals that the MySQL reader extends, the embedded Postgres binaries.
+    packages: 'external',
+    sourcemap: 'linked',
+    legalComments: 'none',
+    logLevel: 'error',
+  });
+  // The encoder's worker is found beside the module that starts it (parquet-writer.ts).
+  copyFileSync(join(root, 'shared/sink/parquet-worker.cjs'), join(dir, 'parquet-worker.cjs'));
+  return { entry, bytes: statSync(entry).size };
+}
+
+if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {
+  const started = Date.now();
+  const { entry, bytes } = await buildCli();
+  process.stdout.write(`built ${entry} (${Math.round(bytes / 1024)} KiB) in ${Date.now() - started} ms\n`);
+}
