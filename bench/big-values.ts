@@ -161,7 +161,9 @@ export async function main(argv: readonly string[]): Promise<void> {
             if (!checked) {
               const lake = await countLake(lakeDir!);
               if (lake.rows !== t.rows || lake.distinctIds !== t.rows)
-                throw new Error(`${name}: the lake holds ${lake.rows} rows / ${lake.distinctIds} ids, expected ${t.rows}`);
+                throw new Error(
+                  `${name}: the lake holds ${lake.rows} rows / ${lake.distinctIds} ids, expected ${t.rows}`,
+                );
               checked = true;
             }
             if (lakeDir) await rm(lakeDir, { recursive: true, force: true });
@@ -173,7 +175,9 @@ export async function main(argv: readonly string[]): Promise<void> {
     }
     console.log(`\n${variants.length} variants, ${options.runs} alternated run(s) each:`);
     const results = await alternate(variants, options.runs, (name, s, round) =>
-      console.log(`  run ${round + 1}: ${name}: ${s.seconds.toFixed(1)} s, peak RSS ${s.rssMiB!.toFixed(0)} MiB`),
+      console.log(
+        `  run ${round + 1}: ${name}: ${s.seconds.toFixed(1)} s, peak RSS ${s.rssMiB!.toFixed(0)} MiB`,
+      ),
     );
 
     console.log(
@@ -215,7 +219,11 @@ async function runOnce(
   t: BenchTable,
   pageBytes: number,
   keepLake = false,
-): Promise<{ sample: Sample; report: Awaited<ReturnType<typeof runTidemarkChild>>['report']; lakeDir?: string }> {
+): Promise<{
+  sample: Sample;
+  report: Awaited<ReturnType<typeof runTidemarkChild>>['report'];
+  lakeDir?: string;
+}> {
   const dir = join(work, `run-${runs++}`);
   await mkdir(dir, { recursive: true });
   const config: ChildConfig = {
@@ -307,7 +315,9 @@ async function buildMysql(url: string, o: Options): Promise<void> {
         );
       }
     }
-    await c.query('CREATE TABLE tiny (id BIGINT PRIMARY KEY, updated_at DATETIME(6) NOT NULL, v TEXT, INDEX (updated_at, id))');
+    await c.query(
+      'CREATE TABLE tiny (id BIGINT PRIMARY KEY, updated_at DATETIME(6) NOT NULL, v TEXT, INDEX (updated_at, id))',
+    );
     await c.query("INSERT INTO tiny VALUES (1, '2024-01-01 00:00:00', 'x')");
   } finally {
     await c.end();

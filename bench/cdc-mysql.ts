@@ -46,6 +46,7 @@ import {
   machineNote,
   median,
   redact,
+  runJsonChild,
   runProcess,
   type Sample,
   shellQuote,
@@ -354,30 +355,11 @@ async function checkBaselineRange(command: string, changes: number): Promise<voi
 }
 
 async function runChild(config: MysqlCdcBenchConfig, profDir?: string): Promise<MysqlCdcBenchReport> {
-  let timedOut = false;
-  const args = [
-    ...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []),
-    '--import',
-    'tsx',
-    CHILD_SCRIPT,
-    JSON.stringify(config),
-  ];
-  const { code, stdout, stderr } = await runProcess(process.execPath, args, {}, (pid) => {
-    const timer = setTimeout(() => {
-      timedOut = true;
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }, CHILD_TIMEOUT_MS);
-    return () => clearTimeout(timer);
+  return runJsonChild(CHILD_SCRIPT, config, {
+    label: `cdc-mysql child (${config.variant})`,
+    timeoutMs: CHILD_TIMEOUT_MS,
+    ...(profDir ? { profDir } : {}),
   });
-  if (timedOut)
-    throw new Error(`cdc-mysql child (${config.variant}) killed after ${CHILD_TIMEOUT_MS / 1000} s`);
-  if (code !== 0)
-    throw new Error(`cdc-mysql child (${config.variant}) failed (exit ${code}):\n${redact(stderr)}`);
-  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as MysqlCdcBenchReport;
 }
 
 /** One (a) child under --cpu-prof: components and the hottest functions of its main thread. */

@@ -39,6 +39,7 @@ import {
   machineNote,
   median,
   redact,
+  runJsonChild,
   runProcess,
   type Sample,
   shellQuote,
@@ -392,28 +393,11 @@ function watchWalsender(sql: postgres.Sql, slot: string): { stop(): Promise<numb
 }
 
 async function runChild(config: PgCdcBenchConfig, profDir?: string): Promise<PgCdcBenchReport> {
-  let timedOut = false;
-  const args = [
-    ...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []),
-    '--import',
-    'tsx',
-    CHILD_SCRIPT,
-    JSON.stringify(config),
-  ];
-  const { code, stdout, stderr } = await runProcess(process.execPath, args, {}, (pid) => {
-    const timer = setTimeout(() => {
-      timedOut = true;
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }, CHILD_TIMEOUT_MS);
-    return () => clearTimeout(timer);
+  return runJsonChild(CHILD_SCRIPT, config, {
+    label: `cdc child (${config.variant})`,
+    timeoutMs: CHILD_TIMEOUT_MS,
+    ...(profDir ? { profDir } : {}),
   });
-  if (timedOut) throw new Error(`cdc child (${config.variant}) killed after ${CHILD_TIMEOUT_MS / 1000} s`);
-  if (code !== 0) throw new Error(`cdc child (${config.variant}) failed (exit ${code}):\n${redact(stderr)}`);
-  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as PgCdcBenchReport;
 }
 
 /** One (a) child under --cpu-prof (on the spare slot): components and the hottest functions. */

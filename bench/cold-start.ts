@@ -31,7 +31,10 @@ function wallMs(args: string[]): number {
 function inProcessMs(): number {
   const r = spawnSync(
     process.execPath,
-    ['-e', `const t=process.hrtime.bigint();require(${JSON.stringify(b.entry)});console.log(Number(process.hrtime.bigint()-t)/1e6)`],
+    [
+      '-e',
+      `const t=process.hrtime.bigint();require(${JSON.stringify(b.entry)});console.log(Number(process.hrtime.bigint()-t)/1e6)`,
+    ],
     { cwd: dir, encoding: 'utf8' },
   );
   if (r.status !== 0) throw new Error(r.stderr);
@@ -47,8 +50,12 @@ for (let i = 0; i < runs; i++) {
   whole.push(wallMs(['-e', `require(${JSON.stringify(b.entry)})`]));
   load.push(inProcessMs());
 }
-console.log(`bundle: index.js ${(b.bytes / 1e6).toFixed(2)} MB, parquet_wasm_bg.wasm ${(b.wasmBytes / 1e6).toFixed(2)} MB`);
+console.log(
+  `bundle: index.js ${(b.bytes / 1e6).toFixed(2)} MB, parquet_wasm_bg.wasm ${(b.wasmBytes / 1e6).toFixed(2)} MB`,
+);
 console.log(`median of ${runs}:`);
 console.log(`  node -e ""            ${median(bare).toFixed(0)} ms (baseline)`);
-console.log(`  node + load bundle    ${median(whole).toFixed(0)} ms (${(median(whole) / median(bare)).toFixed(2)}x baseline)`);
+console.log(
+  `  node + load bundle    ${median(whole).toFixed(0)} ms (${(median(whole) / median(bare)).toFixed(2)}x baseline)`,
+);
 console.log(`  require(bundle) only  ${median(load).toFixed(0)} ms`);

@@ -14,19 +14,19 @@
  * Run: npx tsx bench/encoder.ts [rows]
  */
 import {
+  Schema as ArrowSchema,
   Bool,
+  type Data,
+  Field,
   Float64,
   Int32,
   Int64,
+  makeData,
   RecordBatch,
-  Schema as ArrowSchema,
-  Field,
+  Struct,
   TimestampMillisecond,
   Utf8,
-  makeData,
-  Struct,
   vectorFromArray,
-  type Data,
 } from 'apache-arrow';
 import { BatchEncoder, encodeRows } from '../shared/dataplane/encoder.js';
 import type { Schema } from '../shared/dataplane/schema.js';

@@ -18,8 +18,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { driver } from '../shared/drivers/registry.js';
-import { type MariaDbServer, startMariaDb } from '../test/harness/mariadb-server.js';
 import { type AwsEmulators, startAwsEmulators } from '../test/harness/aws-emulators.js';
+import { type MariaDbServer, startMariaDb } from '../test/harness/mariadb-server.js';
 import {
   compare,
   DUCKDB_STDIN_SCRIPT,

@@ -29,15 +29,15 @@ import {
   Schema,
   Struct,
   Table,
-  TimeUnit,
   Timestamp,
+  TimeUnit,
   tableToIPC,
   Utf8,
 } from 'apache-arrow';
 import { toLakeRecord } from '../shared/dataplane/lake.js';
 import { metadataFields } from '../shared/dataplane/metadata.js';
 import { objectStartPosition } from '../shared/position/position.js';
-import { type ParquetCompression, encodeParquet } from '../shared/sink/parquet-writer.js';
+import { encodeParquet, type ParquetCompression } from '../shared/sink/parquet-writer.js';
 
 const ROWS = Number(process.argv[2] ?? 1_000_000);
 const ROUNDS = Number(process.argv[3] ?? 3);

@@ -44,7 +44,7 @@ import {
   machineNote,
   median,
   redact,
-  runProcess,
+  runJsonChild,
   type Sample,
   shellQuote,
   stopChildrenOnInterrupt,
@@ -378,29 +378,11 @@ async function profileRun(variant: Variant, work: string): Promise<void> {
 }
 
 async function runChild(config: SnapshotBenchConfig, profDir?: string): Promise<SnapshotBenchReport> {
-  let timedOut = false;
-  const args = [
-    ...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []),
-    '--import',
-    'tsx',
-    CHILD_SCRIPT,
-    JSON.stringify(config),
-  ];
-  const { code, stdout, stderr } = await runProcess(process.execPath, args, {}, (pid) => {
-    const timer = setTimeout(() => {
-      timedOut = true;
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }, CHILD_TIMEOUT_MS);
-    return () => clearTimeout(timer);
+  return runJsonChild(CHILD_SCRIPT, config, {
+    label: 'snapshot child',
+    timeoutMs: CHILD_TIMEOUT_MS,
+    ...(profDir ? { profDir } : {}),
   });
-  if (timedOut)
-    throw new Error(`snapshot child killed after ${CHILD_TIMEOUT_MS / 1000} s:\n${redact(stderr)}`);
-  if (code !== 0) throw new Error(`snapshot child failed (exit ${code}):\n${redact(stderr)}`);
-  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as SnapshotBenchReport;
 }
 
 /** The baseline against tidemark at 1, 2 and 4 connections, alternated; prints runs and the table. */

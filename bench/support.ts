@@ -343,6 +343,40 @@ let interruptHooked = false;
  * Stops running commands on SIGINT/SIGTERM (each its own group, by pid), then lets the
  * servers' own exit hooks (shared/local/owned-processes.ts) stop the servers.
  */
+/**
+ * Runs a benchmark child (`node --import tsx <script> '<config JSON>'`, under --cpu-prof into
+ * `profDir` when given) and returns the JSON report it prints as its last stdout line. Killed
+ * (its process group) after `timeoutMs`; `label` names it in errors.
+ */
+export async function runJsonChild<R>(
+  script: string,
+  config: unknown,
+  opts: { readonly label: string; readonly timeoutMs: number; readonly profDir?: string },
+): Promise<R> {
+  let timedOut = false;
+  const args = [
+    ...(opts.profDir ? ['--cpu-prof', '--cpu-prof-dir', opts.profDir] : []),
+    '--import',
+    'tsx',
+    script,
+    JSON.stringify(config),
+  ];
+  const { code, stdout, stderr } = await runProcess(process.execPath, args, {}, (pid) => {
+    const timer = setTimeout(() => {
+      timedOut = true;
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }, opts.timeoutMs);
+    return () => clearTimeout(timer);
+  });
+  if (timedOut) throw new Error(`${opts.label} killed after ${opts.timeoutMs / 1000} s:\n${redact(stderr)}`);
+  if (code !== 0) throw new Error(`${opts.label} failed (exit ${code}):\n${redact(stderr)}`);
+  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as R;
+}
+
 export function stopChildrenOnInterrupt(): void {
   if (interruptHooked) return;
   interruptHooked = true;
