@@ -58,10 +58,13 @@ async function main(): Promise<void> {
 
   const kill = config.kill;
   let seen = 0;
+  const startedAt = parseCdcState((await plainStore.load(PG_STATE_KEY)).value).position?.value ?? null;
   const faults = async (point: CdcPoint): Promise<void> => {
-    if (!kill || point !== kill.point || ++seen !== kill.nth) return;
+    if (!kill || point !== kill.point) return;
     const rec = await plainStore.load(PG_STATE_KEY);
     const committed = parseCdcState(rec.value).position?.value ?? null;
+    if (kill.moved && committed === startedAt) return;
+    if (++seen !== kill.nth) return;
     const line: KillLine = { point, nth: kill.nth, committed };
     record(config.dir, 'kills', JSON.stringify(line));
     process.kill(process.pid, 'SIGKILL');

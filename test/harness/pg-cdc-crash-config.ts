@@ -14,7 +14,13 @@ export interface PgChildConfig {
   readonly url: string;
   readonly slot: string;
   readonly publication: string;
-  readonly kill?: { readonly point: CdcPoint; readonly nth: number };
+  /**
+   * Kill at the `nth` time the engine reaches `point`. With `moved`, only commits that moved the
+   * committed position past where the child started count (an `after-commit` kill that must
+   * leave the slot behind the state: a flush of rows inside an open transaction moves no
+   * position).
+   */
+  readonly kill?: { readonly point: CdcPoint; readonly nth: number; readonly moved?: boolean };
   readonly mutation?: PgMutation;
   /** Flush a table at this many pending rows (default 200). */
   readonly flushRows?: number;
