@@ -143,8 +143,27 @@ function afterTexts(keyset: KeysetPlan, after: string): string[] | undefined {
   return values.map((v, i) => keyText(keyset.types[i]!, v));
 }
 
-function ctxOf(plan: TablePlan, c: ColumnInfo): ValueContext {
+/** The context a value of column `c` is parsed in (errors name the table and column). */
+export function ctxOf(plan: TablePlan, c: ColumnInfo): ValueContext {
   return { table: plan.source, column: c.name };
+}
+
+/**
+ * The binary COPY fields of `selected` (the data columns, then hidden key columns): the first
+ * `dataCount` write into the encoder's column writers, the rest are read for the keyset only.
+ */
+export function copyFields(
+  plan: TablePlan,
+  selected: readonly ColumnInfo[],
+  dataCount: number,
+  enc: BatchEncoder,
+): CopyField[] {
+  return selected.map((c, i) => ({
+    wire: c.read.wire,
+    list: c.read.list,
+    writer: i < dataCount ? enc.col(i) : undefined,
+    ctx: ctxOf(plan, c),
+  }));
 }
 
 /**
@@ -279,12 +298,7 @@ export async function readBatchPage(
     phase: 'incremental',
     capacity: Math.min(req.pageSize, MAX_INITIAL_CAPACITY),
   });
-  const fields: CopyField[] = selected.map((c, i) => ({
-    wire: c.read.wire,
-    list: c.read.list,
-    writer: i < data.length ? enc.col(i) : undefined,
-    ctx: ctxOf(plan, c),
-  }));
+  const fields = copyFields(plan, selected, data.length, enc);
   const budget = new PageBudget(req);
   const statement: CopyStatement = { sql, plan, keyset, selected, fields, enc, budget, bound, req };
 

@@ -42,11 +42,11 @@ import { describeType, type LogicalType, type Schema } from '../../dataplane/sch
 import { decodeKey, encodeKey, isKeyType } from '../../position/key-codec.js';
 import { WATERMARK_PREFIX } from './cdc/reader.js';
 import { type ConnectOptions, endpointOf, queryPool, type Sql, translateConnectError } from './connect.js';
-import { CopyBinaryDecoder, type CopyField, decodeBinaryValue } from './copy-binary.js';
+import { CopyBinaryDecoder, decodeBinaryValue } from './copy-binary.js';
 import { streamBinaryCopy } from './copy-stream.js';
-import { dataColumns, schemaFailure } from './incremental.js';
+import { copyFields, ctxOf, dataColumns, schemaFailure } from './incremental.js';
 import { type ColumnInfo, checkColumnsUnchanged, introspectTable, type TablePlan } from './introspect.js';
-import { keyText, parseColumnText, quoteIdent, quoteLiteral, type ValueContext } from './types.js';
+import { keyText, parseColumnText, quoteIdent, quoteLiteral } from './types.js';
 
 /** The alias of the table in chunk statements (keys are qualified with it, as on pages). */
 const TABLE_ALIAS = 'src';
@@ -357,12 +357,7 @@ class PgTableChunker implements TableChunker {
       phase: 'snapshot',
       capacity: Math.min(req.limit, MAX_INITIAL_CAPACITY),
     });
-    const fields: CopyField[] = selected.map((c, i) => ({
-      wire: c.read.wire,
-      list: c.read.list,
-      writer: i < data.length ? enc.col(i) : undefined,
-      ctx: ctxOf(plan, c),
-    }));
+    const fields = copyFields(plan, selected, data.length, enc);
     const keyFields = kp.keys.map((k) => selected.indexOf(k));
     // COPY takes no bind parameters: key texts go in as quoted literals cast to the column type.
     const literal = (text: string, c: ColumnInfo) => `${quoteLiteral(text)}::${c.castType}`;
@@ -480,10 +475,6 @@ export function invisibleXids(snapshot: string, running: readonly string[]): str
     if ((x - xmax + XID_MODULUS) % XID_MODULUS < XID_MODULUS / 2n) out.add(String(x));
   }
   return [...out];
-}
-
-function ctxOf(plan: TablePlan, c: ColumnInfo): ValueContext {
-  return { table: plan.source, column: c.name };
 }
 
 /** Awaits a postgres.js query, cancelling it at the server when `signal` aborts. */
