@@ -3,17 +3,20 @@
  * spec the CLI would load, then `openPipeline` + `runTable` (shared/pipeline), exactly the path
  * of `tidemark run`, and prints one JSON line (bench/support.ts `ChildReport`) on stdout.
  *
- * Usage (by bench/support.ts): node --import tsx bench/incremental-child.ts '<ChildConfig JSON>'
+ * Usage (by bench/support.ts): node dist/bench/incremental-child.mjs '<ChildConfig JSON>' (this file
+ * bundled like the CLI), or with TIDEMARK_FROM_SOURCE=1 node --import tsx bench/incremental-child.ts
  * Owns nothing but this run; never changes engine settings beyond what a spec can say.
  */
 import { writeSync } from 'node:fs';
 import { incrementalTables, parseSpec } from '../shared/config/spec.js';
+import { rawCopy } from '../shared/drivers/postgres/copy-tap.js';
 import { createLogger } from '../shared/observability/log.js';
 import { openPipeline } from '../shared/pipeline/open.js';
 import { runTable } from '../shared/pipeline/run-table.js';
 import type { ChildConfig, ChildReport } from './support.js';
 
 const config = JSON.parse(process.argv[2] ?? '') as ChildConfig;
+if (config.pgCopyStream) rawCopy.enabled = false;
 const spec = parseSpec({
   pipeline: 'bench',
   sources: { src: { kind: config.source.kind, url: config.source.url } },

@@ -425,6 +425,8 @@ export interface ChildConfig {
   readonly pageBytes?: number | string;
   readonly maxRowBytes?: number | string;
   readonly writeMode?: 'append' | 'upsert';
+  /** Postgres: read COPY through postgres.js' stream (the TLS path) instead of the socket tap. */
+  readonly pgCopyStream?: boolean;
 }
 
 /** A tidemark child that stopped committing pages; killed, its sample does not count. */
@@ -432,6 +434,23 @@ export class ChildStalledError extends Error {}
 
 /** How long a child may go without committing a page before it counts as hung. */
 const STALL_MS = 90_000;
+
+/** Where the bundled incremental child is built (as `tidemark run` is: functions/build-cli.ts). */
+const CHILD_BUNDLE = join(ROOT_DIR, 'dist/bench/incremental-child.mjs');
+let childBundle: Promise<void> | undefined;
+
+/**
+ * How a tidemark child starts: from a bundle built once per bench run, like the bundled CLI
+ * (`tidemark run`), so its start-up is the CLI's; with TIDEMARK_FROM_SOURCE=1 through tsx.
+ */
+async function childEntry(): Promise<string[]> {
+  if (process.env.TIDEMARK_FROM_SOURCE === '1') return ['--import', 'tsx', CHILD_SCRIPT];
+  childBundle ??= import('../functions/build-cli.js').then(async ({ bundleModule }) => {
+    await bundleModule(CHILD_SCRIPT, CHILD_BUNDLE);
+  });
+  await childBundle;
+  return [CHILD_BUNDLE];
+}
 
 /**
  * Runs one tidemark sync in a child process (its own RSS), timing the whole process. With
@@ -446,9 +465,7 @@ export async function runTidemarkChild(
 ): Promise<{ sample: Sample; report: ChildReport }> {
   const args = [
     ...(cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : []),
-    '--import',
-    'tsx',
-    CHILD_SCRIPT,
+    ...(await childEntry()),
     JSON.stringify(config),
   ];
   const started = performance.now();
@@ -692,6 +709,8 @@ export interface TidemarkTarget {
   readonly pageSize: number;
   /** s3rver endpoint; undefined: a file:// lake. */
   readonly s3Endpoint?: string;
+  /** See ChildConfig. */
+  readonly pgCopyStream?: boolean;
 }
 
 /** The child config of one run into `dir` (its fresh state dir and lake). */
@@ -712,6 +731,7 @@ export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
     lake,
     stateDir: join(dir, 'state'),
     pageSize: t.pageSize,
+    ...(t.pgCopyStream ? { pgCopyStream: true } : {}),
   };
 }
 
@@ -788,6 +808,17 @@ export function tidemarkVariants(
       rows,
       work,
     ),
+    // The lever of the raw COPY data phase (copy-tap.ts), measured beside the default.
+    ...(base.source.kind === 'postgres'
+      ? [
+          tidemarkVariant(
+            "(c) tidemark file:// zstd, 50k pages, postgres.js' COPY stream",
+            { ...base, compression: 'zstd', pageSize: 50_000, pgCopyStream: true },
+            rows,
+            work,
+          ),
+        ]
+      : []),
   ];
 }
 
@@ -900,7 +931,9 @@ export async function compare(args: {
   console.log(`  (a) ${redact(wire.command)}`);
   console.log(`  (b) ${redact(byHand.command)}`);
   console.log(
-    "  (c/d) node --import tsx bench/incremental-child.ts '<config json>'  (openPipeline + runTable; fresh state dir and lake per run)",
+    process.env.TIDEMARK_FROM_SOURCE === '1'
+      ? "  (c/d) node --import tsx bench/incremental-child.ts '<config json>'  (openPipeline + runTable; fresh state dir and lake per run)"
+      : "  (c/d) node dist/bench/incremental-child.mjs '<config json>'  (bench/incremental-child.ts bundled like the CLI: openPipeline + runTable; fresh state dir and lake per run)",
   );
   await wire.run();
   console.log(`\n${fmtInt(options.rows)} rows, ${options.runs} alternated run(s) per variant:`);
@@ -910,7 +943,7 @@ export async function compare(args: {
     '\n"client CPU" = user + system seconds of the client processes (all threads; not the database server).' +
       '\n"time x" = median over rounds of (wall time / the baseline\'s wall time in the same round); lower is better.' +
       " A tidemark variant's wall" +
-      ' time is its whole process (node + tsx start, imports, introspection, pages, commits); "engine-only" is' +
+      ' time is its whole process (node start, imports, introspection, pages, commits); "engine-only" is' +
       ' runTable alone. Peak RSS = the highest of its runs.',
   );
   return results;

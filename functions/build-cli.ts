@@ -10,7 +10,7 @@
  *   node --import tsx functions/build-cli.ts      (or: npm run build:cli)
  */
 import { copyFileSync, mkdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { build } from 'esbuild';
 import { repoRoot } from './root.js';
 
@@ -19,12 +19,24 @@ export const CLI_BUNDLE = 'dist/cli/main.mjs';
 
 export async function buildCli(): Promise<{ readonly entry: string; readonly bytes: number }> {
   const root = repoRoot();
-  const entry = join(root, CLI_BUNDLE);
-  const dir = join(root, 'dist/cli');
+  return bundleModule(join(root, 'functions/cli/main.ts'), join(root, CLI_BUNDLE));
+}
+
+/**
+ * Bundles the ES module `source` (a .ts entry of ours) to `outfile` the way the CLI is bundled,
+ * with the encoder's worker script beside it. The benches run their tidemark children through
+ * such bundles, so a child starts as `tidemark run` does.
+ */
+export async function bundleModule(
+  source: string,
+  outfile: string,
+): Promise<{ readonly entry: string; readonly bytes: number }> {
+  const root = repoRoot();
+  const dir = dirname(outfile);
   mkdirSync(dir, { recursive: true });
   await build({
-    entryPoints: [join(root, 'functions/cli/main.ts')],
-    outfile: entry,
+    entryPoints: [source],
+    outfile,
     bundle: true,
     platform: 'node',
     target: 'node20',
@@ -56,7 +68,7 @@ export async function buildCli(): Promise<{ readonly entry: string; readonly byt
   });
   // The encoder's worker is found beside the module that starts it (parquet-writer.ts).
   copyFileSync(join(root, 'shared/sink/parquet-worker.cjs'), join(dir, 'parquet-worker.cjs'));
-  return { entry, bytes: statSync(entry).size };
+  return { entry: outfile, bytes: statSync(outfile).size };
 }
 
 if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {

@@ -27,6 +27,7 @@ import {
   type CopyField,
   numericBinaryToText,
 } from '../../shared/drivers/postgres/copy-binary.js';
+import { rawCopy } from '../../shared/drivers/postgres/copy-tap.js';
 import { PostgresSource, type PostgresSourceOptions } from '../../shared/drivers/postgres/index.js';
 import { introspectTable } from '../../shared/drivers/postgres/introspect.js';
 import { quoteLiteral } from '../../shared/drivers/postgres/types.js';
@@ -543,38 +544,50 @@ describe('keyset paging', () => {
 });
 
 describe('connection health', () => {
-  it('keeps the connection usable after COPY pages that end right past the stream buffer (postgres.js#499)', async () => {
-    // ~100-byte rows: pages of 150..230 rows span the 16 KiB high-water mark that used to leave
-    // the socket paused after the COPY ended, hanging the next statement forever.
-    await admin.unsafe(`CREATE TABLE wide (id int PRIMARY KEY, pad text NOT NULL);
-      INSERT INTO wide SELECT g, repeat('x', 80) FROM generate_series(1, 400) g`);
-    const src = source();
-    const { ref, schema } = await src.introspect({ source: 'public.wide' });
-    const within = <T>(p: Promise<T>) =>
-      Promise.race([
-        p,
-        new Promise<never>((_, reject) =>
-          setTimeout(() => reject(new Error('connection hung after COPY')), 5000),
-        ),
-      ]);
-    for (let pageSize = 150; pageSize <= 230; pageSize += 4) {
-      const page = await within(
-        src.incrementalBatch({
-          table: ref,
-          cursorColumn: 'id',
-          after: '',
-          pageSize,
-          posPrefix: incrementalPosPrefix(1, 1),
-          ordinalBase: 0,
-          schema,
-          writeMode: 'append',
-        }),
-      );
-      expect(page.page!.record.numRows).toBe(pageSize);
-      expect(await within(src.countNullCursors(ref, 'pad'))).toBe(0);
-      await within(src.introspect({ source: 'public.wide' }));
-    }
-  });
+  // The raw data phase (copy-tap.ts, plain sockets) and postgres.js' COPY stream (TLS) both.
+  it.each([
+    ['the tapped socket', true],
+    ["postgres.js' COPY stream", false],
+  ])(
+    'keeps the connection usable after COPY pages that end right past the stream buffer (postgres.js#499), through %s',
+    async (_, tapped) => {
+      // ~100-byte rows: pages of 150..230 rows span the 16 KiB high-water mark that used to leave
+      // the socket paused after the COPY ended, hanging the next statement forever.
+      await admin.unsafe(`CREATE TABLE IF NOT EXISTS wide (id int PRIMARY KEY, pad text NOT NULL);
+      INSERT INTO wide SELECT g, repeat('x', 80) FROM generate_series(1, 400) g ON CONFLICT DO NOTHING`);
+      rawCopy.enabled = tapped;
+      const phases = rawCopy.phases;
+      const src = source();
+      const { ref, schema } = await src.introspect({ source: 'public.wide' });
+      const within = <T>(p: Promise<T>) =>
+        Promise.race([
+          p,
+          new Promise<never>((_, reject) =>
+            setTimeout(() => reject(new Error('connection hung after COPY')), 5000),
+          ),
+        ]);
+      for (let pageSize = 150; pageSize <= 230; pageSize += 4) {
+        const page = await within(
+          src.incrementalBatch({
+            table: ref,
+            cursorColumn: 'id',
+            after: '',
+            pageSize,
+            posPrefix: incrementalPosPrefix(1, 1),
+            ordinalBase: 0,
+            schema,
+            writeMode: 'append',
+          }),
+        );
+        expect(page.page!.record.numRows).toBe(pageSize);
+        expect(await within(src.countNullCursors(ref, 'pad'))).toBe(0);
+        await within(src.introspect({ source: 'public.wide' }));
+      }
+      rawCopy.enabled = true;
+      // Each page's COPY went the way this case names: 21 pages through the tap, or none.
+      expect(rawCopy.phases - phases).toBe(tapped ? 21 : 0);
+    },
+  );
 });
 
 describe('values a lake cannot hold', () => {

@@ -15,6 +15,7 @@ import postgres from 'postgres';
 import { SourceError } from '../../contracts/errors.js';
 import { redact } from '../../observability/redact.js';
 import { connectTimeoutError, timeoutSeconds, withinConnectTimeout } from '../connect-timeout.js';
+import { tapSocket } from './copy-tap.js';
 
 /** The postgres.js client type this driver uses (all values come back as text). */
 export type Sql = postgres.Sql;
@@ -93,7 +94,8 @@ export function endpointOf(url: string, sourceName?: string): Endpoint {
 
 /** postgres.js' `socket` option (README, "Custom socket"), which its type declarations lack. */
 interface SocketOption {
-  readonly socket?: () => Promise<Socket>;
+  /** Called with postgres.js' parsed options (`ssl` false unless TLS is asked for). */
+  readonly socket?: (options?: { readonly ssl?: unknown }) => Promise<Socket>;
 }
 
 /** postgres.js options of every client of a source; `extra` adds the per-client hooks. */
@@ -293,10 +295,15 @@ export class PgConnection {
         // closes before the server answered (and restarts its connect timer each time): at a
         // port where something else accepts and hangs up (a web server, a proxy) that is
         // hundreds of connections a second. So: one dial until the server has answered.
-        socket: () => {
+        socket: (o) => {
           dials += 1;
           if (dials > 1 && !answered) return Promise.reject(notPostgresError(this.endpoint));
-          return dial(host, port);
+          // COPY data is read off plain sockets by copy-tap.ts; TLS ones (postgres.js upgrades
+          // them itself) use postgres.js' COPY stream.
+          return dial(host, port).then((socket) => {
+            if (!o?.ssl) tapSocket(socket);
+            return socket;
+          });
         },
         // A closed connection retires its client, so `abandon` never terminates a backend the
         // client reconnected away from.

@@ -484,41 +484,52 @@ export class CopyBinaryDecoder {
 
   /** Decodes every complete tuple of `chunk` (plus what earlier chunks left over). */
   push(chunk: Uint8Array): void {
-    if (this.closed) return;
+    this.pushRange(chunk, 0, chunk.length);
+  }
+
+  /**
+   * Decodes every complete tuple of the stream bytes `chunk[start, end)` (plus what earlier
+   * ranges left over). The decoder may keep views of `chunk` (a tuple that straddles ranges, the
+   * last row's key): `chunk` must not be overwritten afterwards.
+   */
+  pushRange(chunk: Uint8Array, start: number, end: number): void {
+    if (this.closed || end <= start) return;
     let buf = chunk;
+    let off = start;
+    let n = end;
     if (this.pendingLength > 0) {
-      this.pending.push(chunk);
-      this.pendingLength += chunk.length;
+      this.pending.push(chunk.subarray(start, end));
+      this.pendingLength += end - start;
       // Concatenating only once enough bytes are there keeps a huge tuple spread over many
       // chunks linear instead of quadratic.
       if (this.pendingLength < this.pendingNeed) return;
       buf = Buffer.concat(this.pending, this.pendingLength);
+      off = 0;
+      n = buf.length;
       this.pending = [];
       this.pendingLength = 0;
     }
-    let off = 0;
     if (!this.headerDone) {
-      const end = this.headerEnd(buf);
-      if (end < 0) {
-        this.keep(buf, 0, -end);
+      const headerEnd = this.headerEnd(buf, off, n);
+      if (headerEnd < 0) {
+        this.keep(buf, off, n, -headerEnd);
         return;
       }
-      off = end;
+      off = headerEnd;
       this.headerDone = true;
     }
-    const n = buf.length;
     while (off < n) {
       if (this.finished) throw new DataError('COPY binary stream has data after its trailer');
-      const end = this.tupleEnd(buf, off);
-      if (end < 0) {
-        // -end - off: the bytes the tuple needs at least, by the length words seen so far.
-        if (-end - off > this.maxTupleBytes) throw new TupleTooLargeError(-end - off, false);
-        this.keep(buf, off, -end - off);
+      const tupleEnd = this.tupleEnd(buf, off, n);
+      if (tupleEnd < 0) {
+        // -tupleEnd - off: the bytes the tuple needs at least, by the length words seen so far.
+        if (-tupleEnd - off > this.maxTupleBytes) throw new TupleTooLargeError(-tupleEnd - off, false);
+        this.keep(buf, off, n, -tupleEnd - off);
         return;
       }
-      if (end - off > this.maxTupleBytes) throw new TupleTooLargeError(end - off, true);
+      if (tupleEnd - off > this.maxTupleBytes) throw new TupleTooLargeError(tupleEnd - off, true);
       this.decodeTuple(buf, off);
-      off = end;
+      off = tupleEnd;
       if (this.closed) {
         this.pending = [];
         this.pendingLength = 0;
@@ -557,33 +568,35 @@ export class CopyBinaryDecoder {
     return this.keyCopy;
   }
 
-  private keep(buf: Uint8Array, from: number, need: number): void {
-    const rest = buf.subarray(from);
+  private keep(buf: Uint8Array, from: number, end: number, need: number): void {
+    const rest = buf.subarray(from, end);
     this.pending = [rest];
     this.pendingLength = rest.length;
     this.pendingNeed = need;
   }
 
-  /** Offset after the header, or -(bytes needed) when it is incomplete. */
-  private headerEnd(buf: Uint8Array): number {
-    if (buf.length < HEADER_FIXED_LENGTH) return -HEADER_FIXED_LENGTH;
+  /**
+   * Offset after the header that starts at `off`, or -(bytes needed from `off`) when
+   * `buf[off, n)` does not hold all of it.
+   */
+  private headerEnd(buf: Uint8Array, off: number, n: number): number {
+    if (n - off < HEADER_FIXED_LENGTH) return -HEADER_FIXED_LENGTH;
     for (let k = 0; k < SIGNATURE_LENGTH; k++) {
-      if (buf[k] !== SIGNATURE[k])
+      if (buf[off + k] !== SIGNATURE[k])
         throw new DataError('COPY output does not start with the PGCOPY binary signature');
     }
-    if ((int32(buf, FLAGS_OFFSET) & FLAG_HAS_OIDS) !== 0) {
+    if ((int32(buf, off + FLAGS_OFFSET) & FLAG_HAS_OIDS) !== 0) {
       throw new DataError('COPY binary output carries row OIDs; tidemark never asks for them');
     }
-    const end = HEADER_FIXED_LENGTH + int32(buf, EXTENSION_LENGTH_OFFSET);
-    return buf.length < end ? -end : end;
+    const length = HEADER_FIXED_LENGTH + int32(buf, off + EXTENSION_LENGTH_OFFSET);
+    return n - off < length ? -length : off + length;
   }
 
   /**
    * Offset after the tuple at `off`, or -(absolute offset the buffer must reach) when the tuple
-   * is incomplete. Walks only the length words.
+   * does not end before `n`. Walks only the length words.
    */
-  private tupleEnd(buf: Uint8Array, off: number): number {
-    const n = buf.length;
+  private tupleEnd(buf: Uint8Array, off: number, n: number): number {
     if (off + 2 > n) return -(off + 2);
     const count = int16(buf, off);
     if (count === TRAILER) return off + 2;

@@ -10,6 +10,7 @@
  */
 import type { Sql } from './connect.js';
 import type { CopyBinaryDecoder } from './copy-binary.js';
+import { armCopy, copyMarker, releaseCopy } from './copy-tap.js';
 
 /** SQLSTATE of a statement ended by a cancel request. */
 export const QUERY_CANCELED = '57014';
@@ -27,7 +28,7 @@ export async function streamBinaryCopy(
   decoder: CopyBinaryDecoder,
   signal?: AbortSignal,
 ): Promise<unknown> {
-  const query = sql.unsafe(`COPY (${select}) TO STDOUT (FORMAT binary)`);
+  let failure: unknown;
   // Stopping a COPY early takes a cancel request (the protocol has no other way out of COPY OUT
   // but closing the connection). The server then ends the statement with 57014, or finishes it
   // first if it was already done; either way the connection stays usable. The cancel is awaited
@@ -38,9 +39,25 @@ export async function streamBinaryCopy(
   const cancel = () => {
     cancelling ??= Promise.resolve(query.cancel()).catch(() => undefined);
   };
+  // One chunk of COPY data, from the tap (a range of a socket chunk) or from postgres.js' stream.
+  // After a decode failure or once the page is full, the rest is dropped unread while the cancel
+  // takes effect: the connection must not be left mid-COPY.
+  const take = (chunk: Uint8Array, start: number, end: number) => {
+    if (failure !== undefined || decoder.closed) return;
+    try {
+      decoder.pushRange(chunk, start, end);
+    } catch (e) {
+      failure = e;
+    }
+    if (failure !== undefined || decoder.closed) cancel();
+  };
+  // On a plain socket the tap hands the CopyData straight to the decoder (copy-tap.ts) and
+  // postgres.js' stream stays empty; on TLS nothing takes the registration and the stream
+  // carries the data.
+  const armed = armCopy(take);
+  const query = sql.unsafe(`${copyMarker(armed)} COPY (${select}) TO STDOUT (FORMAT binary)`);
   const onAbort = () => cancel();
   signal?.addEventListener('abort', onAbort, { once: true });
-  let failure: unknown;
   try {
     try {
       const stream = await query.readable();
@@ -48,19 +65,10 @@ export async function streamBinaryCopy(
       // and resumes it only from the stream's read(); if CopyDone arrives in the same socket chunk
       // the stream has ended by then, read() is never called again, and the NEXT query on this
       // connection hangs forever (porsager/postgres#1016). Calling the stream's own read() once
-      // after the end resumes the socket (a no-op when it was never paused).
+      // after the end resumes the socket (a no-op when it was never paused). Only the stream
+      // path (TLS) can get there: the tap never pushes into the stream.
       try {
-        for await (const chunk of stream) {
-          // After a decode failure or once the page is full, the rest is dropped unread while
-          // the cancel takes effect: the connection must not be left mid-COPY.
-          if (failure !== undefined || decoder.closed) continue;
-          try {
-            decoder.push(chunk as Buffer);
-          } catch (e) {
-            failure = e;
-          }
-          if (failure !== undefined || decoder.closed) cancel();
-        }
+        for await (const chunk of stream) take(chunk as Buffer, 0, (chunk as Buffer).length);
       } finally {
         (stream as unknown as { _read(n: number): void })._read(0);
       }
@@ -68,6 +76,7 @@ export async function streamBinaryCopy(
       // The statement ended by our own cancel (page full, a refused row, an abort) is expected.
       if (!(cancelling && (e as { code?: unknown }).code === QUERY_CANCELED)) throw e;
     } finally {
+      releaseCopy(armed);
       await cancelling;
     }
   } finally {

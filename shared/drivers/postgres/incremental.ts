@@ -415,8 +415,9 @@ async function copyRows(
     },
     // A tuple over the cap (by its wire size, within a few bytes per field of its Arrow size for
     // the types big rows are made of; the Arrow size is checked above once decoded) is refused
-    // before it is decoded into the page. postgres.js hands over whole CopyData messages, one per
-    // row, so the row has been received by then; refusing it still saves decoding and encoding it.
+    // before it is decoded into the page, as soon as its length words show it: on a tapped socket
+    // (copy-tap.ts) before the rest of it has arrived; on postgres.js' stream (TLS) once its
+    // CopyData message has, which still saves decoding and encoding it.
     budget.maxRowBytes,
   );
 
