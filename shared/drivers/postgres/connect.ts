@@ -16,6 +16,7 @@ import { SourceError } from '../../contracts/errors.js';
 import { redact } from '../../observability/redact.js';
 import { connectTimeoutError, timeoutSeconds, withinConnectTimeout } from '../connect-timeout.js';
 import { tapSocket } from './copy-tap.js';
+import { negotiateTls, type TlsSettings, tlsOf } from './tls.js';
 
 /** The postgres.js client type this driver uses (all values come back as text). */
 export type Sql = postgres.Sql;
@@ -94,8 +95,7 @@ export function endpointOf(url: string, sourceName?: string): Endpoint {
 
 /** postgres.js' `socket` option (README, "Custom socket"), which its type declarations lack. */
 interface SocketOption {
-  /** Called with postgres.js' parsed options (`ssl` false unless TLS is asked for). */
-  readonly socket?: (options?: { readonly ssl?: unknown }) => Promise<Socket>;
+  readonly socket?: () => Promise<Socket>;
 }
 
 /** postgres.js options of every client of a source; `extra` adds the per-client hooks. */
@@ -115,6 +115,34 @@ function clientOptions(
     connection: { ...SESSION_SETTINGS, application_name: opts.applicationName ?? 'tidemark' },
     ...extra,
   };
+}
+
+/**
+ * Options of a query client (not the walsender): its sockets are dialled, put under TLS as the
+ * URL says (tls.ts, instead of by postgres.js, whose `ssl` is then off) and tapped for COPY
+ * (copy-tap.ts). `socket` in `extra` replaces the dial (PgConnection counts its dials).
+ */
+function queryClientOptions(
+  opts: ConnectOptions,
+  extra: postgres.Options<Record<string, never>> & SocketOption = {},
+) {
+  const ep = endpointOf(opts.url, opts.sourceName);
+  return clientOptions(opts, { ssl: false, socket: () => openSocket(ep, tlsOf(opts.url)), ...extra });
+}
+
+/** A connected socket to `ep` for postgres.js: TLS negotiated as `tls` says, tapped for COPY. */
+function openSocket(ep: Endpoint, tls: TlsSettings): Promise<Socket> {
+  return dial(ep.host, ep.port).then(async (raw) => {
+    let socket: Socket;
+    try {
+      socket = await negotiateTls(raw, ep.host, tls);
+    } catch (e) {
+      raw.destroy();
+      throw e;
+    }
+    tapSocket(socket);
+    return socket;
+  });
 }
 
 /**
@@ -154,13 +182,13 @@ export function queryPool(opts: ConnectOptions, max: number): Sql {
   // reserve request and hands the connection to nobody; the type fetch's ReadyForQuery is what
   // hands it over). The cost is one catalog query per new connection; values are unaffected
   // (chunks read binary COPY and raw text, never parsed values).
-  return postgres(opts.url, clientOptions(opts, { max, fetch_types: true }));
+  return postgres(opts.url, queryClientOptions(opts, { max, fetch_types: true }));
 }
 
 /** Opens a lazy client (it connects on the first query). Tests and tools; sources use `PgConnection`. */
 export function connect(opts: ConnectOptions): { sql: Sql; endpoint: Endpoint } {
   const endpoint = endpointOf(opts.url, opts.sourceName);
-  return { sql: postgres(opts.url, clientOptions(opts)), endpoint };
+  return { sql: postgres(opts.url, queryClientOptions(opts)), endpoint };
 }
 
 /** The backend a client talks to, read by its first query: what `abandon` terminates. */
@@ -218,6 +246,7 @@ const ENDED_BY: Readonly<Record<string, string>> = {
 export class PgConnection {
   readonly endpoint: Endpoint;
   private readonly opts: ConnectOptions;
+  private readonly tls: TlsSettings;
   private readonly timeoutMs: number;
   private current: Client | undefined;
   /** Clients being ended and backends being terminated; `close` waits for them. */
@@ -226,6 +255,7 @@ export class PgConnection {
   constructor(opts: ConnectOptions) {
     this.endpoint = endpointOf(opts.url, opts.sourceName);
     this.opts = opts;
+    this.tls = tlsOf(opts.url);
     this.timeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   }
 
@@ -283,27 +313,21 @@ export class PgConnection {
 
   /** A new client, its first query sent; `ready` rejects (and the client is ended) on failure. */
   private client(): Client {
-    const { host, port } = this.endpoint;
     let dials = 0;
     let answered = false;
     // Assigned below; the hooks run only once the client connects.
     let self: Client | undefined;
     const sql = postgres(
       this.opts.url,
-      clientOptions(this.opts, {
+      queryClientOptions(this.opts, {
         // postgres.js redials its first connection at once, without limit, when the socket
         // closes before the server answered (and restarts its connect timer each time): at a
         // port where something else accepts and hangs up (a web server, a proxy) that is
         // hundreds of connections a second. So: one dial until the server has answered.
-        socket: (o) => {
+        socket: () => {
           dials += 1;
           if (dials > 1 && !answered) return Promise.reject(notPostgresError(this.endpoint));
-          // COPY data is read off plain sockets by copy-tap.ts; TLS ones (postgres.js upgrades
-          // them itself) use postgres.js' COPY stream.
-          return dial(host, port).then((socket) => {
-            if (!o?.ssl) tapSocket(socket);
-            return socket;
-          });
+          return openSocket(this.endpoint, this.tls);
         },
         // A closed connection retires its client, so `abandon` never terminates a backend the
         // client reconnected away from.
