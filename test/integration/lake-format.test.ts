@@ -222,6 +222,12 @@ describe('lake format 1 and 2 through DuckDB', () => {
     }
     for (const column of ['note', '__pos'])
       expect(c2.get(column)!.encodings, column).toMatch(/DELTA_BYTE_ARRAY/);
+    // Wide decimals (FIXED_LEN_BYTE_ARRAY): no dictionary in format 1, dictionary + delta in 2.
+    expect(c1.get('d38')!.encodings).not.toMatch(/DICTIONARY|DELTA/);
+    expect(c2.get('d38')!.encodings).toMatch(/RLE_DICTIONARY/);
+    expect(c2.get('d38')!.encodings).toMatch(/DELTA_BYTE_ARRAY/);
+    // Doubles fall back to PLAIN in both.
+    expect(c2.get('f64')!.encodings).not.toMatch(/DELTA/);
     // Booleans: bit-packed PLAIN in format 1, RLE in format 2.
     expect(c1.get('b')!.encodings).toMatch(/PLAIN/);
     expect(c2.get('b')!.encodings).toBe('RLE');
