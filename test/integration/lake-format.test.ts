@@ -7,7 +7,8 @@
  *   from the page header at `data_page_offset`) and the encodings (no DELTA_* in format 1);
  * - the worker and the main-thread encoder write the same bytes for either format;
  * - a table keeps the format its state records whatever the spec says (incremental on Postgres,
- *   CDC on the scripted source), in both directions, and a state from before formats is format 1.
+ *   CDC on the scripted source), in both directions, a state from before formats is format 1, and
+ *   a reset that deletes the table's objects lets the next run take the spec's format.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
@@ -22,12 +23,13 @@ import { BatchEncoder } from '../../shared/dataplane/encoder.js';
 import { toLakeRecord } from '../../shared/dataplane/lake.js';
 import type { Column, LogicalType, Schema } from '../../shared/dataplane/schema.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
+import { resetIncremental } from '../../shared/engine/incremental/reset.js';
 import { incrementalStateKey } from '../../shared/engine/incremental/run.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { openPipeline } from '../../shared/pipeline/open.js';
 import { runTable } from '../../shared/pipeline/run-table.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
-import { objectKey } from '../../shared/sink/layout.js';
+import { objectKey, writerId } from '../../shared/sink/layout.js';
 import { FOOTER_FORMAT, ParquetSink } from '../../shared/sink/parquet-sink.js';
 import { encodeParquet, encodeParquetAsync } from '../../shared/sink/parquet-writer.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
@@ -321,6 +323,35 @@ describe('a table keeps its recorded format (incremental, Postgres)', () => {
     });
   }
 
+  it('a reset that deletes the objects makes the table new: the next run takes the spec format', async () => {
+    const name = 'public.items_reset';
+    await fx.createTable(name);
+    await fx.insertRange(1, 51, `${fx.ts('2024-01-01 00:00:00')} + g * INTERVAL '1 second'`, name);
+    const { spec, lakeDir } = localSpec(fx, { table: name, pageSize: 100 });
+    const t = incrementalTables(spec)[0]!;
+    const target = tableTarget(t);
+    await run(withFormat(spec, 1));
+    expect(await objectFormats(lakeDir, target)).toEqual(['1']);
+    const pipeline = await openPipeline(spec, { sourcesLazy: true });
+    try {
+      await resetIncremental({
+        key: incrementalStateKey(spec.pipeline, target),
+        lake: { table: target, writer: writerId(spec.pipeline, t.source) },
+        cursorColumn: t.cursor,
+        store: pipeline.store,
+        sink: pipeline.sink,
+        owner: 'test-reset',
+        objects: 'delete',
+      });
+    } finally {
+      await pipeline.close();
+    }
+    expect((await stateOf(spec)).format).toBeUndefined();
+    expect(await run(withFormat(spec, 2))).toEqual([]);
+    expect((await stateOf(spec)).format).toBe(2);
+    expect(await objectFormats(lakeDir, target)).toEqual(['2']);
+  });
+
   it('a table written before formats were recorded is format 1, and the state then says so', async () => {
     const name = 'public.items_legacy';
     await fx.createTable(name);
@@ -399,4 +430,59 @@ describe('a table keeps its recorded format (CDC, scripted source)', () => {
       expect(new Set(formats)).toEqual(new Set([String(first)]));
     });
   }
+
+  it('an entry written before formats (it has a `next`, no `format`) stays format 1 when the spec says 2', async () => {
+    const t = scriptTable('public.cl', [['v', 'int32']]);
+    const script = buildScript({
+      tables: [t],
+      steps: Array.from({ length: 6 }, (_, i) => ({
+        kind: 'txn' as const,
+        changes: [{ table: 'public.cl', op: 'insert' as const, id: i + 1 }],
+      })),
+    });
+    const dir = tempDir();
+    const server = new ScriptedServer(script, join(dir, 'server'));
+    const sink = new RecordingSink(join(dir, 'lake'));
+    const stateDir = join(dir, 'state');
+    const store = checkedStore(new FileCursorStore(stateDir), sink);
+    const streamer = server.streamer({ rowsPerEvent: 1 });
+    await expect(
+      runEngine({
+        script,
+        server,
+        store,
+        sink,
+        streamer,
+        limits: { rows: 2 },
+        extra: {
+          faults: (p) => {
+            if (p === 'after-commit') throw new Crash(p);
+          },
+        },
+      }),
+    ).rejects.toBeInstanceOf(Crash);
+    // Make the entry one from before this change: no `format`.
+    const file = (await readdir(stateDir)).find((n) => n.endsWith('.json') && !n.startsWith('.'))!;
+    const stored = JSON.parse(await readFile(join(stateDir, file), 'utf8')) as {
+      value: { tables: Record<string, Record<string, unknown>> };
+    };
+    const entry = stored.value.tables['public.cl']!;
+    expect(entry.format).toBe(1);
+    expect(entry.next).toBeDefined();
+    delete entry.format;
+    await writeFile(join(stateDir, file), JSON.stringify(stored));
+
+    const s = await runEngine({
+      script,
+      server,
+      store,
+      sink,
+      streamer,
+      limits: { rows: 2 },
+      extra: { lakeFormat: 2 },
+    });
+    expect(s.stopped).toBe('ended');
+    expect(parseCdcState((await store.load(STATE_KEY)).value).tables['public.cl']?.format).toBe(1);
+    expect(new Set(await objectFormats(join(dir, 'lake'), 'public.cl'))).toEqual(new Set(['1']));
+  });
 });
