@@ -6,12 +6,15 @@
  * metadata tail + encode, 15 columns). Prints medians of alternated runs and ratios against the
  * baseline measured in the same run (absolute times vary by machine; ratios hold better).
  *
- * Usage: npx tsx bench/parquet-writer.ts [rows=1000000] [rounds=3]
+ * Usage: npx tsx bench/parquet-writer.ts [rows=1000000] [rounds=3] [--formats]
+ * `--formats` (docs/lake-format.md) runs only the sink path, zstd, in lake format 1 and format 2,
+ * alternated (after one unmeasured warm-up encode of each): per round the encode's CPU time (process.cpuUsage, the encode runs on this thread)
+ * and wall time, the paired format 2 / format 1 ratios of each round, and the object sizes.
  * Feeds docs/decisions/0006-parquet-writer.md. hyparquet-writer and parquetjs are not installed;
  * the figures 0006 gives for them come from an earlier trial outside this repository.
  */
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { DuckDBInstance } from '@duckdb/node-api';
@@ -34,13 +37,16 @@ import {
   tableToIPC,
   Utf8,
 } from 'apache-arrow';
+import type { LakeFormat } from '../shared/contracts/lake-format.js';
 import { toLakeRecord } from '../shared/dataplane/lake.js';
 import { metadataFields } from '../shared/dataplane/metadata.js';
 import { objectStartPosition } from '../shared/position/position.js';
 import { encodeParquet, type ParquetCompression } from '../shared/sink/parquet-writer.js';
 
-const ROWS = Number(process.argv[2] ?? 1_000_000);
-const ROUNDS = Number(process.argv[3] ?? 3);
+const ARGS = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const FORMATS = process.argv.includes('--formats');
+const ROWS = Number(ARGS[0] ?? 1_000_000);
+const ROUNDS = Number(ARGS[1] ?? 3);
 /** Rows per input RecordBatch, like sink pages. */
 const BATCH_ROWS = 50_000;
 
@@ -194,6 +200,60 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
+/** `--formats`: the sink path (zstd) in lake format 1 and 2, alternated, CPU and wall per round. */
+function compareFormats(wire: readonly RecordBatch[]): void {
+  const formats: readonly LakeFormat[] = [1, 2];
+  const cpu = new Map<LakeFormat, number[]>(formats.map((f) => [f, []]));
+  const wall = new Map<LakeFormat, number[]>(formats.map((f) => [f, []]));
+  const size = new Map<LakeFormat, number>();
+  const load: string[] = [];
+  // One unmeasured encode per format first: the wasm memory grows to its working set once.
+  for (const format of formats) encodeParquet(wire.map(toLakeRecord), { compression: 'zstd', format });
+  for (let round = 0; round < ROUNDS; round++) {
+    load.push(
+      loadavg()
+        .map((l) => l.toFixed(2))
+        .join('/'),
+    );
+    // Alternate which format goes first, so a load change mid-round hits both the same way.
+    for (const format of round % 2 === 0 ? formats : [...formats].reverse()) {
+      const c0 = process.cpuUsage();
+      const t0 = performance.now();
+      const bytes = encodeParquet(wire.map(toLakeRecord), {
+        compression: 'zstd',
+        plainColumns: ['__pos'],
+        format,
+      });
+      const ms = performance.now() - t0;
+      const c = process.cpuUsage(c0);
+      cpu.get(format)!.push((c.user + c.system) / 1e6);
+      wall.get(format)!.push(ms / 1000);
+      size.set(format, bytes.byteLength);
+    }
+  }
+  const per1M = (s: number) => (s * 1e6) / ROWS;
+  console.log(
+    `${ROWS} rows, sink path zstd (9 data + 6 metadata columns), ${ROUNDS} alternated rounds; node ${process.version}`,
+  );
+  console.log(`load averages (1/5/15 min) at each round: ${load.join('  ')}`);
+  for (const f of formats) {
+    console.log(
+      `format ${f}: CPU-s per 1M rows median ${per1M(median(cpu.get(f)!)).toFixed(2)} (rounds ${cpu
+        .get(f)!
+        .map((x) => per1M(x).toFixed(2))
+        .join(
+          ' ',
+        )}), wall s median ${median(wall.get(f)!).toFixed(2)}, ${(size.get(f)! / 1e6).toFixed(2)} MB`,
+    );
+  }
+  const ratios = (m: Map<LakeFormat, number[]>) => m.get(2)!.map((x, i) => x / m.get(1)![i]!);
+  const cpuRatios = ratios(cpu);
+  const wallRatios = ratios(wall);
+  console.log(
+    `format 2 / format 1 per round: CPU ${cpuRatios.map((r) => r.toFixed(2)).join(' ')} (median ${median(cpuRatios).toFixed(2)}), wall ${wallRatios.map((r) => r.toFixed(2)).join(' ')} (median ${median(wallRatios).toFixed(2)}), size ${(size.get(2)! / size.get(1)!).toFixed(2)}`,
+  );
+}
+
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'tidemark-bench-'));
   try {
@@ -202,6 +262,10 @@ async function main(): Promise<void> {
       batches.push(makeBatch(start, Math.min(BATCH_ROWS, ROWS - start), seed));
     }
     const wire = batches.map((b, i) => withWireMetadata(b, i * BATCH_ROWS));
+    if (FORMATS) {
+      compareFormats(wire);
+      return;
+    }
     const sinkPath = (compression: ParquetCompression): Variant => ({
       name: `sink path ${compression} (+6 meta cols)`,
       async run(file) {

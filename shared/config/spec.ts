@@ -18,6 +18,12 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError, type ConfigProblem } from '../contracts/errors.js';
+import {
+  DEFAULT_LAKE_FORMAT,
+  isLakeFormat,
+  LAKE_FORMATS,
+  type LakeFormat,
+} from '../contracts/lake-format.js';
 import { driverKinds } from '../drivers/registry.js';
 import { redact, registerUrlSecrets } from '../observability/redact.js';
 import { checkModes } from './modes.js';
@@ -81,6 +87,22 @@ const lakeSchema = z
     endpoint: z.string().url().optional(),
     forcePathStyle: z.boolean().optional(),
     compression: z.enum(['zstd', 'snappy']).default('zstd'),
+    /**
+     * Lake format of tables synced for the first time (docs/lake-format.md): 1 (default, read
+     * by every engine) or 2 (DataPage V2 and delta encodings: smaller, cheaper to write, not
+     * read by Spark < 3.3 / Glue 3 or Redshift Spectrum). A table with state keeps its format.
+     */
+    format: z
+      .unknown()
+      .transform((v, ctx): LakeFormat => {
+        if (isLakeFormat(v)) return v;
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be ${LAKE_FORMATS.join(' or ')} (a number: 1 = DataPage V1, read by every engine; 2 = DataPage V2 and delta encodings, see docs/lake-format.md), got ${JSON.stringify(v)}`,
+        });
+        return z.NEVER;
+      })
+      .default(DEFAULT_LAKE_FORMAT),
   })
   .strict();
 

@@ -11,6 +11,7 @@
 import type { Batch } from '../dataplane/batch.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
+import type { LakeFormat } from './lake-format.js';
 import type { Position } from './source.js';
 
 /**
@@ -33,6 +34,11 @@ export interface LakeTable {
  */
 export interface WriteTarget extends LakeTable {
   readonly fence: number;
+  /**
+   * The lake format the table writes (shared/contracts/lake-format.ts): the engine resolves it
+   * from the table's state; the sink writes it and records it in the footer. Default 1.
+   */
+  readonly format?: LakeFormat;
 }
 
 /** One durable object in the lake. */

@@ -243,6 +243,7 @@ async function runSource(spec: Spec, name: string, ctx: SourceContext): Promise<
       sourceName: name,
       writer: writerId(spec.pipeline, name),
       tables: tableConfigs(spec, name),
+      lakeFormat: spec.lake.format,
       introspector: source,
       streamer: source,
       runtime: {

@@ -67,6 +67,7 @@ export async function runTable(
       exclude: table.exclude,
       onWiden: table.onWiden,
     },
+    lakeFormat: spec.lake.format,
     source,
     store: pipeline.store,
     sink: pipeline.sink,

@@ -15,6 +15,7 @@
  */
 import { util } from 'apache-arrow';
 import { SinkError } from '../contracts/errors.js';
+import { DEFAULT_LAKE_FORMAT, FOOTER_FORMAT } from '../contracts/lake-format.js';
 import type { LakeTable, ObjectRef, Sink, SinkProbe, WriteTarget } from '../contracts/sink.js';
 import type { Position } from '../contracts/source.js';
 import { type Batch, BatchError, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
@@ -63,6 +64,8 @@ export const FOOTER_FENCE = 'tidemark.fence';
 export const FOOTER_SCHEMA_VERSION = 'tidemark.schema_version';
 export const FOOTER_SCHEMA_HASH = 'tidemark.schema_hash';
 export const FOOTER_SCHEMA = 'tidemark.schema';
+/** The lake format of the object (docs/lake-format.md), `1` or `2`. */
+export { FOOTER_FORMAT };
 
 /** A data object of a table with its start position (or best ordering key when unresolved). */
 interface PlacedObject {
@@ -110,8 +113,10 @@ export class ParquetSink implements Sink, SinkProbe {
     }
     const lake = records.map(toLakeRecord);
     const rows = lake.reduce((n, r) => n + r.numRows, 0);
+    const format = target.format ?? DEFAULT_LAKE_FORMAT;
     const bytes = await encodeParquetAsync(lake, {
       compression: this.compression,
+      format,
       ...(this.maxRowGroupRows ? { maxRowGroupRows: this.maxRowGroupRows } : {}),
       // Every row has its own position: a dictionary for it would only overflow.
       plainColumns: [META_POS],
@@ -121,6 +126,7 @@ export class ParquetSink implements Sink, SinkProbe {
         [FOOTER_WRITE_MODE]: writeMode,
         [FOOTER_WRITER]: writer,
         [FOOTER_FENCE]: String(fence),
+        [FOOTER_FORMAT]: String(format),
         ...(recorded
           ? {
               [FOOTER_SCHEMA_VERSION]: String(recorded.version),

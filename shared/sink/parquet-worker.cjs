@@ -11,10 +11,13 @@ const {
   EnabledStatistics,
   Table,
   WriterPropertiesBuilder,
+  WriterVersion,
   transformParquetStream,
 } = require('parquet-wasm');
 
 const CODECS = { zstd: Compression.ZSTD, snappy: Compression.SNAPPY };
+/** arrow-rs writer version of each lake format (parquet-writer.ts WRITER_VERSIONS). */
+const WRITER_VERSIONS = { 1: WriterVersion.V1, 2: WriterVersion.V2 };
 
 /** Encode id -> the resolver waiting for its next slice. */
 const waiting = new Map();
@@ -23,6 +26,7 @@ const waiting = new Map();
 function writerProperties(s) {
   let builder = new WriterPropertiesBuilder()
     .setCompression(CODECS[s.compression])
+    .setWriterVersion(WRITER_VERSIONS[s.format])
     .setMaxRowGroupSize(s.maxRowGroupRows)
     .setMaxRowGroupBytes(s.maxRowGroupBytes)
     .setDictionaryPageSizeLimit(s.dictionaryPageBytes);

@@ -33,8 +33,15 @@ import {
   Table as WasmTable,
   type WriterProperties,
   WriterPropertiesBuilder,
+  WriterVersion,
   writeParquet,
 } from 'parquet-wasm';
+import {
+  DEFAULT_LAKE_FORMAT,
+  isLakeFormat,
+  LAKE_FORMATS,
+  type LakeFormat,
+} from '../contracts/lake-format.js';
 
 /** The codecs tidemark writes; both are read by Athena, Spark, Trino and DuckDB. */
 export type ParquetCompression = 'zstd' | 'snappy';
@@ -60,6 +67,13 @@ export interface ParquetWriteOptions {
   readonly plainColumns?: readonly string[];
   /** Extra key/value pairs for the file footer (e.g. the start position), readable by any tool. */
   readonly keyValueMetadata?: Readonly<Record<string, string>>;
+  /**
+   * Lake format (shared/contracts/lake-format.ts, docs/lake-format.md): 1 (default) writes
+   * arrow-rs writer version 1 (DataPage V1, dictionary with PLAIN fallback); 2 writes writer
+   * version 2 (DataPage V2, DELTA_BINARY_PACKED / DELTA_BYTE_ARRAY fallback, RLE booleans).
+   * Nothing else differs: same columns, logical types, statistics and footer keys.
+   */
+  readonly format?: LakeFormat;
 }
 
 /**
@@ -106,9 +120,13 @@ const CODECS: Record<ParquetCompression, Compression> = {
   snappy: Compression.SNAPPY,
 };
 
+/** arrow-rs writer version of each lake format (parquet-worker.cjs has the same table). */
+const WRITER_VERSIONS: Record<LakeFormat, WriterVersion> = { 1: WriterVersion.V1, 2: WriterVersion.V2 };
+
 /** The writer settings of one object, as plain data (posted to the worker as is). */
 interface EncodeSettings {
   readonly compression: ParquetCompression;
+  readonly format: LakeFormat;
   readonly maxRowGroupRows: number;
   readonly maxRowGroupBytes: number;
   readonly dictionaryPageBytes: number;
@@ -125,11 +143,13 @@ function planEncode(
 ): { slices: RecordBatch[]; settings: EncodeSettings } {
   if (records.length === 0) throw new Error('encodeParquet needs at least one record batch');
   checkCompression(options.compression);
+  checkFormat(options.format);
   const large = largeValueColumns(records);
   return {
     slices: records.flatMap((r) => sliceRecord(r, ENCODE_SLICE_BYTES)),
     settings: {
       compression: options.compression ?? 'zstd',
+      format: options.format ?? DEFAULT_LAKE_FORMAT,
       maxRowGroupRows: options.maxRowGroupRows ?? DEFAULT_MAX_ROW_GROUP_ROWS,
       maxRowGroupBytes: options.maxRowGroupBytes ?? DEFAULT_MAX_ROW_GROUP_BYTES,
       dictionaryPageBytes: DICTIONARY_PAGE_BYTES,
@@ -144,6 +164,7 @@ function planEncode(
 function writerProperties(s: EncodeSettings): WriterProperties {
   let builder = new WriterPropertiesBuilder()
     .setCompression(CODECS[s.compression])
+    .setWriterVersion(WRITER_VERSIONS[s.format])
     .setMaxRowGroupSize(s.maxRowGroupRows)
     .setMaxRowGroupBytes(s.maxRowGroupBytes)
     .setDictionaryPageSizeLimit(s.dictionaryPageBytes);
@@ -218,6 +239,12 @@ export function encodeParquet(
   const ipc = tableToIPC(new Table(records[0]!.schema, slices), 'stream');
   // writeParquet consumes (frees) both the wasm table and the properties.
   return writeParquet(WasmTable.fromIPCStream(ipc), writerProperties(settings));
+}
+
+function checkFormat(f: unknown): void {
+  if (f !== undefined && !isLakeFormat(f)) {
+    throw new Error(`unknown lake format ${JSON.stringify(f)}; use ${LAKE_FORMATS.join(' or ')}`);
+  }
 }
 
 function checkCompression(c: string | undefined): void {

@@ -3,14 +3,16 @@
  * limits, decimal(38,x) extremes and negatives, float specials, emoji and empty text, binary,
  * dates and timestamps before 1970 and at 9999-12-31, lists with null elements, nulls in every
  * column) goes through the real ParquetSink, and DuckDB reads back exactly those values with the
- * SQL types docs/reader-compatibility.md promises. The Parquet schema itself has no unsigned annotations and
- * only MICROS timestamps (UTC-adjusted exactly where the logical type says so).
+ * SQL types docs/reader-compatibility.md promises, in lake format 1 and 2. The Parquet schema
+ * itself has no unsigned annotations and only MICROS timestamps (UTC-adjusted exactly where the
+ * logical type says so).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LakeFormat } from '../../shared/contracts/lake-format.js';
 import { newBatch } from '../../shared/dataplane/batch.js';
 import { BatchEncoder } from '../../shared/dataplane/encoder.js';
 import type { Column, LogicalType, Schema } from '../../shared/dataplane/schema.js';
@@ -95,7 +97,7 @@ async function query(sql: string): Promise<Record<string, unknown>[]> {
 }
 
 /** Writes the golden batch through the sink; returns the Parquet file's path. */
-async function writeGolden(compression: 'zstd' | 'snappy'): Promise<string> {
+async function writeGolden(compression: 'zstd' | 'snappy', format: LakeFormat): Promise<string> {
   const enc = new BatchEncoder(SCHEMA, { phase: 'snapshot', capacity: ROWS });
   for (let r = 0; r < ROWS; r++) {
     const row: Record<string, unknown> = {};
@@ -104,20 +106,25 @@ async function writeGolden(compression: 'zstd' | 'snappy'): Promise<string> {
     enc.appendMeta((r % 3) as 0 | 1 | 2, `i${String(r).padStart(4, '0')}`, COMMIT_NS[r] ?? null, r % 2 === 0);
   }
   const record = enc.finish(1_700_000_000_000_000_999n);
-  const dir = join(scratch, compression);
+  const dir = join(scratch, `${compression}-${format}`);
   const sink = new ParquetSink({ store: new FileObjectStore(dir), compression });
   const table = 'golden.types';
-  const [ref] = await sink.write({ table, writer: 'test.golden', fence: 1 }, SCHEMA, 'i0000', [
+  const [ref] = await sink.write({ table, writer: 'test.golden', fence: 1, format }, SCHEMA, 'i0000', [
     newBatch({ table, record, watermark: 'i0006', writeMode: 'append' }),
   ]);
   expect(ref!.rows).toBe(ROWS);
   return join(dir, objectKey('', table, 'test.golden', 'i0000', 1).key);
 }
 
-describe.each(['zstd', 'snappy'] as const)('lake types through DuckDB (%s)', (compression) => {
+// Lake format 2 (docs/lake-format.md) must hold the same types and values as format 1.
+describe.each([
+  ['zstd', 1],
+  ['snappy', 1],
+  ['zstd', 2],
+] as const)('lake types through DuckDB (%s, lake format %i)', (compression, format) => {
   let file: string;
   beforeAll(async () => {
-    file = await writeGolden(compression);
+    file = await writeGolden(compression, format);
   });
 
   it('has the SQL types docs/reader-compatibility.md promises', async () => {

@@ -53,6 +53,19 @@ describe('pipeline spec', () => {
     expect(spec.lake.uri.startsWith('file:///')).toBe(true);
   });
 
+  it('lake.format: 1 by default, 2 on request, anything else refused naming the choices', () => {
+    expect(parseSpec(base(), { env: {} }).lake.format).toBe(1);
+    expect(
+      parseSpec({ ...base(), lake: { uri: 'file:///tmp/lake', format: 2 } }, { env: {} }).lake.format,
+    ).toBe(2);
+    for (const bad of [3, 0, '2', 'v2', 1.5, null]) {
+      const e = errorOf({ ...base(), lake: { uri: 'file:///tmp/lake', format: bad } });
+      expect(e.path).toBe('lake.format');
+      expect(e.message).toContain(`lake.format: must be 1 or 2`);
+      expect(e.message).toContain(`got ${JSON.stringify(bad)}`);
+    }
+  });
+
   it('names the exact field and the fix', () => {
     const unknown = base() as Record<string, unknown>;
     (unknown.tables as Record<string, unknown>[])[0]!.cursr = 'x';

@@ -32,6 +32,12 @@ import type {
   Streamer,
 } from '../../contracts/cdc.js';
 import { LeaseHeldError, LeaseLostError, TidemarkError } from '../../contracts/errors.js';
+import {
+  DEFAULT_LAKE_FORMAT,
+  type LakeFormat,
+  parseRecordedFormat,
+  resolveLakeFormat,
+} from '../../contracts/lake-format.js';
 import type { LakeTable, Sink } from '../../contracts/sink.js';
 import type { Introspector, TableRef } from '../../contracts/source.js';
 import type { Clock, CursorStore, StateRecord } from '../../contracts/state.js';
@@ -112,6 +118,11 @@ export interface CdcRunOptions {
   /** `<pipeline>.<source>` (shared/sink/layout.ts `writerId`). */
   readonly writer: string;
   readonly tables: readonly CdcTableConfig[];
+  /**
+   * The spec's `lake.format`: the format a table new to the capture is written in (default 1). A
+   * table with an entry keeps the format the entry records (docs/lake-format.md).
+   */
+  readonly lakeFormat?: LakeFormat;
   readonly introspector: Introspector;
   readonly streamer: Streamer;
   readonly runtime: CdcRuntime;
@@ -192,6 +203,8 @@ interface Captured {
   /** The lake schema: non-key columns nullable (a DELETE may carry only the key). */
   schema: Schema;
   recorded: StoredSchema;
+  /** The lake format the table writes (its entry's, or the spec's for a new table). */
+  readonly format: LakeFormat;
   /** Clock reading when the oldest pending row arrived; undefined when none is pending. */
   pendingSince: number | undefined;
   /** Source commit time of the newest row seen (lag is measured from it). */
@@ -423,11 +436,27 @@ class CdcRun {
           `its schema hash is ${recorded.hash}, the state says the table wrote ${stored.schemaHash}`,
         );
       }
+      // A table keeps the format its entry records; an entry that records none and never wrote an
+      // object (no `next`) is as new as a missing one (docs/lake-format.md).
+      const recordedFormat = parseRecordedFormat(`${config.target} in ${this.key}`, stored?.format);
+      const lakeFormat = resolveLakeFormat(
+        config.target,
+        this.opts.lakeFormat ?? DEFAULT_LAKE_FORMAT,
+        stored !== undefined && (recordedFormat !== undefined || stored.next !== undefined),
+        recordedFormat,
+      );
+      if (lakeFormat.note)
+        this.log.warn(lakeFormat.note, {
+          code: 'LAKE_FORMAT_KEPT',
+          table: config.target,
+          format: lakeFormat.format,
+        });
       this.tables.set(config.target, {
         config,
         ref,
         schema: lake,
         recorded,
+        format: lakeFormat.format,
         pendingSince: undefined,
         lastCommitTimeMs: undefined,
         stopped: stored?.stopped !== undefined,
@@ -489,6 +518,7 @@ class CdcRun {
       objects: 0,
       schemaHash: t.recorded.hash,
       schemaVersion: t.recorded.version,
+      format: t.format,
       ...(t.config.snapshot === 'initial' ? { snapshot: newTableSnapshot() } : {}),
     };
   }
@@ -763,7 +793,12 @@ class CdcRun {
       expectedVersion: this.version,
       renewTtlMs: this.opts.leaseTtlMs,
       writes: cuts.map(({ t, batches, startPosition, last }) => ({
-        target: { table: t.config.target, writer: this.opts.writer, fence: this.fenceNumber },
+        target: {
+          table: t.config.target,
+          writer: this.opts.writer,
+          fence: this.fenceNumber,
+          format: t.format,
+        },
         schema: t.schema,
         startPosition,
         batches,
@@ -788,6 +823,7 @@ class CdcRun {
             lastFlushAt: at,
             schemaHash: t.recorded.hash,
             schemaVersion: t.recorded.version,
+            format: t.format,
             ...(t.lastCommitTimeMs !== undefined ? { lagMs: Math.max(0, now - t.lastCommitTimeMs) } : {}),
           };
           this.objects += refs.length;

@@ -12,6 +12,7 @@
  */
 import type { DestructiveDDL, SourcePosition } from '../../contracts/cdc.js';
 import { TidemarkError } from '../../contracts/errors.js';
+import type { LakeFormat } from '../../contracts/lake-format.js';
 import type { TableSnapshot } from './snapshot.js';
 
 /** Entries kept in the event log. */
@@ -25,6 +26,11 @@ export interface CdcTableState {
   /** `schemaHash` of the schema the table writes, and its version. */
   readonly schemaHash?: string;
   readonly schemaVersion?: number;
+  /**
+   * The lake format the table's objects are written in (docs/lake-format.md); undefined in an
+   * entry written before formats were recorded (format 1 once the table wrote an object).
+   */
+  readonly format?: LakeFormat;
   /** Rows committed over the table's life, objects written. */
   readonly rows: number;
   readonly objects: number;

@@ -25,6 +25,7 @@ import {
   LeaseLostError,
   TidemarkError,
 } from '../../contracts/errors.js';
+import { DEFAULT_LAKE_FORMAT, type LakeFormat, resolveLakeFormat } from '../../contracts/lake-format.js';
 import type { LakeTable, ObjectRef, Sink } from '../../contracts/sink.js';
 import type {
   BatchIncrementalSource,
@@ -106,6 +107,11 @@ export interface IncrementalRunOptions {
    */
   readonly writer: string;
   readonly table: IncrementalTable;
+  /**
+   * The spec's `lake.format`: the format a table with no state yet is written in (default 1). A
+   * table with state keeps the format it records (docs/lake-format.md).
+   */
+  readonly lakeFormat?: LakeFormat;
   readonly source: IncrementalCapableSource;
   readonly store: CursorStore;
   readonly sink: Sink;
@@ -302,7 +308,21 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
     // The schema the table writes from now on: the recorded one, or the current one when the
     // rules let the change through (a stop throws before anything is deleted or written).
     const { recorded, notes } = schemaToWrite(opts, log, before.schema, schema);
-    const start: IncrementalState = recorded === before.schema ? before : { ...before, schema: recorded };
+    // The lake format: a table keeps the one it was first written in (docs/lake-format.md). A
+    // state that records none and never committed a page (a first run's, or one reset with its
+    // objects deleted) is a new table.
+    const isNew = record.value === undefined || (before.format === undefined && before.seq === 0);
+    const lakeFormat = resolveLakeFormat(
+      table.target,
+      opts.lakeFormat ?? DEFAULT_LAKE_FORMAT,
+      !isNew,
+      before.format,
+    );
+    if (lakeFormat.note) log.warn(lakeFormat.note, { code: 'LAKE_FORMAT_KEPT', format: lakeFormat.format });
+    const start: IncrementalState =
+      recorded === before.schema && before.format === lakeFormat.format
+        ? before
+        : { ...before, schema: recorded, format: lakeFormat.format };
     record = await checkStateAgainstLake(opts, key, lake, record, start);
     if (record.value !== undefined && start !== before) {
       record = await opts.store.commit(key, {
@@ -463,7 +483,12 @@ async function pageLoop(
       renewTtlMs: leaseTtl(opts),
       writes: [
         {
-          target: { table: table.target, writer: opts.writer, fence },
+          target: {
+            table: table.target,
+            writer: opts.writer,
+            fence,
+            format: state.format ?? DEFAULT_LAKE_FORMAT,
+          },
           schema,
           startPosition,
           batches: [page.page],

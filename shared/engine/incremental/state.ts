@@ -8,6 +8,7 @@
  * shows, and a stored value whose display fields are missing or malformed still runs.
  */
 import { TidemarkError } from '../../contracts/errors.js';
+import { type LakeFormat, parseRecordedFormat } from '../../contracts/lake-format.js';
 import { parseStoredSchema, type StoredSchema } from '../../dataplane/schema-rules.js';
 
 /** Why a run stopped reading. */
@@ -67,6 +68,12 @@ export interface IncrementalState {
    * current schema with. Undefined in a state written before schemas were recorded.
    */
   readonly schema?: StoredSchema;
+  /**
+   * The lake format the table's objects are written in (docs/lake-format.md). Undefined in a
+   * state written before formats were recorded (format 1), and after a reset that deleted the
+   * table's objects (the next run takes the spec's `lake.format`).
+   */
+  readonly format?: LakeFormat;
 }
 
 export function initialIncrementalState(cursorColumn: string): IncrementalState {
@@ -95,6 +102,7 @@ export function parseIncrementalState(value: unknown, cursorColumn: string): Inc
   const lastRun = parseLastRun(v.lastRun);
   const lastError = parseRecordedError(v.lastError);
   const schema = parseStoredSchema(v.schema);
+  const format = parseRecordedFormat('incremental state', v.format);
   return {
     cursor: v.cursor,
     cursorColumn: v.cursorColumn,
@@ -105,6 +113,7 @@ export function parseIncrementalState(value: unknown, cursorColumn: string): Inc
     ...(typeof v.newestCursorMs === 'number' ? { newestCursorMs: v.newestCursorMs } : {}),
     ...(objects ? { objects } : {}),
     ...(schema ? { schema } : {}),
+    ...(format !== undefined ? { format } : {}),
     ...(lastRun ? { lastRun } : {}),
     ...(lastError && typeof (v.lastError as { at?: unknown }).at === 'string'
       ? { lastError: { ...lastError, at: (v.lastError as { at: string }).at } }
