@@ -2,12 +2,12 @@
  * Cold start of the incremental Lambda bundle: bundles the handler exactly as deployed, then
  * measures in fresh Node processes (median of N) the time to load the bundle (`require`, which
  * compiles parquet-wasm and loads Arrow and the AWS SDK) against a bare `node -e ""` baseline
- * measured in the same run. Prints bundle sizes too.
+ * measured in the same run. Prints bundle sizes too, and the zipped asset's.
  *
  *   npm run bench -- cold-start [--runs N]   (default 7)
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { bundleHandler } from '../functions/bundle.js';
@@ -52,6 +52,15 @@ for (let i = 0; i < runs; i++) {
 }
 console.log(
   `bundle: index.js ${(b.bytes / 1e6).toFixed(2)} MB, parquet_wasm_bg.wasm ${(b.wasmBytes / 1e6).toFixed(2)} MB`,
+);
+// The asset as uploaded is a zip of the bundle directory (deflate, maximum level as CDK's asset
+// zipping uses); /usr/bin/zip makes the same kind of archive.
+const zipped = join(mkdtempSync(join(tmpdir(), 'tidemark-zip-')), 'asset.zip');
+const zip = spawnSync('zip', ['-r', '-q', '-9', zipped, '.'], { cwd: dir, encoding: 'utf8' });
+console.log(
+  zip.status === 0
+    ? `asset zipped (zip -9 of the bundle directory): ${(statSync(zipped).size / 1e6).toFixed(2)} MB`
+    : `asset zipped: not measured (zip: ${zip.error?.message ?? zip.stderr.trim()})`,
 );
 console.log(`median of ${runs}:`);
 console.log(`  node -e ""            ${median(bare).toFixed(0)} ms (baseline)`);

@@ -415,6 +415,8 @@ export interface ChildConfig {
   readonly lake: {
     readonly uri: string;
     readonly compression: 'zstd' | 'snappy';
+    /** The spec's `lake.format` (absent: the default, 1). */
+    readonly format?: 1 | 2;
     readonly endpoint?: string;
     readonly region?: string;
     readonly forcePathStyle?: boolean;
@@ -441,10 +443,13 @@ let childBundle: Promise<void> | undefined;
 
 /**
  * How a tidemark child starts: from a bundle built once per bench run, like the bundled CLI
- * (`tidemark run`), so its start-up is the CLI's; with TIDEMARK_FROM_SOURCE=1 through tsx.
+ * (`tidemark run`), so its start-up is the CLI's; profiled or with TIDEMARK_FROM_SOURCE=1,
+ * through tsx.
  */
-async function childEntry(): Promise<string[]> {
-  if (process.env.TIDEMARK_FROM_SOURCE === '1') return ['--import', 'tsx', CHILD_SCRIPT];
+async function childEntry(profiled: boolean): Promise<string[]> {
+  // A profiled child runs from the sources: the profile summary sorts samples into components
+  // by source file, which a bundle hides.
+  if (profiled || process.env.TIDEMARK_FROM_SOURCE === '1') return ['--import', 'tsx', CHILD_SCRIPT];
   childBundle ??= import('../functions/build-cli.js').then(async ({ bundleModule }) => {
     await bundleModule(CHILD_SCRIPT, CHILD_BUNDLE);
   });
@@ -465,7 +470,7 @@ export async function runTidemarkChild(
 ): Promise<{ sample: Sample; report: ChildReport }> {
   const args = [
     ...(cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : []),
-    ...(await childEntry()),
+    ...(await childEntry(cpuProfDir !== undefined)),
     JSON.stringify(config),
   ];
   const started = performance.now();
@@ -711,6 +716,8 @@ export interface TidemarkTarget {
   readonly s3Endpoint?: string;
   /** See ChildConfig. */
   readonly pgCopyStream?: boolean;
+  /** The spec's `lake.format` (absent: the default, 1). */
+  readonly format?: 1 | 2;
 }
 
 /** The child config of one run into `dir` (its fresh state dir and lake). */
@@ -723,7 +730,11 @@ export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
         region: 'us-east-1',
         forcePathStyle: true,
       }
-    : { uri: `file://${join(dir, 'lake')}`, compression: t.compression };
+    : {
+        uri: `file://${join(dir, 'lake')}`,
+        compression: t.compression,
+        ...(t.format !== undefined ? { format: t.format } : {}),
+      };
   return {
     source: t.source,
     table: t.table,
@@ -776,7 +787,7 @@ export function tidemarkVariant(name: string, target: TidemarkTarget, rows: numb
   };
 }
 
-/** The four tidemark variants every incremental bench compares: levers are compression, page size, sink. */
+/** The tidemark variants every incremental bench compares: levers are compression, page size, sink, lake format (and on Postgres the COPY data path). */
 export function tidemarkVariants(
   base: Omit<TidemarkTarget, 'compression' | 'pageSize' | 's3Endpoint'>,
   rows: number,
@@ -805,6 +816,13 @@ export function tidemarkVariants(
     tidemarkVariant(
       '(d) tidemark s3rver zstd, 50k pages',
       { ...base, compression: 'zstd', pageSize: 50_000, s3Endpoint },
+      rows,
+      work,
+    ),
+    // Lake format 2 (docs/lake-format.md), opt-in for new tables: what it buys end to end.
+    tidemarkVariant(
+      '(c) tidemark file:// zstd, 50k pages, lake format 2',
+      { ...base, compression: 'zstd', pageSize: 50_000, format: 2 },
       rows,
       work,
     ),
