@@ -88,8 +88,10 @@ export const KEEP_PACKET_MAX = 1 << 20;
  * error messages: slices of the packet, or copies when the packet's memory is bigger than
  * `keepMax` (a big row's packet is not kept alive for a few key bytes). mysql2 never writes into
  * a packet's buffer once it is handed over (a socket chunk, or a payload it allocated for a
- * packet that spans chunks or 16 MiB parts; its PacketParser reuses only the Packet object, and
- * a paused connection queues `clone()`s sharing the same bytes), so a slice stays valid.
+ * packet that spans chunks or 16 MiB parts, or zlib's output under the compressed protocol; its
+ * PacketParser reuses only the Packet object, and a paused connection queues `clone()`s sharing
+ * the same bytes: mysql2 3.24, lib/packet_parser.js, lib/base/connection.js), so a slice stays
+ * valid.
  */
 export function rowOf(buf: Buffer, r: RowRanges, indexes: readonly number[], keepMax: number): RawRow {
   const row: RawRow = new Array(r.width).fill(null);
