@@ -16,6 +16,8 @@
  *                       psql COPY binary and mariadb --quick SELECT * to /dev/null
  *                       [--rows N] [--runs N] [--quick] [--only pg|mysql]
  *   cli-start           the CLI's start-up, bundled (dist/cli) vs the sources through tsx [--runs N]
+ *   mysql-reader        CPU of reading N MariaDB rows: mysql2 rows vs the raw result-set reader
+ *                       [--rows N] [--runs N]
  *   encoder             bench/encoder.ts [rows]
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
@@ -39,6 +41,7 @@ const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly strin
   cdc: () => import('./cdc.js'),
   'cdc-mysql': () => import('./cdc-mysql.js'),
   'cli-start': () => import('./cli-start.js'),
+  'mysql-reader': () => import('./mysql-reader.js'),
   snapshot: () => import('./snapshot.js'),
 };
 

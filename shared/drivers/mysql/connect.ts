@@ -53,6 +53,19 @@ export interface ServerInfo {
 /** One row of a raw query: each value the bytes of the server's text output, or null. */
 export type RawRow = (Buffer | null)[];
 
+/** What `eachRow` uses of mysql2's Packet (lib/packets/packet.js): the payload is `buffer[offset..end)`. */
+interface RowPacket {
+  readonly buffer: Buffer;
+  readonly offset: number;
+  readonly end: number;
+  isEOF(): boolean;
+}
+
+/** mysql2's Query command in its row-reading state (lib/commands/query.js), as `eachRow` takes it over. */
+interface RowState {
+  row(this: RowState, packet: RowPacket, connection: unknown): unknown;
+}
+
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
 /** The oldest releases we support (docs/decisions/0005-supported-server-versions.md). */
@@ -208,6 +221,70 @@ export class MysqlSession {
     signal?: AbortSignal,
     onFields?: (fields: readonly FieldPacket[]) => void,
   ): Promise<void> {
+    return this.stream(sql, signal, onFields, (q, live, fail) => {
+      q.on('result', (row: unknown) => {
+        // Rows that arrive after an abort (the connection is being dropped) are not delivered.
+        if (!live()) return;
+        try {
+          onRow(row as RawRow);
+        } catch (e) {
+          fail(e);
+        }
+      });
+    });
+  }
+
+  /**
+   * `each` with the row data phase taken over (the raw result-set reader, issue 15): `onRow`
+   * gets each text-protocol row packet as its buffer and payload range `buf[start..end)` (one
+   * length-encoded string per column; text-rows.ts walks it), instead of a row of Buffers.
+   * mysql2 still connects, sends the statement, reads the column definitions (`onFields`, before
+   * the first row, as in `each`), the end of the result, errors and the packet sequence; only
+   * its row parser and per-row 'result' event are skipped. `buf` is mysql2's, never written
+   * again (text-rows.ts `rowOf` says why): slices of it may be kept. Same drain, abort and
+   * failure rules as `each`.
+   */
+  async eachRow(
+    sql: string,
+    onRow: (buf: Buffer, start: number, end: number) => void,
+    signal?: AbortSignal,
+    onFields?: (fields: readonly FieldPacket[]) => void,
+  ): Promise<void> {
+    return this.stream(sql, signal, onFields, (q, live, fail) => {
+      // mysql2 (lib/commands/query.js) reads rows in the state `row`: `fieldsEOF` moves to
+      // `this.row` (so an instance property takes over), and `Query.prototype.row` hands every
+      // non-EOF packet to the row parser, returning itself as the next state. Ours returns itself
+      // for row packets and gives EOF packets to mysql2's (end of result, or the next result set);
+      // ERR packets never reach a state: Command.execute turns them into 'error' first. A handler
+      // must not throw (mysql2 would treat it as a fatal connection error), so failures are kept.
+      const internal = q as unknown as RowState;
+      const original = internal.row;
+      const row = function (this: RowState, packet: RowPacket, connection: unknown): unknown {
+        if (packet.isEOF()) return original.call(this, packet, connection);
+        if (live()) {
+          try {
+            onRow(packet.buffer, packet.offset, packet.end);
+          } catch (e) {
+            fail(e);
+          }
+        }
+        return row;
+      };
+      internal.row = row;
+    });
+  }
+
+  /**
+   * Runs `sql` as a streaming statement: `rows` attaches the row delivery to mysql2's Query,
+   * given `live` (false once a row callback failed or the read was aborted: rows are then
+   * dropped) and `fail` (keeps the first failure, with which the statement ends once drained).
+   */
+  private async stream(
+    sql: string,
+    signal: AbortSignal | undefined,
+    onFields: ((fields: readonly FieldPacket[]) => void) | undefined,
+    rows: (q: mysql.Query, live: () => boolean, fail: (e: unknown) => void) => void,
+  ): Promise<void> {
     signal?.throwIfAborted();
     const open = await this.open();
     const onAbort = () => this.abandon(signal?.reason ?? new Error('aborted'));
@@ -215,10 +292,11 @@ export class MysqlSession {
     try {
       await this.statement<void>(open, (done, fail) => {
         let failure: unknown;
+        const live = () => failure === undefined && !signal?.aborted;
         const q = open.core.query({ sql, rowsAsArray: true, typeCast: false });
         if (onFields) {
           q.on('fields', (fields: FieldPacket[] | undefined) => {
-            if (failure !== undefined || signal?.aborted) return;
+            if (!live()) return;
             try {
               onFields(fields ?? []);
             } catch (e) {
@@ -226,14 +304,8 @@ export class MysqlSession {
             }
           });
         }
-        q.on('result', (row: unknown) => {
-          // Rows that arrive after an abort (the connection is being dropped) are not delivered.
-          if (failure !== undefined || signal?.aborted) return;
-          try {
-            onRow(row as RawRow);
-          } catch (e) {
-            failure = e;
-          }
+        rows(q, live, (e) => {
+          failure ??= e;
         });
         q.on('error', (e: Error) => {
           failure ??= e;

@@ -30,7 +30,15 @@ import { highWaterBound, timeBound } from './bound.js';
 import type { MysqlSession, RawRow } from './connect.js';
 import { type ColumnInfo, type KeysetPlan, realDate, TABLE_ALIAS, type TablePlan } from './introspect.js';
 import { checkResultFields } from './result-fields.js';
-import { type Appender, appenderOf, keyLiteral, parseValue, quoteIdent, type ValueContext } from './types.js';
+import { KEEP_PACKET_MAX, RowRanges, rowOf, walkRow } from './text-rows.js';
+import {
+  keyLiteral,
+  parseValue,
+  quoteIdent,
+  type RangeAppender,
+  rangeAppenderOf,
+  type ValueContext,
+} from './types.js';
 
 /** Bound settings of a page read (MysqlSourceOptions documents them). */
 export interface BoundSettings {
@@ -402,7 +410,7 @@ async function streamPage(
     req,
     enc,
     budget,
-    appenders: page.data.map((c) => appenderOf(c.read, ctxOf(plan, c))),
+    appenders: page.data.map((c) => rangeAppenderOf(c.read, ctxOf(plan, c))),
     keyIndexes: keyset.keys.map((k) => page.selected.indexOf(k)),
   };
   let after = page.after;
@@ -452,7 +460,7 @@ interface Statement {
   readonly req: BatchPageRequest;
   readonly enc: BatchEncoder;
   readonly budget: PageBudget;
-  readonly appenders: readonly Appender[];
+  readonly appenders: readonly RangeAppender[];
   readonly keyIndexes: readonly number[];
 }
 
@@ -483,26 +491,48 @@ async function streamRows(
   };
   let seen = 0;
   let taken = 0;
-  let last: RawRow | undefined;
+  // Each row packet is walked by offsets (text-rows.ts) into `ranges`, and its values appended
+  // from those ranges: no Buffer per value, no array per row. The last row appended is kept as
+  // its packet's buffer and the ranges of its key values (copied to `lastKey`), made into a row
+  // for its key once the statement is over.
+  const ranges = new RowRanges(page.selected.length);
+  const lastKey = new RowRanges(page.selected.length);
+  let lastBuf: Buffer | undefined;
   // Rows past `rows` (the one extra row that tells `more`) are counted, not appended; unless
   // the page closes by bytes, the statement is read to its end, so the connection is left drained.
   try {
-    await st.db.each(
+    await st.db.eachRow(
       sql,
-      (row) => {
+      (buf, start, end) => {
         if (seen++ >= rows || target === undefined) return;
+        walkRow(buf, start, end, ranges);
         const writers = target.writers;
+        const starts = ranges.starts;
+        const ends = ranges.ends;
         for (let i = 0; i < width; i++) {
-          const v = row[i]!;
-          if (v === null) writers[i]!.appendNull();
-          else appenders[i]!(writers[i]!, v);
+          const s = starts[i]!;
+          if (s < 0) writers[i]!.appendNull();
+          else appenders[i]!(writers[i]!, buf, s, ends[i]!);
         }
         enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + appended + taken, null, false);
         taken++;
-        last = keyOnly(row, keyIndexes);
+        lastBuf = buf;
+        for (const k of keyIndexes) {
+          lastKey.starts[k] = starts[k]!;
+          lastKey.ends[k] = ends[k]!;
+        }
         const size = budget.add(enc.dataBytes);
         if (size > budget.maxRowBytes)
-          stop.abort(rowTooLarge(plan, keyset, page.selected, row, size, budget.maxRowBytes));
+          stop.abort(
+            rowTooLarge(
+              plan,
+              keyset,
+              page.selected,
+              rowOf(buf, ranges, keyIndexes, 0),
+              size,
+              budget.maxRowBytes,
+            ),
+          );
         else if (budget.full) stop.abort(full);
       },
       signal,
@@ -514,25 +544,10 @@ async function streamRows(
   } finally {
     target = undefined;
   }
+  const last = lastBuf === undefined ? undefined : rowOf(lastBuf, lastKey, keyIndexes, KEEP_PACKET_MAX);
+  // The row callback may stay reachable from an abandoned connection: it must not hold the packet.
+  lastBuf = undefined;
   return { appended: taken, seen, last };
-}
-
-/** A row's values are slices of its packet; a packet larger than this is not kept for the key. */
-const KEEP_PACKET_MAX = 1 << 20;
-
-/**
- * The row to keep for the resume key: the row itself, or for a big row (its values slices of
- * a packet of many MiB) copies of its key fields only, so the packet can go.
- */
-function keyOnly(row: RawRow, keyIndexes: readonly number[]): RawRow {
-  const probe = row[keyIndexes[0]!];
-  if (probe === null || probe === undefined || probe.buffer.byteLength <= KEEP_PACKET_MAX) return row;
-  const copy: RawRow = new Array(row.length).fill(null);
-  for (const i of keyIndexes) {
-    const v = row[i];
-    copy[i] = v === null || v === undefined ? null : Buffer.from(v);
-  }
-  return copy;
 }
 
 /** The abort reason of a page closed by its byte budget (not an error). */

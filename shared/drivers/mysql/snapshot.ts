@@ -39,7 +39,8 @@ import { type ConnectOptions, MysqlSession, type RawRow, translateConnectError }
 import { keysetPredicate } from './incremental.js';
 import { type ColumnInfo, introspectTable, TABLE_ALIAS, type TablePlan } from './introspect.js';
 import { checkResultFields } from './result-fields.js';
-import { appenderOf, keyLiteral, parseValue, quoteIdent } from './types.js';
+import { KEEP_PACKET_MAX, RowRanges, rowOf, walkRow } from './text-rows.js';
+import { keyLiteral, parseValue, quoteIdent, rangeAppenderOf } from './types.js';
 
 /** Options of the MySQL snapshot source beyond the contract's. */
 export interface MysqlSnapshotOptions extends SnapshotOptions {
@@ -362,9 +363,13 @@ export class MysqlChunker implements TableChunker {
         await this.source.writeWatermark(db, ids.low);
       }
       const enc = new BatchEncoder(req.schema, { phase: 'snapshot', capacity: Math.min(req.limit, 65_536) });
-      const appenders = data.map((c) => appenderOf(c.read, { table: p.plan.source, column: c.name }));
+      const appenders = data.map((c) => rangeAppenderOf(c.read, { table: p.plan.source, column: c.name }));
       const writers = data.map((_, i) => enc.col(i));
-      let last: RawRow | undefined;
+      // Row packets walked by offsets (text-rows.ts), as the incremental batch path does; the
+      // last row is kept as its packet's buffer and its key values' ranges.
+      const ranges = new RowRanges(selected.length);
+      const lastKey = new RowRanges(selected.length);
+      let lastBuf: Buffer | undefined;
       let rows = 0;
       let cut: { file: string; pos: number } | undefined;
       await db.query('START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY');
@@ -384,17 +389,23 @@ export class MysqlChunker implements TableChunker {
           cut = { file, pos: Number(pos) };
         }
         const width = data.length;
-        await db.each(
+        await db.eachRow(
           sql,
-          (row) => {
+          (buf, start, end) => {
+            walkRow(buf, start, end, ranges);
+            const { starts, ends } = ranges;
             for (let i = 0; i < width; i++) {
-              const v = row[i]!;
-              if (v === null) writers[i]!.appendNull();
-              else appenders[i]!(writers[i]!, v);
+              const s = starts[i]!;
+              if (s < 0) writers[i]!.appendNull();
+              else appenders[i]!(writers[i]!, buf, s, ends[i]!);
             }
             enc.appendMeta(Op.create, '', null, true);
             rows++;
-            last = row;
+            lastBuf = buf;
+            for (const k of keyIndexes) {
+              lastKey.starts[k] = starts[k]!;
+              lastKey.ends[k] = ends[k]!;
+            }
           },
           signal,
           (fields) => checkResultFields(selected, fields),
@@ -410,8 +421,10 @@ export class MysqlChunker implements TableChunker {
         await db.query('ROLLBACK').catch(() => undefined);
         throw e;
       }
-      const lastRow = last as RawRow | undefined;
-      const lastKey =
+      const lastRow =
+        lastBuf === undefined ? undefined : rowOf(lastBuf, lastKey, keyIndexes, KEEP_PACKET_MAX);
+      lastBuf = undefined;
+      const lastToken =
         lastRow === undefined
           ? undefined
           : this.tokenOf(
@@ -428,7 +441,7 @@ export class MysqlChunker implements TableChunker {
               watermark: undefined,
               writeMode: req.writeMode,
             });
-      window.ready({ batch, rows, lastKey });
+      window.ready({ batch, rows, lastKey: lastToken });
       if (mode === 'status') window.expect(ids.high, 'high', binlogAt(cut!.file, cut!.pos));
       else {
         window.expect(ids.high, 'high');

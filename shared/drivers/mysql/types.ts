@@ -3,8 +3,8 @@
  * `LogicalType` and the one SQL expression both read paths select for it, together with the
  * two ways its text output is read (docs/types.md, MySQL section, is the table behind this):
  *   - `parseValue`: text bytes -> a value of the exact value universe (the row path);
- *   - `appenderOf`: text bytes -> the column's `ColumnWriter`, with no value object in between
- *     (the batch path).
+ *   - `rangeAppenderOf`: text bytes (a range of a row packet) -> the column's `ColumnWriter`, with
+ *     no value object in between (the batch path; `appenderOf` is the same on a whole Buffer).
  * Both read the same bytes of the same statement, so equal input gives byte-identical batches;
  * they are written independently (the row path goes through time-text.ts, the batch path parses
  * bytes) so that the equality test checks one against the other.
@@ -282,6 +282,12 @@ export function parseValue(plan: ReadPlan, buf: Buffer | null, ctx: ValueContext
 /** Appends one non-NULL raw value to a column writer. */
 export type Appender = (w: ColumnWriter, b: Buffer) => void;
 
+/**
+ * Appends the non-NULL raw value `b[start..end)` to a column writer: the raw result-set reader
+ * (text-rows.ts) hands each value as a range of its row packet, with no Buffer per value.
+ */
+export type RangeAppender = (w: ColumnWriter, b: Buffer, start: number, end: number) => void;
+
 const MINUS = 0x2d;
 const DIGIT_0 = 0x30;
 /** Longest text (sign included) whose digits are always a safe integer: 15 characters (< 10^15 < 2^53). */
@@ -291,13 +297,13 @@ const MICROS_PER_SECOND = 1_000_000;
 /** Days from 1970 within which micros since 1970 are safe integers (2^53 µs is ~104 249 days). */
 const SAFE_DAYS = 104_000;
 
-/** Parses ASCII decimal digits with an optional leading '-' (at most 15 digits: exact). */
-function asciiInt(b: Buffer): number {
-  let i = 0;
-  const neg = b[0] === MINUS;
-  if (neg) i = 1;
+/** Parses ASCII decimal digits `b[start..end)` with an optional leading '-' (at most 15 digits: exact). */
+function asciiInt(b: Buffer, start: number, end: number): number {
+  let i = start;
+  const neg = b[start] === MINUS;
+  if (neg) i++;
   let n = 0;
-  for (; i < b.length; i++) n = n * 10 + (b[i]! - DIGIT_0);
+  for (; i < end; i++) n = n * 10 + (b[i]! - DIGIT_0);
   return neg ? -n : n;
 }
 
@@ -322,73 +328,90 @@ function lastDayOfMonth(year: number, month: number): number {
 }
 
 /**
- * Days of a `YYYY-MM-DD` prefix, `null` for a zero-in-date value, or `undefined` when the text
- * is not a plain calendar date (then the caller lets time-text.ts refuse it with its message).
+ * Days of a `YYYY-MM-DD` prefix of `b[s..end)`, `null` for a zero-in-date value, or `undefined`
+ * when the text is not a plain calendar date (then the caller lets time-text.ts refuse it with
+ * its message).
  */
-function daysOfBytes(b: Buffer): number | null | undefined {
-  if (b.length < 10 || b[4] !== MINUS || b[7] !== MINUS) return undefined;
-  const year = two(b, 0) * 100 + two(b, 2);
-  const month = two(b, 5);
-  const day = two(b, 8);
+function daysOfBytes(b: Buffer, s: number, end: number): number | null | undefined {
+  if (end - s < 10 || b[s + 4] !== MINUS || b[s + 7] !== MINUS) return undefined;
+  const year = two(b, s) * 100 + two(b, s + 2);
+  const month = two(b, s + 5);
+  const day = two(b, s + 8);
   if (month === 0 || day === 0) return null;
   if (month > 12 || day > lastDayOfMonth(year, month)) return undefined;
   return daysFromCivil(year, month, day);
 }
 
-/** `YYYY-MM-DD HH:MM:SS[.f{1,6}]` to micros, or undefined when it is anything else. */
-function microsOfBytes(days: number, b: Buffer): number | bigint | undefined {
-  if (b.length < 19 || b[10] !== 0x20 || b[13] !== 0x3a || b[16] !== 0x3a) return undefined;
-  const h = two(b, 11);
-  const mi = two(b, 14);
-  const s = two(b, 17);
-  if (h > 23 || mi > 59 || s > 59) return undefined;
+/** `YYYY-MM-DD HH:MM:SS[.f{1,6}]` in `b[s..end)` to micros, or undefined when it is anything else. */
+function microsOfBytes(days: number, b: Buffer, s: number, end: number): number | bigint | undefined {
+  const n = end - s;
+  if (n < 19 || b[s + 10] !== 0x20 || b[s + 13] !== 0x3a || b[s + 16] !== 0x3a) return undefined;
+  const h = two(b, s + 11);
+  const mi = two(b, s + 14);
+  const sec = two(b, s + 17);
+  if (h > 23 || mi > 59 || sec > 59) return undefined;
   let frac = 0;
-  if (b.length > 19) {
-    if (b[19] !== 0x2e || b.length > 26 || b.length === 20) return undefined;
-    for (let i = 20; i < 26; i++) frac = frac * 10 + (i < b.length ? b[i]! - DIGIT_0 : 0);
+  if (n > 19) {
+    if (b[s + 19] !== 0x2e || n > 26 || n === 20) return undefined;
+    for (let i = 20; i < 26; i++) frac = frac * 10 + (i < n ? b[s + i]! - DIGIT_0 : 0);
   }
-  const seconds = h * 3600 + mi * 60 + s;
+  const seconds = h * 3600 + mi * 60 + sec;
   // Within ±SAFE_DAYS every partial sum stays below 2^53: plain number arithmetic is exact.
   if (days > -SAFE_DAYS && days < SAFE_DAYS)
     return days * MICROS_PER_DAY + seconds * MICROS_PER_SECOND + frac;
   return BigInt(days) * BigInt(MICROS_PER_DAY) + BigInt(seconds * MICROS_PER_SECOND + frac);
 }
 
-/** The appender of a column (`ctx` names it in errors). */
-export function appenderOf(plan: ReadPlan, ctx: ValueContext): Appender {
+/**
+ * The range appender of a column (`ctx` names it in errors): the one batch-path parser per read
+ * kind, used by the raw result-set reader on packet ranges and, through `appenderOf`, on Buffers.
+ * A value that is not the plain form (a date outside the calendar, say) falls back to
+ * `parseValue` on a slice, so its error is the row path's, word for word.
+ */
+export function rangeAppenderOf(plan: ReadPlan, ctx: ValueContext): RangeAppender {
   switch (plan.kind) {
     case 'int':
-      return (w, b) => w.appendInt(asciiInt(b));
+      return (w, b, s, e) => w.appendInt(asciiInt(b, s, e));
     case 'int64':
-      return (w, b) =>
-        b.length <= SAFE_DIGITS ? w.appendInt(asciiInt(b)) : w.appendBigInt(BigInt(b.toString('latin1')));
+      return (w, b, s, e) =>
+        e - s <= SAFE_DIGITS
+          ? w.appendInt(asciiInt(b, s, e))
+          : w.appendBigInt(BigInt(b.toString('latin1', s, e)));
     case 'decimal':
-      return (w, b) => w.appendDecimalText(b.toString('latin1'));
+      return (w, b, s, e) => w.appendDecimalText(b.toString('latin1', s, e));
     case 'float':
-      return (w, b) => w.appendFloat64(Number(b.toString('latin1')));
+      return (w, b, s, e) => w.appendFloat64(Number(b.toString('latin1', s, e)));
     case 'text':
-      return (w, b) => w.appendUtf8Bytes(b, 0, b.length);
+      // Valid UTF-8 as it is: the session's SET NAMES utf8mb4 (connect.ts) has the server convert
+      // every column charset, and the writer copies the bytes (no validation, as before).
+      return (w, b, s, e) => w.appendUtf8Bytes(b, s, e);
     case 'binary':
-      return (w, b) => w.appendBytes(b, 0, b.length);
+      return (w, b, s, e) => w.appendBytes(b, s, e);
     case 'date':
-      return (w, b) => {
-        const days = b.length === 10 ? daysOfBytes(b) : undefined;
+      return (w, b, s, e) => {
+        const days = e - s === 10 ? daysOfBytes(b, s, e) : undefined;
         if (days === null) w.appendNull();
-        else w.appendInt(days ?? (parseValue(plan, b, ctx) as number));
+        else w.appendInt(days ?? (parseValue(plan, b.subarray(s, e), ctx) as number));
       };
     case 'datetime':
-      return (w, b) => {
-        const days = daysOfBytes(b);
+      return (w, b, s, e) => {
+        const days = daysOfBytes(b, s, e);
         if (days === null) {
           w.appendNull();
           return;
         }
-        const micros = days === undefined ? undefined : microsOfBytes(days, b);
-        if (micros === undefined) w.appendBigInt(parseValue(plan, b, ctx) as bigint);
+        const micros = days === undefined ? undefined : microsOfBytes(days, b, s, e);
+        if (micros === undefined) w.appendBigInt(parseValue(plan, b.subarray(s, e), ctx) as bigint);
         else if (typeof micros === 'number') w.appendInt(micros);
         else w.appendBigInt(micros);
       };
   }
+}
+
+/** The appender of a column on whole Buffers (`ctx` names it in errors): `rangeAppenderOf` over all of `b`. */
+export function appenderOf(plan: ReadPlan, ctx: ValueContext): Appender {
+  const range = rangeAppenderOf(plan, ctx);
+  return (w, b) => range(w, b, 0, b.length);
 }
 
 // ---------------------------------------------------------------------------------------------
