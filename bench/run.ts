@@ -19,6 +19,7 @@
  *   mysql-reader        CPU of reading N MariaDB rows: mysql2 rows vs the raw result-set reader
  *                       [--rows N] [--runs N]
  *   encoder             bench/encoder.ts [rows]
+ *   text-append         bench/text-append.ts [values]
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
  *
@@ -30,6 +31,7 @@ import { fileURLToPath } from 'node:url';
 
 const SCRIPTS: Readonly<Record<string, string>> = {
   encoder: 'encoder.ts',
+  'text-append': 'text-append.ts',
   'parquet-writer': 'parquet-writer.ts',
   'cold-start': 'cold-start.ts',
 };

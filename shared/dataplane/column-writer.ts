@@ -189,6 +189,10 @@ export class ColumnWriter {
   /** The last `__pos` prefix and its UTF-8 bytes, encoded once per batch. */
   private prefix = '';
   private prefixBytes: Uint8Array = NO_U8;
+  /** The last source `copyBytes` copied from and its memory (see there); dropped by toData. */
+  private source: Uint8Array | undefined;
+  private sourceMemory: ArrayBufferLike = NO_U8.buffer;
+  private sourceOffset = 0;
 
   /** A writer for a data column (or list element) of logical type `t`. */
   constructor(name: string, t: LogicalType, nullable: boolean, arrowType: DataType, capacity: number);
@@ -604,7 +608,16 @@ export class ColumnWriter {
     if (n <= COPY_LOOP_MAX) {
       for (let k = 0; k < n; k++) d[pos + k] = buf[start + k]!;
     } else {
-      d.set(buf.subarray(start, end), pos);
+      // A plain Uint8Array view over the source's memory: `buf.subarray` on a Buffer builds a
+      // Buffer (a slower constructor), and `buf.buffer` / `byteOffset` are getters worth reading
+      // once per source chunk, not per value (values of a column come from the same socket chunk
+      // many times in a row). docs/benchmarks.md, "Text values over 32 bytes".
+      if (buf !== this.source) {
+        this.source = buf;
+        this.sourceMemory = buf.buffer;
+        this.sourceOffset = buf.byteOffset;
+      }
+      d.set(new Uint8Array(this.sourceMemory, this.sourceOffset + start, n), pos);
     }
     this.close(pos + n);
   }
@@ -690,6 +703,9 @@ export class ColumnWriter {
 
   /** @internal Arrow data of everything appended (buffers are handed over, not copied). */
   toData(): Data {
+    // The batch must not keep the last socket chunk (or a big row's buffer) alive.
+    this.source = undefined;
+    this.sourceMemory = NO_U8.buffer;
     const n = this.length;
     const base = {
       type: this.arrowType,
