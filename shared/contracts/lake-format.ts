@@ -68,6 +68,6 @@ export function resolveLakeFormat(
   if (format === configured) return { format };
   return {
     format,
-    note: `${table}: keeps lake format ${format}${recorded === undefined ? ' (written before lake formats were recorded)' : ''}; lake.format: ${configured} applies to tables synced for the first time. To rewrite this table in format ${configured}, reset it (tidemark reset) and sync it again`,
+    note: `${table}: keeps lake format ${format}${recorded === undefined ? ' (written before lake formats were recorded)' : ''}; lake.format: ${configured} applies to tables synced for the first time. To rewrite this table in format ${configured}, run tidemark reset --table ${table} --delete-objects (its objects are deleted, the next run syncs it again from the start); a reset that keeps the objects keeps the format`,
   };
 }

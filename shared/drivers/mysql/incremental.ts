@@ -30,7 +30,7 @@ import { highWaterBound, timeBound } from './bound.js';
 import type { MysqlSession, RawRow } from './connect.js';
 import { type ColumnInfo, type KeysetPlan, realDate, TABLE_ALIAS, type TablePlan } from './introspect.js';
 import { checkResultFields } from './result-fields.js';
-import { KEEP_PACKET_MAX, RowRanges, rowOf, walkRow } from './text-rows.js';
+import { appendRow, LastKeyRow, RowRanges, rowOf, walkRow } from './text-rows.js';
 import {
   keyLiteral,
   parseValue,
@@ -475,7 +475,6 @@ async function streamRows(
   appended: number,
 ): Promise<{ appended: number; seen: number; last: RawRow | undefined }> {
   const { plan, keyset, page, req, enc, budget, appenders, keyIndexes } = st;
-  const width = page.data.length;
   const { posPrefix, ordinalBase } = req;
   // Once the page is full (or a row is refused) the rest of the result is not wanted: the
   // statement is abandoned through the read's abort, which closes the connection (the next
@@ -493,11 +492,9 @@ async function streamRows(
   let taken = 0;
   // Each row packet is walked by offsets (text-rows.ts) into `ranges`, and its values appended
   // from those ranges: no Buffer per value, no array per row. The last row appended is kept as
-  // its packet's buffer and the ranges of its key values (copied to `lastKey`), made into a row
-  // for its key once the statement is over.
+  // its packet and its key values' ranges, made into a row for its key once the statement is over.
   const ranges = new RowRanges(page.selected.length);
-  const lastKey = new RowRanges(page.selected.length);
-  let lastBuf: Buffer | undefined;
+  const lastKey = new LastKeyRow(page.selected.length, keyIndexes);
   // Rows past `rows` (the one extra row that tells `more`) are counted, not appended; unless
   // the page closes by bytes, the statement is read to its end, so the connection is left drained.
   try {
@@ -506,21 +503,10 @@ async function streamRows(
       (buf, start, end) => {
         if (seen++ >= rows || target === undefined) return;
         walkRow(buf, start, end, ranges);
-        const writers = target.writers;
-        const starts = ranges.starts;
-        const ends = ranges.ends;
-        for (let i = 0; i < width; i++) {
-          const s = starts[i]!;
-          if (s < 0) writers[i]!.appendNull();
-          else appenders[i]!(writers[i]!, buf, s, ends[i]!);
-        }
+        appendRow(buf, ranges, target.writers, appenders);
         enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + appended + taken, null, false);
         taken++;
-        lastBuf = buf;
-        for (const k of keyIndexes) {
-          lastKey.starts[k] = starts[k]!;
-          lastKey.ends[k] = ends[k]!;
-        }
+        lastKey.keep(buf, ranges);
         const size = budget.add(enc.dataBytes);
         if (size > budget.maxRowBytes)
           stop.abort(
@@ -544,10 +530,7 @@ async function streamRows(
   } finally {
     target = undefined;
   }
-  const last = lastBuf === undefined ? undefined : rowOf(lastBuf, lastKey, keyIndexes, KEEP_PACKET_MAX);
-  // The row callback may stay reachable from an abandoned connection: it must not hold the packet.
-  lastBuf = undefined;
-  return { appended: taken, seen, last };
+  return { appended: taken, seen, last: lastKey.take() };
 }
 
 /** The abort reason of a page closed by its byte budget (not an error). */

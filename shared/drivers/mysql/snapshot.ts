@@ -39,7 +39,7 @@ import { type ConnectOptions, MysqlSession, type RawRow, translateConnectError }
 import { keysetPredicate } from './incremental.js';
 import { type ColumnInfo, introspectTable, TABLE_ALIAS, type TablePlan } from './introspect.js';
 import { checkResultFields } from './result-fields.js';
-import { KEEP_PACKET_MAX, RowRanges, rowOf, walkRow } from './text-rows.js';
+import { appendRow, LastKeyRow, RowRanges, walkRow } from './text-rows.js';
 import { keyLiteral, parseValue, quoteIdent, rangeAppenderOf } from './types.js';
 
 /** Options of the MySQL snapshot source beyond the contract's. */
@@ -368,8 +368,7 @@ export class MysqlChunker implements TableChunker {
       // Row packets walked by offsets (text-rows.ts), as the incremental batch path does; the
       // last row is kept as its packet's buffer and its key values' ranges.
       const ranges = new RowRanges(selected.length);
-      const lastKey = new RowRanges(selected.length);
-      let lastBuf: Buffer | undefined;
+      const lastKey = new LastKeyRow(selected.length, keyIndexes);
       let rows = 0;
       let cut: { file: string; pos: number } | undefined;
       await db.query('START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY');
@@ -388,24 +387,14 @@ export class MysqlChunker implements TableChunker {
             );
           cut = { file, pos: Number(pos) };
         }
-        const width = data.length;
         await db.eachRow(
           sql,
           (buf, start, end) => {
             walkRow(buf, start, end, ranges);
-            const { starts, ends } = ranges;
-            for (let i = 0; i < width; i++) {
-              const s = starts[i]!;
-              if (s < 0) writers[i]!.appendNull();
-              else appenders[i]!(writers[i]!, buf, s, ends[i]!);
-            }
+            appendRow(buf, ranges, writers, appenders);
             enc.appendMeta(Op.create, '', null, true);
             rows++;
-            lastBuf = buf;
-            for (const k of keyIndexes) {
-              lastKey.starts[k] = starts[k]!;
-              lastKey.ends[k] = ends[k]!;
-            }
+            lastKey.keep(buf, ranges);
           },
           signal,
           (fields) => checkResultFields(selected, fields),
@@ -421,9 +410,7 @@ export class MysqlChunker implements TableChunker {
         await db.query('ROLLBACK').catch(() => undefined);
         throw e;
       }
-      const lastRow =
-        lastBuf === undefined ? undefined : rowOf(lastBuf, lastKey, keyIndexes, KEEP_PACKET_MAX);
-      lastBuf = undefined;
+      const lastRow = lastKey.take();
       const lastToken =
         lastRow === undefined
           ? undefined

@@ -9,7 +9,9 @@
  * Owns: the length-encoded string walk and its refusal of a packet that does not hold exactly
  * the expected columns. Must never read outside the packet.
  */
+import type { ColumnWriter } from '../../dataplane/encoder.js';
 import type { RawRow } from './connect.js';
+import type { RangeAppender } from './types.js';
 
 /** NULL marker of a length-encoded string. */
 const NULL_MARK = 0xfb;
@@ -103,4 +105,55 @@ export function rowOf(buf: Buffer, r: RowRanges, indexes: readonly number[], kee
     row[i] = copy ? Buffer.from(v) : v;
   }
   return row;
+}
+
+/** Appends the row `walkRow` left in `r` (values of `buf`) to `writers`, one appender per column. */
+export function appendRow(
+  buf: Buffer,
+  r: RowRanges,
+  writers: readonly ColumnWriter[],
+  appenders: readonly RangeAppender[],
+): void {
+  const { starts, ends } = r;
+  for (let i = 0; i < writers.length; i++) {
+    const s = starts[i]!;
+    if (s < 0) writers[i]!.appendNull();
+    else appenders[i]!(writers[i]!, buf, s, ends[i]!);
+  }
+}
+
+/**
+ * The last row appended, kept for its resume key as its packet's buffer and the ranges of its
+ * key values: `keep` per row (no copy), `take` once the statement is over.
+ */
+export class LastKeyRow {
+  private buf: Buffer | undefined;
+  private readonly ranges: RowRanges;
+
+  constructor(
+    width: number,
+    private readonly keyIndexes: readonly number[],
+  ) {
+    this.ranges = new RowRanges(width);
+  }
+
+  /** Remembers the key values of the row `walkRow` just left in `r`. */
+  keep(buf: Buffer, r: RowRanges): void {
+    this.buf = buf;
+    for (const k of this.keyIndexes) {
+      this.ranges.starts[k] = r.starts[k]!;
+      this.ranges.ends[k] = r.ends[k]!;
+    }
+  }
+
+  /**
+   * The kept row's key values (`rowOf`, copied out of a packet over KEEP_PACKET_MAX), undefined
+   * when no row was kept; lets go of the packet (the row callback may stay reachable from an
+   * abandoned connection and must not hold it).
+   */
+  take(): RawRow | undefined {
+    const buf = this.buf;
+    this.buf = undefined;
+    return buf === undefined ? undefined : rowOf(buf, this.ranges, this.keyIndexes, KEEP_PACKET_MAX);
+  }
 }
