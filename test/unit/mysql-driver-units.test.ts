@@ -19,7 +19,8 @@ import {
   parseValue,
   type ReadPlan,
 } from '../../shared/drivers/mysql/types.js';
-import { daysToDateText, microsToTimestampText } from '../../shared/position/time-text.js';
+import { daysToDateText } from '../../shared/position/time-text.js';
+import { mysqlDatetimeText } from '../harness/mysql-arbitraries.js';
 
 describe('server version', () => {
   it('accepts MariaDB 10.5+ and MySQL 8.0+ (Aurora included), refuses older ones with the supported list', () => {
@@ -112,19 +113,7 @@ function bothPaths(plan: ReadPlan, nullable: boolean, values: (string | null)[])
 }
 
 describe('byte parsers of the batch path == value parsers of the row path', () => {
-  /** DATETIME(fsp) text exactly as MySQL prints it: always `fsp` fractional digits. */
-  const datetimeText = fc
-    .tuple(
-      fc.bigInt({ min: -62_135_596_800_000_000n, max: 253_402_300_799_999_999n }),
-      fc.integer({ min: 0, max: 6 }),
-    )
-    .map(([micros, fsp]) => {
-      const base = microsToTimestampText(micros, false).replace(/\.\d+$/, '');
-      const frac = String(((micros % 1_000_000n) + 1_000_000n) % 1_000_000n)
-        .padStart(6, '0')
-        .slice(0, fsp);
-      return fsp > 0 ? `${base}.${frac}` : base;
-    });
+  const datetimeText = mysqlDatetimeText;
   const zeroish = fc
     .tuple(
       fc.integer({ min: 0, max: 9999 }),

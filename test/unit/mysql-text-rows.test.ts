@@ -24,7 +24,8 @@ import {
   type ReadPlan,
   rangeAppenderOf,
 } from '../../shared/drivers/mysql/types.js';
-import { daysToDateText, microsToTimestampText } from '../../shared/position/time-text.js';
+import { daysToDateText } from '../../shared/position/time-text.js';
+import { mysqlDatetimeText } from '../harness/mysql-arbitraries.js';
 
 // mysql2's packet framing and Packet readers (not in its package exports: loaded by file path).
 const require = createRequire(import.meta.url);
@@ -109,18 +110,7 @@ const text = fc.oneof(
   { weight: 2, arbitrary: longText(200, 400) },
   { weight: 1, arbitrary: longText(65_000, 70_000) },
 );
-const datetime = fc
-  .tuple(
-    fc.bigInt({ min: -62_135_596_800_000_000n, max: 253_402_300_799_999_999n }),
-    fc.integer({ min: 0, max: 6 }),
-  )
-  .map(([micros, fsp]) => {
-    const base = microsToTimestampText(micros, false).replace(/\.\d+$/, '');
-    const frac = String(((micros % 1_000_000n) + 1_000_000n) % 1_000_000n)
-      .padStart(6, '0')
-      .slice(0, fsp);
-    return latin1(fsp > 0 ? `${base}.${frac}` : base);
-  });
+const datetime = mysqlDatetimeText.map(latin1);
 const date = fc.integer({ min: -719_528, max: 2_932_896 }).map((d) => latin1(daysToDateText(d)));
 
 /** One column per read kind (and the MySQL types that share one), with the text the server prints. */
