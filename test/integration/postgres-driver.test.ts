@@ -557,33 +557,38 @@ describe('connection health', () => {
       INSERT INTO wide SELECT g, repeat('x', 80) FROM generate_series(1, 400) g ON CONFLICT DO NOTHING`);
       rawCopy.enabled = tapped;
       const phases = rawCopy.phases;
-      const src = source();
-      const { ref, schema } = await src.introspect({ source: 'public.wide' });
-      const within = <T>(p: Promise<T>) =>
-        Promise.race([
-          p,
-          new Promise<never>((_, reject) =>
-            setTimeout(() => reject(new Error('connection hung after COPY')), 5000),
-          ),
-        ]);
-      for (let pageSize = 150; pageSize <= 230; pageSize += 4) {
-        const page = await within(
-          src.incrementalBatch({
-            table: ref,
-            cursorColumn: 'id',
-            after: '',
-            pageSize,
-            posPrefix: incrementalPosPrefix(1, 1),
-            ordinalBase: 0,
-            schema,
-            writeMode: 'append',
-          }),
-        );
-        expect(page.page!.record.numRows).toBe(pageSize);
-        expect(await within(src.countNullCursors(ref, 'pad'))).toBe(0);
-        await within(src.introspect({ source: 'public.wide' }));
+      try {
+        const src = source();
+        const { ref, schema } = await src.introspect({ source: 'public.wide' });
+        const within = <T>(p: Promise<T>) =>
+          Promise.race([
+            p,
+            new Promise<never>((_, reject) =>
+              // A hang is forever: the bound only turns it into this failure before the test's
+              // own timeout, generous for a loaded machine.
+              setTimeout(() => reject(new Error('connection hung after COPY')), 30_000).unref(),
+            ),
+          ]);
+        for (let pageSize = 150; pageSize <= 230; pageSize += 4) {
+          const page = await within(
+            src.incrementalBatch({
+              table: ref,
+              cursorColumn: 'id',
+              after: '',
+              pageSize,
+              posPrefix: incrementalPosPrefix(1, 1),
+              ordinalBase: 0,
+              schema,
+              writeMode: 'append',
+            }),
+          );
+          expect(page.page!.record.numRows).toBe(pageSize);
+          expect(await within(src.countNullCursors(ref, 'pad'))).toBe(0);
+          await within(src.introspect({ source: 'public.wide' }));
+        }
+      } finally {
+        rawCopy.enabled = true;
       }
-      rawCopy.enabled = true;
       // Each page's COPY went the way this case names: 21 pages through the tap, or none.
       expect(rawCopy.phases - phases).toBe(tapped ? 21 : 0);
     },
