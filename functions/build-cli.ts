@@ -66,8 +66,11 @@ export async function bundleModule(
     legalComments: 'none',
     logLevel: 'error',
   });
-  // The encoder's worker is found beside the module that starts it (parquet-writer.ts).
-  copyFileSync(join(root, 'shared/sink/parquet-worker.cjs'), join(dir, 'parquet-worker.cjs'));
+  // The encoder's worker is found beside the module that starts it (parquet-writer.ts), and
+  // requires the page compressor from beside itself.
+  for (const file of ['parquet-worker.cjs', 'parquet-pages.cjs']) {
+    copyFileSync(join(root, 'shared/sink', file), join(dir, file));
+  }
   return { entry: outfile, bytes: statSync(outfile).size };
 }
 

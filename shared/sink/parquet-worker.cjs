@@ -14,6 +14,7 @@ const {
   WriterVersion,
   transformParquetStream,
 } = require('parquet-wasm');
+const { compressPages, nativeCompressor } = require('./parquet-pages.cjs');
 
 const CODECS = { zstd: Compression.ZSTD, snappy: Compression.SNAPPY };
 /** arrow-rs writer version of each lake format (parquet-writer.ts WRITER_VERSIONS). */
@@ -22,10 +23,10 @@ const WRITER_VERSIONS = { 1: WriterVersion.V1, 2: WriterVersion.V2 };
 /** Encode id -> the resolver waiting for its next slice. */
 const waiting = new Map();
 
-/** The same properties as parquet-writer.ts `writerProperties`. */
+/** The same properties as parquet-writer.ts `writerProperties` (`native`: Node's zlib compresses). */
 function writerProperties(s) {
   let builder = new WriterPropertiesBuilder()
-    .setCompression(CODECS[s.compression])
+    .setCompression(s.native ? Compression.UNCOMPRESSED : CODECS[s.compression])
     .setWriterVersion(WRITER_VERSIONS[s.format])
     .setMaxRowGroupSize(s.maxRowGroupRows)
     .setMaxRowGroupBytes(s.maxRowGroupBytes)
@@ -68,13 +69,22 @@ async function encode(id, settings) {
       parts.push(part);
       length += part.length;
     }
-    const bytes = new Uint8Array(length);
+    let bytes = new Uint8Array(length);
     let at = 0;
     for (const part of parts) {
       bytes.set(part, at);
       at += part.length;
     }
     parts.length = 0;
+    if (settings.native) {
+      try {
+        bytes = compressPages(bytes, nativeCompressor(settings.compression));
+      } catch (e) {
+        // A layout the page rewrite does not know: the main thread encodes again, wasm-compressed.
+        parentPort.postMessage({ id, nativeFailed: e instanceof Error ? e.message : String(e) });
+        return;
+      }
+    }
     parentPort.postMessage({ id, bytes }, [bytes.buffer]);
   } catch (e) {
     waiting.delete(id);

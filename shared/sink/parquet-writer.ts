@@ -5,7 +5,8 @@
  * docs/decisions/0007-page-byte-budget.md.
  *
  * Owns: the Arrow JS -> Arrow IPC -> wasm -> Parquet path, the writer properties and the
- * slicing that bounds the encoder's memory. Never casts types (the lake cast did that) and never
+ * slicing that bounds the encoder's memory; parquet-pages.cjs compresses the pages where Node's
+ * zlib has the codec (docs/decisions/0016-native-page-compression.md). Never casts types (the lake cast did that) and never
  * touches storage.
  *
  * Memory: the wasm module's linear memory grows to the largest working set it ever had and
@@ -42,6 +43,7 @@ import {
   LAKE_FORMATS,
   type LakeFormat,
 } from '../contracts/lake-format.js';
+import { compressPages, nativeCompressor } from './parquet-pages.cjs';
 
 /** The codecs tidemark writes; both are read by Athena, Spark, Trino and DuckDB. */
 export type ParquetCompression = 'zstd' | 'snappy';
@@ -84,7 +86,9 @@ export interface ParquetWriteOptions {
 export const DEFAULT_MAX_ROW_GROUP_ROWS = 1_048_576;
 
 /**
- * Default bound on a row group's encoded bytes: an object of ordinary rows stays one row group
+ * Default bound on a row group's encoded bytes (before compression where Node's zlib compresses
+ * the pages, `pageCompression`: parquet-wasm then holds them uncompressed; decision 0016): an
+ * object of ordinary rows stays one row group
  * (a page within the default 64 MiB budget encodes to ~10 MB; a 1M-row object of the benchmark
  * table, 26 MB encoded, would be two); an object of values that do not compress is cut into
  * groups of about this size, so the encoder holds one group of compressed pages, not the object
@@ -123,9 +127,20 @@ const CODECS: Record<ParquetCompression, Compression> = {
 /** arrow-rs writer version of each lake format (parquet-worker.cjs has the same table). */
 const WRITER_VERSIONS: Record<LakeFormat, WriterVersion> = { 1: WriterVersion.V1, 2: WriterVersion.V2 };
 
+/**
+ * Where pages are compressed. `native` (the default): where this Node has the codec natively
+ * (zstd from Node 22.15 / 23.8, as the Lambda and Fargate runtimes have), parquet-wasm writes the
+ * pages UNCOMPRESSED and parquet-pages.cjs compresses them with zlib, same pages and level, about
+ * 2.6x less CPU than zstd inside the wasm; elsewhere (Node 20, snappy) the wasm compresses. The
+ * switch exists for the bench (both paths in one run) and the tests.
+ */
+export const pageCompression = { native: true };
+
 /** The writer settings of one object, as plain data (posted to the worker as is). */
 interface EncodeSettings {
   readonly compression: ParquetCompression;
+  /** parquet-wasm writes UNCOMPRESSED and Node's zlib compresses the pages (`pageCompression`). */
+  readonly native: boolean;
   readonly format: LakeFormat;
   readonly maxRowGroupRows: number;
   readonly maxRowGroupBytes: number;
@@ -149,6 +164,7 @@ function planEncode(
     slices: records.flatMap((r) => sliceRecord(r, ENCODE_SLICE_BYTES)),
     settings: {
       compression: options.compression ?? 'zstd',
+      native: pageCompression.native && nativeCompressor(options.compression ?? 'zstd') !== undefined,
       format: options.format ?? DEFAULT_LAKE_FORMAT,
       maxRowGroupRows: options.maxRowGroupRows ?? DEFAULT_MAX_ROW_GROUP_ROWS,
       maxRowGroupBytes: options.maxRowGroupBytes ?? DEFAULT_MAX_ROW_GROUP_BYTES,
@@ -163,7 +179,7 @@ function planEncode(
 /** parquet-wasm writer properties of `s` (parquet-worker.cjs builds the same). */
 function writerProperties(s: EncodeSettings): WriterProperties {
   let builder = new WriterPropertiesBuilder()
-    .setCompression(CODECS[s.compression])
+    .setCompression(s.native ? Compression.UNCOMPRESSED : CODECS[s.compression])
     .setWriterVersion(WRITER_VERSIONS[s.format])
     .setMaxRowGroupSize(s.maxRowGroupRows)
     .setMaxRowGroupBytes(s.maxRowGroupBytes)
@@ -173,6 +189,11 @@ function writerProperties(s: EncodeSettings): WriterProperties {
     builder = builder.setColumnStatisticsEnabled(column, EnabledStatistics.None);
   if (s.keyValueMetadata) builder = builder.setKeyValueMetadata(new Map(Object.entries(s.keyValueMetadata)));
   return builder.build();
+}
+
+/** The finished file: parquet-wasm's bytes, or with its pages compressed here (`s.native`). */
+function finishFile(bytes: Uint8Array, s: EncodeSettings): Uint8Array {
+  return s.native ? compressPages(bytes, nativeCompressor(s.compression)!) : bytes;
 }
 
 /** Top-level text/binary columns whose values average at least LARGE_VALUE_BYTES. */
@@ -238,7 +259,26 @@ export function encodeParquet(
   const { slices, settings } = planEncode(records, options);
   const ipc = tableToIPC(new Table(records[0]!.schema, slices), 'stream');
   // writeParquet consumes (frees) both the wasm table and the properties.
-  return writeParquet(WasmTable.fromIPCStream(ipc), writerProperties(settings));
+  const encode = (s: EncodeSettings) => writeParquet(WasmTable.fromIPCStream(ipc), writerProperties(s));
+  if (!settings.native) return encode(settings);
+  try {
+    return finishFile(encode(settings), settings);
+  } catch (e) {
+    // A layout the page rewrite does not know: the wasm compresses instead (slower, same pages).
+    warnNativeFallback(e);
+    return encode({ ...settings, native: false });
+  }
+}
+
+let warnedNativeFallback = false;
+/** Warns once per process that the page rewrite refused a layout (`e`: why). */
+function warnNativeFallback(e: unknown): void {
+  if (warnedNativeFallback) return;
+  warnedNativeFallback = true;
+  process.emitWarning(
+    `Parquet pages are compressed inside parquet-wasm instead of by Node's zlib: ${e instanceof Error ? e.message : String(e)}`,
+    { code: 'TIDEMARK_NATIVE_COMPRESSION_FALLBACK' },
+  );
 }
 
 function checkFormat(f: unknown): void {
@@ -268,6 +308,8 @@ function workerScript(): string {
 interface Pending {
   slices: RecordBatch[];
   next: number;
+  /** Encodes the object again with the wasm compressing (the page rewrite refused its layout). */
+  retryInWasm(): void;
   resolve(bytes: Uint8Array): void;
   reject(e: Error): void;
 }
@@ -276,6 +318,7 @@ interface Pending {
 type WorkerMessage =
   | { readonly id: number; readonly pull: true }
   | { readonly id: number; readonly bytes: Uint8Array }
+  | { readonly id: number; readonly nativeFailed: string }
   | { readonly id: number; readonly error: string };
 
 let worker: Worker | undefined;
@@ -305,7 +348,10 @@ function encoderWorker(): Worker | undefined {
       }
       pending.delete(m.id);
       if (pending.size === 0) w.unref();
-      if ('error' in m) p.reject(new Error(`Parquet encode failed: ${m.error}`));
+      if ('nativeFailed' in m) {
+        warnNativeFallback(m.nativeFailed);
+        p.retryInWasm();
+      } else if ('error' in m) p.reject(new Error(`Parquet encode failed: ${m.error}`));
       else p.resolve(m.bytes);
     });
     w.on('error', (e) => {
@@ -346,10 +392,15 @@ export function encodeParquetAsync(
   } catch (e) {
     return Promise.reject(e);
   }
+  return encodeOnWorker(w, plan.slices, plan.settings);
+}
+
+function encodeOnWorker(w: Worker, slices: RecordBatch[], settings: EncodeSettings): Promise<Uint8Array> {
   const id = nextId++;
   return new Promise<Uint8Array>((resolve, reject) => {
-    pending.set(id, { slices: plan.slices, next: 0, resolve, reject });
+    const retryInWasm = () => encodeOnWorker(w, slices, { ...settings, native: false }).then(resolve, reject);
+    pending.set(id, { slices, next: 0, retryInWasm, resolve, reject });
     w.ref();
-    w.postMessage({ id, settings: plan.settings });
+    w.postMessage({ id, settings });
   });
 }
