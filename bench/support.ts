@@ -459,6 +459,8 @@ export interface ChildConfig {
   readonly pgCopyStream?: boolean;
   /** Let parquet-wasm compress the pages even where Node's zlib could (parquet-writer.ts pageCompression). */
   readonly wasmCompression?: boolean;
+  /** No encoder warm-up at the run's start (shared/sink/parquet-sink.ts `warm`). */
+  readonly noWarmUp?: boolean;
 }
 
 /** A tidemark child that stopped committing pages; killed, its sample does not count. */
@@ -748,6 +750,8 @@ export interface TidemarkTarget {
   readonly pgCopyStream?: boolean;
   /** See ChildConfig. */
   readonly wasmCompression?: boolean;
+  /** See ChildConfig. */
+  readonly noWarmUp?: boolean;
   /** The spec's `lake.format` (absent: the default, 1). */
   readonly format?: 1 | 2;
 }
@@ -776,6 +780,7 @@ export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
     pageSize: t.pageSize,
     ...(t.pgCopyStream ? { pgCopyStream: true } : {}),
     ...(t.wasmCompression ? { wasmCompression: true } : {}),
+    ...(t.noWarmUp ? { noWarmUp: true } : {}),
   };
 }
 
@@ -856,6 +861,13 @@ export function tidemarkVariants(
     tidemarkVariant(
       '(c) tidemark file:// zstd, 50k pages, lake format 2',
       { ...base, compression: 'zstd', pageSize: 50_000, format: 2 },
+      rows,
+      work,
+    ),
+    // The lever of the encoder warm-up (ParquetSink.warm): the first page's encode cold.
+    tidemarkVariant(
+      '(c) tidemark file:// zstd, 50k pages, no encoder warm-up',
+      { ...base, compression: 'zstd', pageSize: 50_000, noWarmUp: true },
       rows,
       work,
     ),

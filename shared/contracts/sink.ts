@@ -58,6 +58,12 @@ export interface ObjectRef {
 
 export interface Sink {
   /**
+   * Optional: a run is about to write. The sink may get ready so that the first write is not
+   * slower than the next ones (the Parquet sink compiles its encoder's wasm on the encode
+   * worker meanwhile). Returns at once; never fails, never writes.
+   */
+  warm?(): void;
+  /**
    * Writes the batches of one table as object(s) named from `startPosition` and `target.fence`.
    * Durable when the promise resolves (S3 PutObject acknowledged / file fsynced and renamed).
    * `recorded` is the schema version the table writes (docs/schema-changes.md): its version, hash
