@@ -64,6 +64,19 @@ export interface Sink {
    */
   warm?(): void;
   /**
+   * Optional: the next `write` will have exactly these arguments (the same objects). The sink
+   * may start its CPU work (encoding) now, while the previous write is still being stored and
+   * committed, and must store nothing until that `write`. A `write` with other arguments
+   * ignores what was prepared. Returns at once; errors surface from the `write`.
+   */
+  prepare?(
+    target: WriteTarget,
+    schema: Schema,
+    startPosition: Position,
+    batches: readonly Batch[],
+    recorded?: StoredSchema,
+  ): void;
+  /**
    * Writes the batches of one table as object(s) named from `startPosition` and `target.fence`.
    * Durable when the promise resolves (S3 PutObject acknowledged / file fsynced and renamed).
    * `recorded` is the schema version the table writes (docs/schema-changes.md): its version, hash

@@ -70,6 +70,20 @@ export { FOOTER_FORMAT };
 
 let warmed = false;
 
+/** An object `prepare` is encoding, and the arguments its `write` must repeat to take it. */
+interface Prepared {
+  readonly target: WriteTarget;
+  readonly schema: Schema;
+  readonly startPosition: Position;
+  readonly batches: readonly Batch[];
+  readonly recorded: StoredSchema | undefined;
+  readonly encoded: Promise<{ bytes: Uint8Array; rows: number } | undefined>;
+}
+
+function preparedKey(target: WriteTarget): string {
+  return JSON.stringify([target.table, target.writer]);
+}
+
 /** Whether `warm` warms the encoder (a switch for the bench: the lever measured beside the default). */
 export const encoderWarmUp = { enabled: true };
 
@@ -129,6 +143,8 @@ export class ParquetSink implements Sink, SinkProbe {
   private readonly prefix: string;
   private readonly compression: ParquetCompression;
   private readonly maxRowGroupRows: number | undefined;
+  /** Objects encoded ahead of their `write` (`prepare`), by table and writer. */
+  private readonly prepared = new Map<string, Prepared>();
 
   constructor(options: ParquetSinkOptions) {
     this.store = options.store;
@@ -153,6 +169,25 @@ export class ParquetSink implements Sink, SinkProbe {
   }
 
   /**
+   * Starts encoding the object a coming `write` with these very arguments will store (the same
+   * batches, schema and recorded schema objects), so the encode runs while the previous object
+   * is still being stored and committed; that `write` then only stores it. One prepared object
+   * per table and writer; a `write` with other arguments encodes its own and drops it. Stores
+   * nothing; an encode error is reported by that `write`.
+   */
+  prepare(
+    target: WriteTarget,
+    schema: Schema,
+    startPosition: Position,
+    batches: readonly Batch[],
+    recorded?: StoredSchema,
+  ): void {
+    const encoded = this.encodeObject(target, schema, startPosition, batches, recorded);
+    encoded.catch(() => undefined); // reported by the write that takes it
+    this.prepared.set(preparedKey(target), { target, schema, startPosition, batches, recorded, encoded });
+  }
+
+  /**
    * Writes all rows of `batches` as ONE object named from `startPosition` and `target.fence`,
    * replacing an object of an earlier attempt of the same run (same fence) from the same
    * position; an object another run (another fence) wrote from there keeps its own name. In
@@ -166,11 +201,44 @@ export class ParquetSink implements Sink, SinkProbe {
     batches: readonly Batch[],
     recorded?: StoredSchema,
   ): Promise<ObjectRef[]> {
+    const key = preparedKey(target);
+    const ready = this.prepared.get(key);
+    this.prepared.delete(key);
+    const same =
+      ready !== undefined &&
+      ready.target.fence === target.fence &&
+      ready.target.format === target.format &&
+      ready.schema === schema &&
+      ready.startPosition === startPosition &&
+      ready.recorded === recorded &&
+      ready.batches.length === batches.length &&
+      ready.batches.every((b, i) => b === batches[i]);
+    const object = await (same
+      ? ready.encoded
+      : this.encodeObject(target, schema, startPosition, batches, recorded));
+    if (!object) return [];
+    const { table, writer, fence } = target;
+    const { bytes, rows } = object;
+    const { key: objectName, sidecarKey } = objectKey(this.prefix, table, writer, startPosition, fence);
+    // The sidecar goes first: whenever a shortened object exists, its full position does too.
+    if (sidecarKey) await this.store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
+    await this.store.put(objectName, bytes);
+    return [{ uri: this.store.uri(objectName), bytes: bytes.byteLength, rows, writer, startPosition, fence }];
+  }
+
+  /** The Parquet bytes and row count of one write's object; undefined when it has no rows. */
+  private async encodeObject(
+    target: WriteTarget,
+    schema: Schema,
+    startPosition: Position,
+    batches: readonly Batch[],
+    recorded?: StoredSchema,
+  ): Promise<{ bytes: Uint8Array; rows: number } | undefined> {
     const { table, writer, fence } = target;
     // Checked before any work: a missing fence must never produce a legacy (unfenced) name.
     fenceSuffix(table, fence);
     const live = batches.filter((b) => b.record.numRows > 0);
-    if (live.length === 0) return [];
+    if (live.length === 0) return undefined;
     const writeMode = checkBatches(table, schema, live);
     let records = live.map((b) => b.record);
     if (writeMode === 'upsert') {
@@ -202,11 +270,7 @@ export class ParquetSink implements Sink, SinkProbe {
           : {}),
       },
     });
-    const { key, sidecarKey } = objectKey(this.prefix, table, writer, startPosition, fence);
-    // The sidecar goes first: whenever a shortened object exists, its full position does too.
-    if (sidecarKey) await this.store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
-    await this.store.put(key, bytes);
-    return [{ uri: this.store.uri(key), bytes: bytes.byteLength, rows, writer, startPosition, fence }];
+    return { bytes, rows };
   }
 
   /**

@@ -392,8 +392,23 @@ export function encodeParquetAsync(
   } catch (e) {
     return Promise.reject(e);
   }
-  return encodeOnWorker(w, plan.slices, plan.settings);
+  // One encode on the worker at a time, in call order: an object prepared ahead (ParquetSink
+  // `prepare`) waits for the one before it instead of slowing it down, and the wasm memory holds
+  // one object's row group, not several.
+  const encoded = workerQueue.then(() => {
+    // The worker may have died meanwhile (its 'error' rejected what it held): then this thread.
+    const live = encoderWorker();
+    return live ? encodeOnWorker(live, plan.slices, plan.settings) : encodeParquet(records, options);
+  });
+  workerQueue = encoded.then(
+    () => undefined,
+    () => undefined,
+  );
+  return encoded;
 }
+
+/** The encode the next one waits for (see encodeParquetAsync). */
+let workerQueue: Promise<void> = Promise.resolve();
 
 function encodeOnWorker(w: Worker, slices: RecordBatch[], settings: EncodeSettings): Promise<Uint8Array> {
   const id = nextId++;

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SinkError } from '../../shared/contracts/errors.js';
 import type { ObjectRef } from '../../shared/contracts/sink.js';
 import { type Batch, newBatch, type WriteMode } from '../../shared/dataplane/batch.js';
@@ -197,6 +197,35 @@ describe.each(STORES)('ParquetSink on $name', (storeCase) => {
     ]);
     expect(await sink.list(t)).toHaveLength(4);
     expect(await sink.write(at(t), SCHEMA, 'i20', [])).toEqual([]);
+  });
+
+  it('an object prepared ahead is stored only by the write with the same arguments; another write encodes its own', async () => {
+    const { store, prefix } = await storeCase.make();
+    const sink = new ParquetSink({ store, prefix });
+    const encodes = vi.spyOn(sink as unknown as { encodeObject: () => unknown }, 'encodeObject');
+    const t = 'public.ahead';
+    const a = [batchOf(t, [{ id: 1n, name: 'prepared', op: 1, pos: 'i07a' }])];
+    sink.prepare(at(t), SCHEMA, 'i07', a);
+    expect(await sink.list(t)).toEqual([]); // prepared, not stored
+    const [ref] = await sink.write(at(t), SCHEMA, 'i07', a);
+    expect(encodes).toHaveBeenCalledTimes(1); // the write took the prepared object
+    expect((await readBack(store, objectKey(prefix, t, W, 'i07', 1).key)).rows).toEqual([
+      '1|prepared|u|i07a',
+    ]);
+    expect(ref!.rows).toBe(1);
+
+    // Prepared for other batches (or another position or fence): the write encodes its own.
+    sink.prepare(at(t), SCHEMA, 'i08', [batchOf(t, [{ id: 2n, name: 'stale', op: 1, pos: 'i08a' }])]);
+    await sink.write(at(t), SCHEMA, 'i08', [batchOf(t, [{ id: 2n, name: 'fresh', op: 1, pos: 'i08b' }])]);
+    sink.prepare(at(t), SCHEMA, 'i09', a);
+    await sink.write(at(t, W, 2), SCHEMA, 'i09', a);
+    expect(encodes).toHaveBeenCalledTimes(5);
+    expect((await readBack(store, objectKey(prefix, t, W, 'i08', 1).key)).rows).toEqual(['2|fresh|u|i08b']);
+    expect((await sink.list(t)).map((r) => [r.startPosition, r.fence])).toEqual([
+      ['i07', 1],
+      ['i08', 1],
+      ['i09', 2],
+    ]);
   });
 
   it('a retry by the same run (same fence) overwrites; a later run (higher fence) from the same position writes beside it', async () => {

@@ -26,7 +26,7 @@ import {
   TidemarkError,
 } from '../../contracts/errors.js';
 import { DEFAULT_LAKE_FORMAT, type LakeFormat, resolveLakeFormat } from '../../contracts/lake-format.js';
-import type { LakeTable, ObjectRef, Sink } from '../../contracts/sink.js';
+import type { LakeTable, ObjectRef, Sink, WriteTarget } from '../../contracts/sink.js';
 import type {
   BatchIncrementalSource,
   IncrementalResult,
@@ -410,6 +410,13 @@ async function pageLoop(
   let stopped: StopReason = 'caught-up';
   let slowestPageMs = 0;
 
+  /** Where this run's objects go; the lake format is the table's (decision 0014). */
+  const writeTarget = (s: IncrementalState): WriteTarget => ({
+    table: table.target,
+    writer: opts.writer,
+    fence,
+    format: s.format ?? DEFAULT_LAKE_FORMAT,
+  });
   // One read is in flight at a time (page N+1 while page N is written); `reading` aborts it.
   let reading: AbortController | undefined;
   const readPage = (after: string, seq: number): Promise<PageResult> => {
@@ -463,7 +470,21 @@ async function pageLoop(
     }
     const stopAfterThis = page.more ? stopReason(pages + 1) : undefined;
     if (page.more && stopAfterThis === undefined) {
-      pending = readPage(page.next, state.seq + 1);
+      // Page N+1 starts encoding as soon as it is read, while page N is still being stored and
+      // committed (the sink's `prepare`): its object is stored only after N's commit, as ever.
+      const seq = state.seq + 1;
+      const stateNow = state;
+      pending = readPage(page.next, seq).then((next) => {
+        if (next.page && next.page.record.numRows > 0)
+          opts.sink.prepare?.(
+            writeTarget(stateNow),
+            schema,
+            incrementalStepStart(seq),
+            [next.page],
+            stateNow.schema,
+          );
+        return next;
+      });
       pending.catch(() => {}); // surfaced when awaited; never an unhandled rejection meanwhile
     }
 
@@ -486,12 +507,7 @@ async function pageLoop(
       renewTtlMs: leaseTtl(opts),
       writes: [
         {
-          target: {
-            table: table.target,
-            writer: opts.writer,
-            fence,
-            format: state.format ?? DEFAULT_LAKE_FORMAT,
-          },
+          target: writeTarget(state),
           schema,
           startPosition,
           batches: [page.page],
