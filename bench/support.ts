@@ -461,6 +461,8 @@ export interface ChildConfig {
   readonly wasmCompression?: boolean;
   /** No encoder warm-up at the run's start (shared/sink/parquet-sink.ts `warm`). */
   readonly noWarmUp?: boolean;
+  /** Try every column's dictionary in every object (no skipping of overflowed ones). */
+  readonly everyDictionary?: boolean;
 }
 
 /** A tidemark child that stopped committing pages; killed, its sample does not count. */
@@ -752,6 +754,8 @@ export interface TidemarkTarget {
   readonly wasmCompression?: boolean;
   /** See ChildConfig. */
   readonly noWarmUp?: boolean;
+  /** See ChildConfig. */
+  readonly everyDictionary?: boolean;
   /** The spec's `lake.format` (absent: the default, 1). */
   readonly format?: 1 | 2;
 }
@@ -781,6 +785,7 @@ export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
     ...(t.pgCopyStream ? { pgCopyStream: true } : {}),
     ...(t.wasmCompression ? { wasmCompression: true } : {}),
     ...(t.noWarmUp ? { noWarmUp: true } : {}),
+    ...(t.everyDictionary ? { everyDictionary: true } : {}),
   };
 }
 
@@ -868,6 +873,13 @@ export function tidemarkVariants(
     tidemarkVariant(
       '(c) tidemark file:// zstd, 50k pages, no encoder warm-up',
       { ...base, compression: 'zstd', pageSize: 50_000, noWarmUp: true },
+      rows,
+      work,
+    ),
+    // The lever of skipping overflowed dictionaries (ParquetSink plainColumnsOf).
+    tidemarkVariant(
+      '(c) tidemark file:// zstd, 50k pages, every dictionary tried',
+      { ...base, compression: 'zstd', pageSize: 50_000, everyDictionary: true },
       rows,
       work,
     ),

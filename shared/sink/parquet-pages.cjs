@@ -324,6 +324,17 @@ function isMagic(bytes, at) {
   return MAGIC.every((b, i) => bytes[at + i] === b);
 }
 
+/** The decoded footer (FileMetaData) of a Parquet file and where it starts. */
+function footerOf(file) {
+  const n = file.length;
+  if (n < 12 || !isMagic(file, 0) || !isMagic(file, n - 4)) throw new Error('not a Parquet file');
+  const footerLength = new DataView(file.buffer, file.byteOffset + n - 8, 4).getUint32(0, true);
+  const footerStart = n - 8 - footerLength;
+  const { struct: meta, end } = decodeStruct(file, footerStart);
+  if (end !== n - 8) throw new Error('Parquet footer length does not match its metadata');
+  return { meta, footerStart };
+}
+
 /**
  * Compresses every page of `file` (an UNCOMPRESSED Parquet file as arrow-rs writes it: column
  * chunks back to back after the magic, then the column indexes and offset indexes, then the
@@ -333,12 +344,7 @@ function isMagic(bytes, at) {
  * a wrong file.
  */
 function compressPages(file, compressor) {
-  const n = file.length;
-  if (n < 12 || !isMagic(file, 0) || !isMagic(file, n - 4)) throw new Error('not a Parquet file');
-  const footerLength = new DataView(file.buffer, file.byteOffset + n - 8, 4).getUint32(0, true);
-  const footerStart = n - 8 - footerLength;
-  const { struct: meta, end: footerEnd } = decodeStruct(file, footerStart);
-  if (footerEnd !== n - 8) throw new Error('Parquet footer length does not match its metadata');
+  const { meta, footerStart } = footerOf(file);
 
   const parts = [file.subarray(0, 4)];
   let written = 4;
@@ -491,4 +497,47 @@ function compressPages(file, compressor) {
   return out;
 }
 
-module.exports = { compressPages, nativeCompressor, decodeStruct, encodeStruct, CODEC, ZSTD_LEVEL };
+// parquet.thrift PageType and Encoding values read by `droppedDictionaries`.
+const PAGE_DICTIONARY = 2;
+const DICTIONARY_ENCODINGS = new Set([2, 8]); // PLAIN_DICTIONARY, RLE_DICTIONARY
+const CM_PATH = 3;
+const CM_ENCODING_STATS = 13;
+const ES_PAGE_TYPE = 1;
+const ES_ENCODING = 2;
+
+/**
+ * The top-level columns of a Parquet file whose dictionary overflowed in some column chunk: the
+ * chunk has a dictionary page and also data pages in another encoding (the writer's fallback to
+ * PLAIN, or to a delta encoding in V2 pages). Read from the footer's page encoding stats; a
+ * column chunk without them counts as not overflowed.
+ */
+function droppedDictionaries(file) {
+  const { meta } = footerOf(file);
+  const out = new Set();
+  for (const rg of field(meta, FILE_ROW_GROUPS)?.value.items ?? []) {
+    for (const cc of field(rg, RG_COLUMNS).value.items) {
+      const cm = field(cc, CC_META)?.value;
+      const stats = cm && field(cm, CM_ENCODING_STATS)?.value.items;
+      if (!stats) continue;
+      const hasDictionary = stats.some((e) => num(e, ES_PAGE_TYPE) === PAGE_DICTIONARY);
+      const fellBack = stats.some(
+        (e) => num(e, ES_PAGE_TYPE) !== PAGE_DICTIONARY && !DICTIONARY_ENCODINGS.has(num(e, ES_ENCODING)),
+      );
+      if (hasDictionary && fellBack) {
+        const path = field(cm, CM_PATH).value.items;
+        out.add(Buffer.from(path[0]).toString('utf8'));
+      }
+    }
+  }
+  return [...out];
+}
+
+module.exports = {
+  compressPages,
+  droppedDictionaries,
+  nativeCompressor,
+  decodeStruct,
+  encodeStruct,
+  CODEC,
+  ZSTD_LEVEL,
+};
