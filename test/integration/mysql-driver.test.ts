@@ -25,16 +25,19 @@ import { decodeKey } from '../../shared/position/key-codec.js';
 import { incrementalPosPrefix } from '../../shared/position/position.js';
 import { daysToDateText, microsToTimestampText } from '../../shared/position/time-text.js';
 import { startMariaDb } from '../harness/mariadb-server.js';
-import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';
+import { type FreshDatabase, privateMysqlDatabase } from '../harness/mysql.js';
 import { TEMPLATE_ROOT } from '../harness/templates.js';
 
 const CLOCK_MS = 1_700_000_000_123;
 const INGEST_NS = BigInt(CLOCK_MS) * 1_000_000n;
 /**
- * The harness server is shared with other test files running at the same time, and INNODB_TRX
- * lists every database's transactions: a generous lag lets their short transactions end before a
- * high-water page gives up (every time cursor below is far in the past, so the lag holds nothing
- * back there). Tests of the bound itself choose their own.
+ * This file runs on a private server (privateMysqlDatabase): its bound tests assert exactly what
+ * the bound lets through, which on the shared server other files' transactions (and their reads
+ * keeping INNODB_TRX's cache stale) changed; and its high-water walks no longer stall behind
+ * other files' transactions, nor keep the shared server's INNODB_TRX cache stale for the others.
+ * With TIDEMARK_TEST_MYSQL_URL the server is shared again: a generous lag lets other sessions'
+ * short transactions end before a high-water page gives up (every time cursor below is far in
+ * the past, so the lag holds nothing back there). Tests of the bound itself choose their own.
  */
 const SHARED_SERVER_LAG_MS = 10_000;
 
@@ -49,7 +52,7 @@ function source(opts: Partial<MysqlSourceOptions> = {}): MysqlSource {
 }
 
 beforeAll(async () => {
-  db = await freshMysqlDatabase('my_driver');
+  db = await privateMysqlDatabase('my_driver');
   admin = await mysql.createConnection({
     uri: db.url,
     multipleStatements: true,
@@ -880,8 +883,8 @@ describe('safe upper bound', () => {
       expect(held.find((w) => w.message.includes(`KILL ${tid}`))!.message).toMatch(/idle in transaction/);
 
       await writer.query('COMMIT');
-      // Other test files share this server and INNODB_TRX lists their transactions too: one of
-      // them may hold the bound back for a while, so read until the rows arrive (or time out).
+      // Read until the rows arrive (or time out): with TIDEMARK_TEST_MYSQL_URL other test files
+      // share this server, and INNODB_TRX lists their transactions too.
       const notes: unknown[] = [];
       let token = rowPage.next;
       for (let seq = 2, deadline = Date.now() + 60_000; notes.length < 3 && Date.now() < deadline; seq++) {
@@ -917,8 +920,10 @@ describe('safe upper bound', () => {
       const rowsHeld = await src.incremental(req);
       expect(rowsHeld.page).toEqual([]);
 
-      // Commit while a page is waiting: the page then reads both rows. (A transaction of another
-      // test file on this shared server may hold it back once more: then the next page reads them.)
+      // Commit while a page is waiting: the page then reads both rows. (It may be held once more:
+      // its settle loop reads INNODB_TRX every 25 ms, and that cache refreshes only after 100 ms
+      // unread, so the loop can miss the commit until its settle time is up; or, with
+      // TIDEMARK_TEST_MYSQL_URL, another test file's transaction holds it. Then the next page reads them.)
       const pending = src.incremental({ ...req });
       await new Promise((r) => setTimeout(r, 300));
       await writer.query('COMMIT');

@@ -180,9 +180,15 @@ const MYSQL_UNITS = {
   hour: ['HOUR', 1],
 } as const;
 
-/** The MySQL/MariaDB fixture: table `items` (DATETIME(6) cursor) in a fresh database. */
-export async function mysqlFixture(prefix: string): Promise<SourceFixture> {
-  const db: FreshDatabase = await freshMysqlDatabase(prefix);
+/**
+ * The MySQL/MariaDB fixture: table `items` (DATETIME(6) cursor) in a fresh database, on the
+ * shared harness server unless `database` makes it elsewhere (harness/mysql.ts).
+ */
+export async function mysqlFixture(
+  prefix: string,
+  database: (prefix: string) => Promise<FreshDatabase> = freshMysqlDatabase,
+): Promise<SourceFixture> {
+  const db: FreshDatabase = await database(prefix);
   const conn = await mysql.createConnection({
     uri: db.url,
     supportBigNumbers: true,
