@@ -903,6 +903,64 @@ describe('safe upper bound', () => {
     }
   });
 
+  it('never trusts a stale INNODB_TRX listing: while another session keeps it from refreshing, the page is held, and the late commit is read later', async () => {
+    await admin.query(`
+      CREATE TABLE staled (id INT AUTO_INCREMENT PRIMARY KEY, updated_at DATETIME(6) NOT NULL DEFAULT NOW(6), note TEXT, INDEX (updated_at, id));
+      INSERT INTO staled (note, updated_at) VALUES ('old', NOW(6) - INTERVAL 1 HOUR)`);
+    const src = source({ lagMs: 0, stallAfterMs: 0 });
+    const { ref } = await src.introspect({ source: `${db.name}.staled`, cursorColumn: 'updated_at' });
+    // InnoDB refills the listing only after 100 ms without reads: a reader every 25 ms freezes it.
+    const poller = await mysql.createConnection({ uri: db.url });
+    const writer = await mysql.createConnection({ uri: db.url });
+    let polling = true;
+    let polls = 0;
+    const loop = (async () => {
+      while (polling) {
+        await poller.query('SELECT COUNT(*) FROM information_schema.INNODB_TRX');
+        polls++;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    })();
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      await writer.query('BEGIN');
+      await writer.query("INSERT INTO staled (note) VALUES ('late')"); // not in the frozen listing
+      // Committed just after the late row's cursor, and old enough for any lag-free bound.
+      await admin.query("INSERT INTO staled (note) VALUES ('after-1'), ('after-2')");
+      await new Promise((r) => setTimeout(r, 400));
+      const pollsBefore = polls;
+      const req = page1(ref, 'updated_at');
+      const held = await src.incremental(req);
+      // A bound from the frozen listing would let after-1 and after-2 in, and the late row's
+      // older cursor would then be behind the token for good.
+      expect(held.page.map((r) => r.note)).not.toContain('after-1');
+      expect(held.page).toEqual([]);
+      // The freeze really lasted through the read (the poller kept reading meanwhile).
+      expect(polls).toBeGreaterThan(pollsBefore + 10);
+      expect(held.warnings?.map((w) => w.message).join('\n')).toMatch(/INNODB_TRX was not refreshed/);
+
+      polling = false;
+      await loop;
+      await writer.query('COMMIT');
+      const notes: unknown[] = [];
+      let token = held.next;
+      for (let seq = 2, deadline = Date.now() + 60_000; notes.length < 4 && Date.now() < deadline; seq++) {
+        const r = { ...req, after: token, pageSize: 10, posPrefix: incrementalPosPrefix(seq, 1) };
+        const rows = await src.incremental(r);
+        notes.push(...rows.page.map((x) => x.note));
+        token = rows.next;
+        if (rows.page.length === 0) await new Promise((done) => setTimeout(done, 200));
+      }
+      expect(notes).toEqual(['old', 'late', 'after-1', 'after-2']);
+    } finally {
+      polling = false;
+      await loop.catch(() => undefined);
+      await writer.query('ROLLBACK').catch(() => undefined);
+      await writer.end();
+      await poller.end();
+    }
+  });
+
   it('holds an AUTO_INCREMENT cursor page until transactions open at the high-water read have ended', async () => {
     await admin.query('CREATE TABLE seqt (id BIGINT AUTO_INCREMENT PRIMARY KEY, note TEXT)');
     const src = source({ lagMs: 300 });

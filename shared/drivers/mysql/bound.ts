@@ -9,8 +9,9 @@
  *
  * Two kinds, as in the Postgres driver:
  * - Time cursors (DATETIME, TIMESTAMP, DATE): rows with cursor >= bound wait for a later page,
- *   bound = least(NOW(6) - max(lag, TRX_CACHE_MS), start of the oldest other open InnoDB
- *   transaction - lag) (INNODB_TRX is a cache up to 100 ms old: see `timeBound`).
+ *   bound = least(T0 - lag, start of the oldest other open InnoDB transaction - lag), where T0
+ *   is a moment the transaction listing is proven newer than (INNODB_TRX is a cache of
+ *   unbounded age: see `freshListing`).
  *   Two MySQL facts make the lag matter more than on Postgres: NOW() is the start of the
  *   STATEMENT, not of the transaction, and a transaction appears in INNODB_TRX only from its
  *   first InnoDB access (BEGIN alone starts nothing). A statement that took NOW() just before
@@ -91,8 +92,10 @@ export async function checkTransactionPrivilege(
 }
 
 export interface TimeBound {
-  /** The bound as a SQL literal of the cursor's type. */
-  readonly literal: string;
+  /** The bound as a SQL literal of the cursor's type; undefined when `held`. */
+  readonly literal?: string;
+  /** No fresh transaction listing could be had: the page must not be read now (`warnings` say why). */
+  readonly held?: boolean;
   /**
    * Set when a listed transaction lowered the bound: the listing may be up to TRX_CACHE_MS old
    * and still show a transaction that has since committed. Reading the bound again from this
@@ -103,11 +106,98 @@ export interface TimeBound {
 }
 
 /**
- * INNODB_TRX is served from a cache that InnoDB refreshes at most every 100 ms
- * (CACHE_MIN_IDLE_TIME_US in trx0i_s.cc): a listing can miss a transaction that began, and show
- * one that ended, up to that long ago. (We add a margin for clock granularity.)
+ * INNODB_TRX is served from a cache that InnoDB refills on a read only when nobody on the server
+ * has read it for 100 ms (CACHE_MIN_IDLE_TIME_US in trx0i_s.cc). So a listing is at least that
+ * old when it is refilled at once, and of ANY age while some session reads it more often than
+ * every 100 ms (measured on MariaDB 10.11: with one session reading every 25 ms, a listing 2 s
+ * later still missed a transaction that had begun and showed one that had committed). Bounds
+ * therefore never trust a listing's age: `freshListing` proves it. (120: a margin for clock
+ * granularity.)
  */
 export const TRX_CACHE_MS = 120;
+
+/**
+ * Between two reads of the listing while waiting: longer than InnoDB's 100 ms idle time, so
+ * tidemark's own reads never keep the cache from being refilled, for itself or for another
+ * pipeline reading the same server.
+ */
+const LISTING_POLL_MS = 150;
+
+/** How long a bound tries for a fresh listing before it holds the page and says why. */
+const FRESH_LISTING_MS = 2000;
+
+/** An open transaction of another session, as a fresh listing shows it. */
+interface ListedTransaction {
+  readonly trxId: string;
+  /** trx_started as UTC, whole seconds (`YYYY-MM-DD HH:MM:SS`). */
+  readonly startedUtc: string;
+}
+
+/**
+ * The other sessions' open transactions from a listing PROVEN newer than `since` (the server's
+ * NOW(6) in our UTC session, read first): this session then starts a transaction of its own
+ * (`WITH CONSISTENT SNAPSHOT`, so InnoDB registers it at once; READ ONLY, it changes nothing)
+ * and reads INNODB_TRX until the listing shows it, which a cache filled before `since` cannot.
+ * Every transaction the listing does not show had committed by the time the cache was filled,
+ * or began after `since`. Rolls its own transaction back before returning. Undefined when no
+ * such listing came within FRESH_LISTING_MS (some session keeps reading INNODB_TRX more often
+ * than every 100 ms): the caller reads nothing now and reports it.
+ */
+async function freshListing(
+  db: MysqlSession,
+  signal?: AbortSignal,
+): Promise<{ readonly since: string; readonly others: ListedTransaction[] } | undefined> {
+  const [t0] = await db.query<{ now: string }>("SELECT DATE_FORMAT(NOW(6), '%Y-%m-%d %H:%i:%s.%f') AS now");
+  await db.query('START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY');
+  try {
+    const deadline = Date.now() + FRESH_LISTING_MS;
+    for (;;) {
+      const rows = await db.query<{ mine: string | number; trxId: string | number; started: string }>(
+        `SELECT t.trx_mysql_thread_id = CONNECTION_ID() AS mine, t.trx_id AS trxId,
+                DATE_FORMAT(${TRX_STARTED_UTC}, '%Y-%m-%d %H:%i:%s') AS started
+         FROM information_schema.INNODB_TRX AS t`,
+      );
+      if (rows.some((r) => Number(r.mine) === 1)) {
+        const others = rows
+          .filter((r) => Number(r.mine) !== 1)
+          .map((r) => ({ trxId: String(r.trxId), startedUtc: r.started }));
+        return { since: t0!.now, others };
+      }
+      if (Date.now() >= deadline) return undefined;
+      await sleep(LISTING_POLL_MS, signal);
+    }
+  } finally {
+    await db.query('ROLLBACK');
+  }
+}
+
+/** The warning of a page held because no fresh transaction listing could be had. */
+function staleListingWarning(what: string): BoundHeldWarning {
+  return {
+    code: 'BOUND_HELD',
+    message:
+      `information_schema.INNODB_TRX was not refreshed within ${FRESH_LISTING_MS / 1000} s, so open transactions cannot be seen and ${what}: ` +
+      'InnoDB refills that listing only after 100 ms without reads, and some session reads it more often (a monitoring tool, or a client polling it); ' +
+      'slow that reader down, or set lagOnly: true for this table to rely on the lag alone',
+    holder: {
+      trxId: '?',
+      threadId: 0,
+      user: null,
+      host: null,
+      command: null,
+      trxStarted: '?',
+      ageMs: 0,
+    },
+  };
+}
+
+/** A UTC `YYYY-MM-DD HH:MM:SS[.ffffff]` text as a DATETIME(6) SQL expression. */
+function utcLiteral(text: string): string {
+  if (!/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?$/.test(text)) {
+    throw new Error(`unexpected server time text ${JSON.stringify(text)}`);
+  }
+  return `CAST('${text}' AS DATETIME(6))`;
+}
 
 /**
  * Reads the bound for a time cursor. MUST run as its own statement BEFORE the page's statement.
@@ -119,9 +209,10 @@ export const TRX_CACHE_MS = 120;
  * every transaction is either listed (and bounds the page) or committed before the page's
  * snapshot (and visible to it).
  *
- * The listing may be TRX_CACHE_MS old, missing transactions that began since: so the "now" side
- * of the bound is at least TRX_CACHE_MS in the past whatever the lag, i.e.
- *   bound = least(NOW(6) - max(lag, TRX_CACHE_MS), oldest trx_started - lag).
+ * The listing comes from `freshListing`, newer than its `since`; transactions it does not show
+ * began after `since`, so
+ *   bound = least(since - lag, oldest listed trx_started - lag)
+ * (and a page is held, not read, when no fresh listing could be had).
  *
  * TIMESTAMP cursors compare in UTC (our session's zone). DATETIME cursors hold wall-clock values
  * that writers take in their session zone, by default the server's @@global.time_zone (or
@@ -138,11 +229,19 @@ export async function timeBound(
   canSeeTransactions: boolean,
   writerZone?: string,
 ): Promise<TimeBound> {
-  const oldest = canSeeTransactions
-    ? `(SELECT MIN(${TRX_STARTED_UTC}) AS oldest FROM ${OTHER_TRANSACTIONS})`
-    : '(SELECT NULL AS oldest)';
   const lag = `INTERVAL ${Math.round(lagMs * 1000)} MICROSECOND`;
-  const nowSide = `(NOW(6) - INTERVAL ${Math.round((canSeeTransactions ? Math.max(lagMs, TRX_CACHE_MS) : lagMs) * 1000)} MICROSECOND)`;
+  let oldest = '(SELECT NULL AS oldest)';
+  let nowSide = `(NOW(6) - ${lag})`;
+  if (canSeeTransactions) {
+    const listing = await freshListing(db);
+    if (!listing)
+      return { held: true, warnings: [staleListingWarning('the incremental bound cannot be read')] };
+    const first = listing.others.map((o) => o.startedUtc).sort()[0];
+    oldest = `(SELECT ${first === undefined ? 'NULL' : utcLiteral(first)} AS oldest)`;
+    // A transaction the listing does not show began after `since`: its rows are at or above
+    // since - lag (the lag covers a NOW() taken before its transaction registered).
+    nowSide = `LEAST(NOW(6) - ${lag}, ${utcLiteral(listing.since)} - ${lag})`;
+  }
   const trxSide = `(o.oldest - ${lag})`;
   const utc = `LEAST(${nowSide}, COALESCE(${trxSide}, ${nowSide}))`;
   // The spec validated the zone's spelling ([A-Za-z0-9_/+-] only), so it can be a literal.
@@ -205,18 +304,16 @@ export interface HighWaterBound {
   readonly warnings: BoundHeldWarning[];
 }
 
-const SETTLE_POLL_MS = 25;
-
 /**
  * Reads the high-water bound for a non-time cursor: the highest committed cursor value, then
  * waits (up to `settleMs`) until every transaction open at that moment has ended; `held` when
  * some did not (the caller reads nothing this time and reports the holders).
  *
- * The mark is read by one statement and the open transactions by a later one, at least
- * TRX_CACHE_MS later so the (cached) listing is newer than the mark: a transaction not listed
- * has either committed (and the page, read later, sees it) or had not yet touched InnoDB when
- * the mark was read, so any AUTO_INCREMENT value it takes is above the mark. A listed
- * transaction that has in fact ended leaves the cache within TRX_CACHE_MS, so polling sees it go.
+ * The mark is read by one statement and the open transactions by a later one, from a listing
+ * proven newer than the mark (`freshListing` starts after it): a transaction not listed has
+ * either committed (and the page, read later, sees it) or had not yet touched InnoDB when the
+ * mark was read, so any AUTO_INCREMENT value it takes is above the mark. A listed transaction
+ * that has in fact ended leaves the cache once it is refilled, so polling sees it go.
  * Without the privilege (lagOnly) nothing can be listed: the page waits `settleMs` instead, so a
  * value handed out before the mark has had the lag to commit.
  */
@@ -234,14 +331,14 @@ export async function highWaterBound(
     if (settleMs > 0) await sleep(settleMs, signal);
     return { mark, held: false, warnings: [] };
   }
-  // The listing must be newer than the mark; INNODB_TRX's cache may be TRX_CACHE_MS old.
-  await sleep(TRX_CACHE_MS, signal);
-  const open = await db.query<{ trxId: string | number }>(
-    `SELECT t.trx_id AS trxId FROM ${OTHER_TRANSACTIONS}`,
-  );
-  if (open.length === 0) return { mark, held: false, warnings: [] };
+  // The listing must be newer than the mark: `freshListing` starts after the mark was read.
+  const listing = await freshListing(db, signal);
+  if (!listing) {
+    return { mark, held: true, warnings: [staleListingWarning('the page is held back (high-water cursor)')] };
+  }
+  if (listing.others.length === 0) return { mark, held: false, warnings: [] };
   // trx_id is BIGINT UNSIGNED: listed as digits, never as quoted strings (compared as doubles).
-  const ids = open.map((o) => String(o.trxId)).filter((id) => /^\d+$/.test(id));
+  const ids = listing.others.map((o) => o.trxId).filter((id) => /^\d+$/.test(id));
   const inList = `t.trx_id IN (${ids.join(', ')})`;
   const deadline = Date.now() + settleMs;
   for (;;) {
@@ -257,7 +354,8 @@ export async function highWaterBound(
         warnings: await holders(db, -1, inList, 'holds the page back (high-water cursor)'),
       };
     }
-    await sleep(SETTLE_POLL_MS, signal);
+    // A listing older than `listing` can only still show these transactions (the safe side).
+    await sleep(LISTING_POLL_MS, signal);
   }
 }
 

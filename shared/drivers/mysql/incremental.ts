@@ -99,6 +99,7 @@ async function readBound(
       s.canSeeTransactions,
       s.cursorTimeZone,
     );
+    if (b.held || b.literal === undefined) return { kind: 'empty', warnings: b.warnings };
     return {
       kind: 'predicate',
       sql: `${c} < ${b.literal}`,
