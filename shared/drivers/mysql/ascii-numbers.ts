@@ -26,14 +26,16 @@ for (let k = 1; k <= 22; k++) POW10.push(POW10[k - 1]! * 10);
 
 /**
  * The double of the text `b[s..e)` when it is plain decimal text (`-12.5`, `1e+308`, `-0`,
- * `7.25E-3`) whose digits form an integer m < 2^53 and whose decimal exponent k (after the
- * point is moved) is within -22..22; undefined for anything else.
+ * `7.25E-3`: an optional '-', digits with at most one '.', an optional exponent) whose digits
+ * form an integer m and whose decimal exponent k (after the point is moved) allow an exact
+ * result; undefined for anything else. The sign is applied last: rounding to nearest is
+ * symmetric.
  *
- * Exact: m and 10^|k| are then both exactly representable, so `m * 10^k` or `m / 10^-k` is one
- * IEEE operation on exact operands, correctly rounded, which is what `Number(text)` (also
- * correctly rounded) gives; the sign is applied after, as rounding to nearest is symmetric
- * (Clinger's fast path). MariaDB prints a double's shortest round-trip text: up to 17
- * significant digits, so the values with 17 (and some with 16) take the string path.
+ *   - m < 2^53 and -22 <= k <= 22 (Clinger's fast path): m and 10^|k| are exact doubles, so
+ *     `m * 10^k` or `m / 10^-k` is one IEEE operation on exact operands, correctly rounded,
+ *     which is what `Number(text)` (also correctly rounded) gives.
+ *   - 2^53 <= m < 10^17 and -22 <= k < 0 (MariaDB prints a double's shortest round-trip text,
+ *     up to 17 significant digits: most values with 16 or 17 land here): `verifiedQuotient`.
  */
 export function doubleOfAscii(b: Uint8Array, s: number, e: number): number | undefined {
   let i = s;
@@ -57,11 +59,8 @@ export function doubleOfAscii(b: Uint8Array, s: number, e: number): number | und
       any = true;
     }
   }
-  // A partial m whose exact value is below 2^53 is computed exactly. One whose exact value is
-  // 2^53 or more is rounded to 2^53 or more (rounding is monotonic and 2^53 is a double), and
-  // m only grows, so this one test at the end covers every step. (Not `m > 2^53`: the exact
-  // 9007199254740993 rounds to 2^53 itself.)
-  if (!any || m >= TWO53) return undefined;
+  const digitsEnd = i;
+  if (!any) return undefined;
   let exponent = 0;
   if (i < e && (b[i]! | 0x20) === LOWER_E) {
     i++;
@@ -78,6 +77,15 @@ export function doubleOfAscii(b: Uint8Array, s: number, e: number): number | und
   }
   if (i !== e) return undefined;
   const k = exponent - fracDigits;
+  // A partial m whose exact value is below 2^53 is computed exactly. One whose exact value is
+  // 2^53 or more is rounded to 2^53 or more (rounding is monotonic and 2^53 is a double), and
+  // m only grows, so this one test covers every step. (Not `m > 2^53`: the exact
+  // 9007199254740993 rounds to 2^53 itself.)
+  if (m >= TWO53) {
+    if (k >= 0 || k < -22 || !splitDigits(b, negative ? s + 1 : s, digitsEnd)) return undefined;
+    const x = verifiedQuotient(splitHigh, splitLow, -k);
+    return x === undefined || !negative ? x : -x;
+  }
   let x: number;
   if (k >= 0) {
     if (k > 22) return undefined;
@@ -87,6 +95,137 @@ export function doubleOfAscii(b: Uint8Array, s: number, e: number): number | und
     x = m / POW10[-k]!;
   }
   return negative ? -x : x;
+}
+
+/** The digits of m as `splitHigh * 10^8 + splitLow`, left by `splitDigits`. */
+let splitHigh = 0;
+let splitLow = 0;
+
+/**
+ * Splits the digits in `b[from..to)` (a '.' among them is skipped) into `splitHigh` (all but the
+ * last 8, below 10^9) and `splitLow` (the last 8), both exact. False when m has more than 17
+ * significant digits (m >= 10^17).
+ */
+function splitDigits(b: Uint8Array, from: number, to: number): boolean {
+  let high = 0;
+  let low = 0;
+  let n = 0;
+  for (let j = to - 1; j >= from; j--) {
+    if (b[j] === DOT) continue;
+    const d = b[j]! - DIGIT_0;
+    if (n < 8) low += d * POW10[n]!;
+    else if (n < 17) high += d * POW10[n - 8]!;
+    else if (d !== 0) return false;
+    n++;
+  }
+  splitHigh = high;
+  splitLow = low;
+  return true;
+}
+
+/** 5^0..5^22 and 2^0..2^22: exact doubles (10^k = 5^k * 2^k). */
+const POW5: number[] = [1];
+const POW2: number[] = [1];
+for (let k = 1; k <= 22; k++) {
+  POW5.push(POW5[k - 1]! * 5);
+  POW2.push(POW2[k - 1]! * 2);
+}
+/** Veltkamp's splitting constant 2^27 + 1: a double into two halves of 26 bits. */
+const SPLITTER = 134_217_729;
+/** The bits of one double, as two uint32 words in host order (HI: sign, exponent, top of the mantissa). */
+const bits64 = new Float64Array(1);
+const words = new Uint32Array(bits64.buffer);
+const LO = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1 ? 0 : 1;
+const HI = 1 - LO;
+
+/** The exact error of the last `twoSum`: a + b = sum + sumError exactly (Knuth). */
+let sumError = 0;
+function twoSum(a: number, b: number): number {
+  const sum = a + b;
+  const bb = sum - a;
+  sumError = a - (sum - bb) + (b - bb);
+  return sum;
+}
+
+/**
+ * The double nearest to m / 10^k for m = high * 10^8 + low (2^53 <= m < 10^17) and 1 <= k <= 22,
+ * or undefined when it cannot be certain of it. A candidate is taken from the double
+ * arithmetic (within about one ulp) and then checked exactly, so correctness never rests on how
+ * good the candidate is: `nearestSide` computes the residual m - x * 10^k with error-free
+ * transformations (Dekker's product, Knuth's sum) and gives up, rather than round, if any sum is
+ * inexact. If the candidate is not the nearest, its neighbour on the residual's side is checked
+ * once more; ties and powers of two (where the gap below is half the gap above) give up.
+ */
+function verifiedQuotient(high: number, low: number, k: number): number | undefined {
+  // m = mh + ml exactly: high * 10^8 = (high * 5^8) * 2^8 is exact (high * 5^8 < 2^49), and
+  // Fast2Sum is exact as |high * 10^8| >= |low| (high > 0, since m >= 2^53).
+  const big = high * 1e8;
+  const mh = big + low;
+  const ml = low - (mh - big);
+  let x = mh / POW10[k]!;
+  for (let tries = 0; tries < 2; tries++) {
+    const side = nearestSide(x, mh, ml, k);
+    if (side === 0) return x;
+    if (Number.isNaN(side)) return undefined;
+    x = neighbour(x, side);
+  }
+  return undefined;
+}
+
+/**
+ * 0 when the positive normal double x is the nearest to m / 10^k (m = mh + ml, both exact), +1
+ * or -1 when m / 10^k is more than half a gap above or below it, NaN when this cannot be told
+ * exactly (a tie, x a power of two, or a sum that is not exact).
+ */
+function nearestSide(x: number, mh: number, ml: number, k: number): number {
+  bits64[0] = x;
+  const hi = words[HI]!;
+  if ((hi & 0xfffff) === 0 && words[LO] === 0) return Number.NaN;
+  // ulp(x) = 2^(exponent - 52), built from its bits (exponent field minus 52, no mantissa).
+  const exponentField = (hi >>> 20) & 0x7ff;
+  words[HI] = (exponentField - 52) << 20;
+  words[LO] = 0;
+  const ulp = bits64[0];
+  // x * 5^k = ph + pl exactly (Dekker's product over Veltkamp's halves).
+  const f = POW5[k]!;
+  const cx = SPLITTER * x;
+  const xh = cx - (cx - x);
+  const xl = x - xh;
+  const cf = SPLITTER * f;
+  const fh = cf - (cf - f);
+  const fl = f - fh;
+  const ph = x * f;
+  const pl = xh * fh - ph + xh * fl + xl * fh + xl * fl;
+  // x * 10^k = (ph + pl) * 2^k, each scaled exactly; the residual m - x * 10^k, summed exactly.
+  const t1 = twoSum(mh, -ph * POW2[k]!);
+  if (sumError !== 0) return Number.NaN;
+  const t2 = twoSum(ml, -pl * POW2[k]!);
+  if (sumError !== 0) return Number.NaN;
+  const residual = twoSum(t1, t2);
+  if (sumError !== 0) return Number.NaN;
+  // Half a gap, scaled like the residual: ulp / 2 * 10^k, exact (a power of two times 5^k).
+  const half = ulp * f * POW2[k - 1]!;
+  const size = residual < 0 ? -residual : residual;
+  if (size < half) return 0;
+  if (size === half) return Number.NaN;
+  return residual > 0 ? 1 : -1;
+}
+
+/** The double next to the positive normal x, above (side 1) or below (side -1). */
+function neighbour(x: number, side: number): number {
+  bits64[0] = x;
+  let lo = words[LO]!;
+  let hi = words[HI]!;
+  if (side > 0) {
+    lo = (lo + 1) >>> 0;
+    if (lo === 0) hi++;
+  } else {
+    if (lo === 0) hi--;
+    lo = (lo - 1) >>> 0;
+  }
+  words[LO] = lo;
+  words[HI] = hi;
+  return bits64[0];
 }
 
 function isDigit(c: number): boolean {
