@@ -20,11 +20,12 @@
  *                       [--rows N] [--runs N]
  *   encoder             bench/encoder.ts [rows]
  *   text-append         bench/text-append.ts [values]
+ *   mysql-numbers       bench/mysql-numbers.ts [values]
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
  *
- * Owns dispatch only. encoder, parquet-writer and cold-start are standalone scripts that read
- * their own argv, so they run as child processes, unchanged.
+ * Owns dispatch only. encoder, text-append, mysql-numbers, parquet-writer and cold-start are
+ * standalone scripts that read their own argv, so they run as child processes, unchanged.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -32,6 +33,7 @@ import { fileURLToPath } from 'node:url';
 const SCRIPTS: Readonly<Record<string, string>> = {
   encoder: 'encoder.ts',
   'text-append': 'text-append.ts',
+  'mysql-numbers': 'mysql-numbers.ts',
   'parquet-writer': 'parquet-writer.ts',
   'cold-start': 'cold-start.ts',
 };

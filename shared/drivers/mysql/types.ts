@@ -23,6 +23,7 @@ import {
   microsToTimestampText,
   timestampTextToMicros,
 } from '../../position/time-text.js';
+import { doubleOfAscii, NUMERIC_SCRATCH_BYTES, numericOfDecimalAscii } from './ascii-numbers.js';
 
 /**
  * How the text of a selected value is read:
@@ -377,10 +378,19 @@ export function rangeAppenderOf(plan: ReadPlan, ctx: ValueContext): RangeAppende
         e - s <= SAFE_DIGITS
           ? w.appendInt(asciiInt(b, s, e))
           : w.appendBigInt(BigInt(b.toString('latin1', s, e)));
-    case 'decimal':
-      return (w, b, s, e) => w.appendDecimalText(b.toString('latin1', s, e));
+    case 'decimal': {
+      // From the bytes through the writer's NUMERIC decoder; the text parse for anything else
+      // (it words the refusal of a value the column cannot hold). One scratch per column.
+      const { precision, scale } = plan.logical as Extract<LogicalType, { kind: 'decimal' }>;
+      const numeric = new Uint8Array(NUMERIC_SCRATCH_BYTES);
+      return (w, b, s, e) => {
+        if (numericOfDecimalAscii(b, s, e, precision - scale, scale, numeric))
+          w.appendNumericBinary(numeric, 0);
+        else w.appendDecimalText(b.toString('latin1', s, e));
+      };
+    }
     case 'float':
-      return (w, b, s, e) => w.appendFloat64(Number(b.toString('latin1', s, e)));
+      return (w, b, s, e) => w.appendFloat64(doubleOfAscii(b, s, e) ?? Number(b.toString('latin1', s, e)));
     case 'text':
       // Valid UTF-8 as it is: the session's SET NAMES utf8mb4 (connect.ts) has the server convert
       // every column charset, and the writer copies the bytes (no validation, as before).
