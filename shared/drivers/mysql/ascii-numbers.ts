@@ -238,6 +238,26 @@ const NUMERIC_NEG = 0x4000;
 const DIGITS_PER_GROUP = 4;
 const GROUP_SCALE = [1, 10, 100, 1000];
 
+/** Where `writeGroups` is: the next byte of `out`, the group so far and its digit count. */
+interface GroupWriter {
+  p: number;
+  g: number;
+  c: number;
+}
+
+/** Appends the digits `b[from..to)` to base-10000 groups, writing each full group to `out`. */
+function writeGroups(b: Uint8Array, from: number, to: number, out: Uint8Array, w: GroupWriter): void {
+  for (let k = from; k < to; k++) {
+    w.g = w.g * 10 + (b[k]! - DIGIT_0);
+    if (++w.c === DIGITS_PER_GROUP) {
+      out[w.p++] = w.g >> 8;
+      out[w.p++] = w.g & 0xff;
+      w.g = 0;
+      w.c = 0;
+    }
+  }
+}
+
 /**
  * Size of the `out` of `numericOfDecimalAscii`: the header and up to 10 + 10 two-byte base-10000
  * groups (at most 38 integer and 38 fractional digits pass its checks; 38 digits fill 10 groups).
@@ -285,28 +305,16 @@ export function numericOfDecimalAscii(
   }
   // Base-10000 groups aligned on the decimal point: the integer digits are padded on the left
   // to a whole group (`c` starts at the pad), the fractional ones on the right.
-  let p = NUMERIC_HEADER;
-  let g = 0;
-  let c = (DIGITS_PER_GROUP - (sig % DIGITS_PER_GROUP)) % DIGITS_PER_GROUP;
-  for (let k = sigStart; k < intEnd; k++) {
-    g = g * 10 + (b[k]! - DIGIT_0);
-    if (++c === DIGITS_PER_GROUP) {
-      out[p++] = g >> 8;
-      out[p++] = g & 0xff;
-      g = 0;
-      c = 0;
-    }
-  }
-  const intGroups = (p - NUMERIC_HEADER) >> 1;
-  for (let k = fracStart; k < e; k++) {
-    g = g * 10 + (b[k]! - DIGIT_0);
-    if (++c === DIGITS_PER_GROUP) {
-      out[p++] = g >> 8;
-      out[p++] = g & 0xff;
-      g = 0;
-      c = 0;
-    }
-  }
+  const groups: GroupWriter = {
+    p: NUMERIC_HEADER,
+    g: 0,
+    c: (DIGITS_PER_GROUP - (sig % DIGITS_PER_GROUP)) % DIGITS_PER_GROUP,
+  };
+  writeGroups(b, sigStart, intEnd, out, groups);
+  const intGroups = (groups.p - NUMERIC_HEADER) >> 1;
+  writeGroups(b, fracStart, e, out, groups);
+  let { p, g } = groups;
+  const { c } = groups;
   if (c > 0) {
     g *= GROUP_SCALE[DIGITS_PER_GROUP - c]!;
     out[p++] = g >> 8;
