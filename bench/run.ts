@@ -20,6 +20,7 @@
  *                       [--rows N] [--runs N]
  *   encoder             bench/encoder.ts [rows]
  *   text-append         bench/text-append.ts [values]
+ *   pg-page             bench/pg-page.ts [rows] [rounds]: main-thread CPU of Postgres page reads
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
  *
@@ -32,6 +33,7 @@ import { fileURLToPath } from 'node:url';
 const SCRIPTS: Readonly<Record<string, string>> = {
   encoder: 'encoder.ts',
   'text-append': 'text-append.ts',
+  'pg-page': 'pg-page.ts',
   'parquet-writer': 'parquet-writer.ts',
   'cold-start': 'cold-start.ts',
 };
