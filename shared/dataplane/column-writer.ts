@@ -21,7 +21,6 @@
 import type { Data, DataType, List } from 'apache-arrow';
 import { makeData } from 'apache-arrow';
 import { DataError } from '../contracts/errors.js';
-import { MAX_ORDINAL, ordinalHex } from '../position/position.js';
 import { BatchError } from './batch.js';
 import {
   type DecimalTarget,
@@ -29,6 +28,7 @@ import {
   writeDecimalUnscaled,
   writeNumericBinary,
 } from './decimal128.js';
+import { checkOrdinal } from './positions.js';
 import { describeType, type LogicalType } from './schema.js';
 
 // Multi-byte values are written through typed-array views in host byte order.
@@ -582,7 +582,7 @@ export class ColumnWriter {
    * `prefix + ordinalHex(ordinal)` (position.ts) without building the string.
    */
   appendPrefixedOrdinal(prefix: string, ordinal: number): void {
-    if (!(ordinal >= 0 && ordinal <= MAX_ORDINAL && Math.floor(ordinal) === ordinal)) ordinalHex(ordinal); // throws its DataError
+    checkOrdinal(ordinal);
     if (prefix !== this.prefix) {
       this.prefix = prefix;
       this.prefixBytes = Buffer.from(prefix, 'utf8');
