@@ -38,10 +38,15 @@ export function consecutivePositions(
   // The ordinal of the current row as digit values, most significant first.
   const digits = new Uint8Array(ORDINAL_DIGITS);
   for (let d = ORDINAL_DIGITS - 1, v = base; d >= 0; d--, v = Math.floor(v / 16)) digits[d] = v % 16;
-  for (let i = 0, at = 0; i < n; i++, at += width) {
-    for (let k = 0; k < head; k++) values[at + k] = prefix[k]!;
-    for (let d = 0; d < ORDINAL_DIGITS; d++) values[at + head + d] = HEX[digits[d]!]!;
-    offsets[i + 1] = at + width;
+  // The prefix of every row first, by doubling copies of the first row (log2(n) memcpys).
+  if (n > 0) {
+    values.set(prefix);
+    for (let filled = width; filled < values.length; filled *= 2)
+      values.copyWithin(filled, 0, Math.min(filled, values.length - filled));
+  }
+  for (let i = 0, at = head; i < n; i++, at += width) {
+    for (let d = 0; d < ORDINAL_DIGITS; d++) values[at + d] = HEX[digits[d]!]!;
+    offsets[i + 1] = (i + 1) * width;
     let d = ORDINAL_DIGITS - 1;
     while (d > 0 && digits[d] === 15) digits[d--] = 0;
     digits[d]!++;
