@@ -21,6 +21,7 @@
  *   encoder             bench/encoder.ts [rows]
  *   text-append         bench/text-append.ts [values]
  *   mysql-numbers       bench/mysql-numbers.ts [values]
+ *   pg-page             bench/pg-page.ts [rows] [rounds]: main-thread CPU of Postgres page reads
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
  *
@@ -34,6 +35,7 @@ const SCRIPTS: Readonly<Record<string, string>> = {
   encoder: 'encoder.ts',
   'text-append': 'text-append.ts',
   'mysql-numbers': 'mysql-numbers.ts',
+  'pg-page': 'pg-page.ts',
   'parquet-writer': 'parquet-writer.ts',
   'cold-start': 'cold-start.ts',
 };

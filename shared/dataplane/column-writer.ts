@@ -21,7 +21,6 @@
 import type { Data, DataType, List } from 'apache-arrow';
 import { makeData } from 'apache-arrow';
 import { DataError } from '../contracts/errors.js';
-import { MAX_ORDINAL, ordinalHex } from '../position/position.js';
 import { BatchError } from './batch.js';
 import {
   type DecimalTarget,
@@ -29,6 +28,7 @@ import {
   writeDecimalUnscaled,
   writeNumericBinary,
 } from './decimal128.js';
+import { checkOrdinal } from './positions.js';
 import { describeType, type LogicalType } from './schema.js';
 
 // Multi-byte values are written through typed-array views in host byte order.
@@ -81,6 +81,8 @@ const ASCII_LOOP_MAX = 64;
 const COPY_LOOP_MAX = 32;
 const HEX = new Uint8Array([48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 97, 98, 99, 100, 101, 102]);
 const MIN_CAPACITY = 8;
+/** Bytes per slot a text/binary column's byte buffer starts with (it grows by doubling past that). */
+const INITIAL_BYTES_PER_SLOT = 16;
 
 const NO_U8 = new Uint8Array(0);
 const NO_I8 = new Int8Array(0);
@@ -163,7 +165,10 @@ export class ColumnWriter {
   /** Nulls among them. */
   nullCount = 0;
   private readonly code: number;
-  private capacity: number;
+  /** Slots the value buffers have room for; 0 until the first append allocates them. */
+  private capacity = 0;
+  /** Slots the first allocation makes room for. */
+  private readonly initialCapacity: number;
   private validity: Uint8Array | null = null;
   private readonly min: number;
   private readonly max: number;
@@ -208,7 +213,7 @@ export class ColumnWriter {
     this.name = name;
     this.nullable = nullable;
     this.arrowType = arrowType;
-    this.capacity = Math.max(capacity, MIN_CAPACITY);
+    this.initialCapacity = Math.max(capacity, MIN_CAPACITY);
     const meta = typeof t === 'string' ? META_KINDS[t] : undefined;
     const lt = meta?.type ?? (t as LogicalType);
     this.kind = meta?.label ?? describeType(lt);
@@ -225,10 +230,12 @@ export class ColumnWriter {
             lt.element,
             true,
             (arrowType as List).children[0]!.type,
-            this.capacity,
+            this.initialCapacity,
           )
         : null;
-    this.allocate(this.capacity);
+    // No buffers yet: they are allocated on the first append (`grow`), so a writer that never
+    // receives a value (the encoder's next batch after the last page, a metadata column kept
+    // constant) costs no memory and no zeroing.
   }
 
   /** Allocates zeroed value buffers for `n` slots (first use and every growth). */
@@ -286,14 +293,13 @@ export class ColumnWriter {
         const a = new Int32Array(n + 1);
         a.set(this.offsets);
         this.offsets = a;
-        if (this.code !== K_LIST && this.data.length === 0) this.data = Buffer.alloc(n * 16);
         break;
       }
     }
   }
 
   private grow(): void {
-    const n = this.capacity * 2;
+    const n = this.capacity === 0 ? this.initialCapacity : this.capacity * 2;
     this.allocate(n);
     if (this.validity !== null) this.validity = grownU8(this.validity, (n + 7) >> 3);
     this.capacity = n;
@@ -576,7 +582,7 @@ export class ColumnWriter {
    * `prefix + ordinalHex(ordinal)` (position.ts) without building the string.
    */
   appendPrefixedOrdinal(prefix: string, ordinal: number): void {
-    if (!(ordinal >= 0 && ordinal <= MAX_ORDINAL && Math.floor(ordinal) === ordinal)) ordinalHex(ordinal); // throws its DataError
+    checkOrdinal(ordinal);
     if (prefix !== this.prefix) {
       this.prefix = prefix;
       this.prefixBytes = Buffer.from(prefix, 'utf8');
@@ -633,8 +639,13 @@ export class ColumnWriter {
     }
     // Doubling, or room for one more value as large as this one, whichever is more: a column of
     // big values (tens of MiB each) then fills its page without a copy per value. Capacity that
-    // is never written costs address space, not memory (fresh zeroed pages).
-    const next = Buffer.alloc(Math.min(Math.max(want + need, this.data.length * 2), MAX_OFFSET));
+    // is never written costs address space, not memory (fresh zeroed pages). The first buffer
+    // has INITIAL_BYTES_PER_SLOT bytes per slot of the writer's initial capacity.
+    const size = Math.max(
+      want + need,
+      this.data.length === 0 ? this.initialCapacity * INITIAL_BYTES_PER_SLOT : this.data.length * 2,
+    );
+    const next = Buffer.alloc(Math.min(size, MAX_OFFSET));
     this.data.copy(next, 0, 0, this.pos);
     this.data = next;
   }
@@ -706,6 +717,9 @@ export class ColumnWriter {
     // The batch must not keep the last socket chunk (or a big row's buffer) alive.
     this.source = undefined;
     this.sourceMemory = NO_U8.buffer;
+    // A writer that never received a value has no buffers: a text/binary/list column still needs
+    // its one offset (0).
+    if (this.capacity === 0) this.allocate(0);
     const n = this.length;
     const base = {
       type: this.arrowType,

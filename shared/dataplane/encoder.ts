@@ -15,9 +15,11 @@
  */
 import { type Schema as ArrowSchema, type Data, type DataType, RecordBatch, Struct } from 'apache-arrow';
 import { DataError } from '../contracts/errors.js';
+import { MAX_ORDINAL } from '../position/position.js';
 import { BatchError } from './batch.js';
 import { arrowData, ColumnWriter } from './column-writer.js';
 import { type OpCode, PHASES, type Phase } from './metadata.js';
+import { checkOrdinal, consecutivePositions } from './positions.js';
 import type { LogicalType, Schema } from './schema.js';
 import { wireSchema } from './wire.js';
 
@@ -60,7 +62,7 @@ export class BatchEncoder {
   readonly phase: Phase;
   private readonly names: string[];
   private writers: ColumnWriter[] = [];
-  private pos!: ColumnWriter;
+  private pos!: PosRun;
   private op!: MetaRun<OpCode>;
   private commitTs!: MetaRun<bigint | null>;
   private snapshot!: MetaRun<boolean>;
@@ -84,7 +86,7 @@ export class BatchEncoder {
     );
     const meta = this.schema.columns.length;
     const t = (k: number) => fields[meta + k]!.type;
-    this.pos = new ColumnWriter('__pos', 'utf8', false, t(1), capacity);
+    this.pos = new PosRun(new ColumnWriter('__pos', 'utf8', false, t(1), capacity));
     // Op, commit time and snapshot flag rarely change within a batch: each is kept as one value
     // until a row differs, and only then written per row (MetaRun).
     this.op = new MetaRun(new ColumnWriter('__op', 'op', false, t(0), capacity), (w, v) => w.appendInt(v));
@@ -139,7 +141,7 @@ export class BatchEncoder {
   /** Appends the per-row metadata: `__op`, `__pos`, `__commit_ts` (ns since epoch or null), `__snapshot`. */
   appendMeta(op: OpCode, pos: string, commitTsNanos: bigint | null, snapshot: boolean): void {
     checkMeta(op, commitTsNanos);
-    this.pos.appendText(pos);
+    this.pos.pushText(pos);
     this.appendMetaTail(op, commitTsNanos, snapshot);
   }
 
@@ -155,7 +157,7 @@ export class BatchEncoder {
     snapshot: boolean,
   ): void {
     checkMeta(op, commitTsNanos);
-    this.pos.appendPrefixedOrdinal(posPrefix, ordinal);
+    this.pos.pushOrdinal(posPrefix, ordinal);
     this.appendMetaTail(op, commitTsNanos, snapshot);
   }
 
@@ -201,7 +203,7 @@ export class BatchEncoder {
       this.op.toData((v) =>
         arrowData({ type: t(0), length: n, nullCount: 0, data: new Uint8Array(n).fill(v) }),
       ),
-      this.pos.toData(),
+      this.pos.toData(t(1)),
       this.commitTs.toData((v) =>
         v === null
           ? arrowData({
@@ -273,6 +275,58 @@ class MetaRun<T> {
   /** The column so far; `constant` builds it when every row had the same value. */
   toData(constant: (v: T) => Data): Data {
     return this.mixed || !this.started ? this.writer.toData() : constant(this.value as T);
+  }
+}
+
+/**
+ * The `__pos` column. A page's rows usually carry one prefix and consecutive ordinals: while they
+ * do, only the first ordinal and the count are kept, and `toData` builds the column in one pass
+ * (`consecutivePositions`). The first row that breaks the run writes the run's positions into the
+ * writer, and every row from there on goes there too. Both ways give the same bytes.
+ */
+class PosRun {
+  private prefix = '';
+  private base = 0;
+  private count = 0;
+  private mixed = false;
+  constructor(private readonly writer: ColumnWriter) {}
+
+  /** Adds `prefix + ordinalHex(ordinal)`; a value that is not an ordinal is ordinalHex's DataError. */
+  pushOrdinal(prefix: string, ordinal: number): void {
+    if (!this.mixed) {
+      if (this.count === 0) {
+        checkOrdinal(ordinal);
+        this.prefix = prefix;
+        this.base = ordinal;
+        this.count = 1;
+        return;
+      }
+      if (ordinal === this.base + this.count && prefix === this.prefix && ordinal <= MAX_ORDINAL) {
+        this.count++;
+        return;
+      }
+      this.spill();
+    }
+    this.writer.appendPrefixedOrdinal(prefix, ordinal);
+  }
+
+  /** Adds the position `pos` as it is. */
+  pushText(pos: string): void {
+    if (!this.mixed) this.spill();
+    this.writer.appendText(pos);
+  }
+
+  /** Writes the run so far into the writer, which takes every later row. */
+  private spill(): void {
+    for (let k = 0; k < this.count; k++) this.writer.appendPrefixedOrdinal(this.prefix, this.base + k);
+    this.mixed = true;
+  }
+
+  /** The column so far (`type`: its utf8 wire type). */
+  toData(type: DataType): Data {
+    if (this.mixed) return this.writer.toData();
+    const { offsets, values } = consecutivePositions(Buffer.from(this.prefix, 'utf8'), this.base, this.count);
+    return arrowData({ type, length: this.count, nullCount: 0, valueOffsets: offsets, data: values });
   }
 }
 

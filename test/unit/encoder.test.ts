@@ -239,6 +239,56 @@ describe('metadata tail', () => {
     );
   });
 
+  it('keeps __pos exact whether the ordinals run on (hex carries included) or break: a gap, another prefix, a text position', () => {
+    // Segments of rows: consecutive ordinals under one prefix (starting near a carry of the hex
+    // digits), or one row whose position is given as text.
+    const segment = fc.oneof(
+      fc.record({
+        prefix: fc.constantFrom('i00000000002a', 'p', ''),
+        start: fc.oneof(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0xffe0, max: 0x10020 })),
+        length: fc.integer({ min: 1, max: 40 }),
+      }),
+      fc.string({ maxLength: 6 }),
+    );
+    fc.assert(
+      fc.property(fc.array(segment, { maxLength: 4 }), (segments) => {
+        const enc = new BatchEncoder(schema, { phase: 'stream', capacity: 2 });
+        const want: string[] = [];
+        const row = () => {
+          enc.col(0).appendBigInt(BigInt(want.length));
+          enc.col(1).appendNull();
+        };
+        for (const s of segments) {
+          if (typeof s === 'string') {
+            row();
+            enc.appendMeta(1, s, null, false);
+            want.push(s);
+            continue;
+          }
+          for (let k = 0; k < s.length; k++) {
+            row();
+            enc.appendMetaOrdinal(1, s.prefix, s.start + k, null, false);
+            want.push(s.prefix + ordinalHex(s.start + k));
+          }
+        }
+        expect(readColumn(ipcRoundTrip(enc.finish(9n)), 3, { kind: 'text' })).toEqual(want);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('refuses the ordinal past the largest at the end of a run, keeping the run', () => {
+    const enc = new BatchEncoder(schema, { phase: 'stream' });
+    const max = 2 ** 32 - 1;
+    for (const o of [max - 1, max]) {
+      enc.col(0).appendBigInt(BigInt(o));
+      enc.col(1).appendNull();
+      enc.appendMetaOrdinal(1, 'p', o, null, false);
+    }
+    expect(() => enc.appendMetaOrdinal(1, 'p', max + 1, null, false)).toThrow(DataError);
+    expect(readColumn(enc.finish(0n), 3, { kind: 'text' })).toEqual(['pfffffffe', 'pffffffff']);
+  });
+
   it('keeps per-row op, commit time and snapshot flag exactly, constant or changing', () => {
     const metaRow = fc.record({
       op: fc.constantFrom(0, 1, 2) as fc.Arbitrary<RowsMeta['op']>,

@@ -104,6 +104,35 @@ const WIRE_WIDTH: Readonly<Record<WireKind, number>> = {
   bytea: VARIABLE_WIDTH,
 };
 
+// Integer codes of the send formats: the per-value dispatch (`appendWire`) switches on these, a
+// jump table, rather than on the WireKind strings (a chain of comparisons per value).
+const W_BOOL = 0;
+const W_INT2 = 1;
+const W_INT4 = 2;
+const W_INT8 = 3;
+const W_FLOAT8 = 4;
+const W_DATE = 5;
+const W_TIMESTAMP = 6;
+const W_UUID = 7;
+const W_NUMERIC = 8;
+const W_TEXT = 9;
+const W_JSONB = 10;
+const W_BYTEA = 11;
+const WIRE_CODE: Readonly<Record<WireKind, number>> = {
+  bool: W_BOOL,
+  int2: W_INT2,
+  int4: W_INT4,
+  int8: W_INT8,
+  float8: W_FLOAT8,
+  date: W_DATE,
+  timestamp: W_TIMESTAMP,
+  uuid: W_UUID,
+  numeric: W_NUMERIC,
+  text: W_TEXT,
+  jsonb: W_JSONB,
+  bytea: W_BYTEA,
+};
+
 /**
  * Whether a non-null value of `len` bytes at `buf[p..)` has the width its send format has, given
  * the format's `WIRE_WIDTH` entry `width`. The caller has already compared `len !== width`.
@@ -202,10 +231,7 @@ export interface CopyField {
   readonly ctx: ValueContext;
 }
 
-/**
- * Appends one non-null scalar value of `wire` at `buf[p..p+len)` to `w`.
- * Exported for tests; the decoder inlines the same dispatch per field.
- */
+/** Appends one non-null scalar value of `wire` at `buf[p..p+len)` to `w`. Exported for tests. */
 export function appendScalar(
   w: ColumnWriter,
   wire: WireKind,
@@ -214,23 +240,35 @@ export function appendScalar(
   len: number,
   ctx: ValueContext,
 ): void {
-  switch (wire) {
-    case 'bool':
+  appendWire(w, WIRE_CODE[wire], buf, p, len, ctx);
+}
+
+/** `appendScalar` by the send format's code (`WIRE_CODE`): what the decoder calls per field. */
+function appendWire(
+  w: ColumnWriter,
+  code: number,
+  buf: Uint8Array,
+  p: number,
+  len: number,
+  ctx: ValueContext,
+): void {
+  switch (code) {
+    case W_BOOL:
       w.appendBool(buf[p] !== 0);
       return;
-    case 'int2':
+    case W_INT2:
       w.appendInt16BE(buf, p);
       return;
-    case 'int4':
+    case W_INT4:
       w.appendInt32BE(buf, p);
       return;
-    case 'int8':
+    case W_INT8:
       w.appendInt64BE(buf, p);
       return;
-    case 'float8':
+    case W_FLOAT8:
       w.appendFloat64BE(buf, p);
       return;
-    case 'numeric': {
+    case W_NUMERIC: {
       const sign = uint16(buf, p + NUMERIC_SIGN);
       if (sign === NUMERIC_NAN || sign === NUMERIC_PINF || sign === NUMERIC_NINF) {
         throw nonFiniteNumeric(
@@ -241,28 +279,28 @@ export function appendScalar(
       w.appendNumericBinary(buf, p);
       return;
     }
-    case 'text':
+    case W_TEXT:
       w.appendUtf8Bytes(buf, p, p + len);
       return;
-    case 'jsonb':
+    case W_JSONB:
       if (buf[p] !== JSONB_VERSION) throw unknownJsonbVersion(ctx, buf[p]!);
       w.appendUtf8Bytes(buf, p + 1, p + len);
       return;
-    case 'bytea':
+    case W_BYTEA:
       w.appendBytes(buf, p, p + len);
       return;
-    case 'uuid':
+    case W_UUID:
       writeUuidText(buf, p);
       w.appendUtf8Bytes(uuidText, 0, UUID_TEXT_LENGTH);
       return;
-    case 'date': {
+    case W_DATE: {
       const days = int32(buf, p);
       if (days === INT32_MAX) w.appendInt(DATE_INFINITY);
       else if (days === INT32_MIN) w.appendInt(DATE_NEG_INFINITY);
       else w.appendInt32BE(buf, p, PG_EPOCH_DAYS);
       return;
     }
-    case 'timestamp': {
+    case W_TIMESTAMP: {
       const top = buf[p]!;
       // Only values within ~2^56 of the int64 limits (the infinities, and years past ~290000)
       // need the exact slow path; everything else is shifted to the Unix epoch without BigInt.
@@ -312,6 +350,7 @@ function appendList(
   }
   if (ndim !== 1) throw multiDimensional(ctx);
   const width = WIRE_WIDTH[wire];
+  const code = WIRE_CODE[wire];
   const n = int32(buf, p + ARRAY_DIM_SIZE);
   let q = p + ARRAY_HEADER + ARRAY_DIM_HEADER;
   for (let k = 0; k < n; k++) {
@@ -326,7 +365,7 @@ function appendList(
         throw protocolError(ctx, `list element ${k + 1} of ${elen} bytes overruns its array`);
       if (elen !== width && wrongWidth(width, buf, q, elen))
         throw widthMismatch(ctx, wire, buf, q, elen, 'list element');
-      appendScalar(child, wire, buf, q, elen, ctx);
+      appendWire(child, code, buf, q, elen, ctx);
       q += elen;
     }
   }
@@ -449,6 +488,8 @@ export class CopyBinaryDecoder {
   private readonly fieldLens: Int32Array;
   /** `WIRE_WIDTH` of each field's send format; VARIABLE_WIDTH for lists (their elements are checked). */
   private readonly widths: Int32Array;
+  /** `WIRE_CODE` of each field's send format (of its elements for lists). */
+  private readonly codes: Int32Array;
 
   private headerDone = false;
   private finished = false;
@@ -480,6 +521,7 @@ export class CopyBinaryDecoder {
     this.fieldStarts = new Int32Array(fields.length);
     this.fieldLens = new Int32Array(fields.length);
     this.widths = Int32Array.from(fields, (f) => (f.list ? VARIABLE_WIDTH : WIRE_WIDTH[f.wire]));
+    this.codes = Int32Array.from(fields, (f) => WIRE_CODE[f.wire]);
   }
 
   /** Decodes every complete tuple of `chunk` (plus what earlier chunks left over). */
@@ -631,6 +673,7 @@ export class CopyBinaryDecoder {
     const starts = this.fieldStarts;
     const lens = this.fieldLens;
     const widths = this.widths;
+    const codes = this.codes;
     for (let k = 0; k < count; k++) {
       const len = int32(buf, p);
       p += 4;
@@ -647,7 +690,7 @@ export class CopyBinaryDecoder {
       if (w !== undefined) {
         if (len === NULL_LENGTH) w.appendNull();
         else if (f.list) appendList(w, f.wire, buf, p, len, f.ctx);
-        else appendScalar(w, f.wire, buf, p, len, f.ctx);
+        else appendWire(w, codes[k]!, buf, p, len, f.ctx);
       }
       if (len > 0) p += len;
     }
