@@ -459,8 +459,6 @@ export interface ChildConfig {
   readonly pgCopyStream?: boolean;
   /** Let parquet-wasm compress the pages even where Node's zlib could (parquet-writer.ts pageCompression). */
   readonly wasmCompression?: boolean;
-  /** No encoder warm-up at the run's start (shared/sink/parquet-sink.ts `warm`). */
-  readonly noWarmUp?: boolean;
   /** Try every column's dictionary in every object (no skipping of overflowed ones). */
   readonly everyDictionary?: boolean;
 }
@@ -753,8 +751,6 @@ export interface TidemarkTarget {
   /** See ChildConfig. */
   readonly wasmCompression?: boolean;
   /** See ChildConfig. */
-  readonly noWarmUp?: boolean;
-  /** See ChildConfig. */
   readonly everyDictionary?: boolean;
   /** The spec's `lake.format` (absent: the default, 1). */
   readonly format?: 1 | 2;
@@ -784,7 +780,6 @@ export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
     pageSize: t.pageSize,
     ...(t.pgCopyStream ? { pgCopyStream: true } : {}),
     ...(t.wasmCompression ? { wasmCompression: true } : {}),
-    ...(t.noWarmUp ? { noWarmUp: true } : {}),
     ...(t.everyDictionary ? { everyDictionary: true } : {}),
   };
 }
@@ -866,13 +861,6 @@ export function tidemarkVariants(
     tidemarkVariant(
       '(c) tidemark file:// zstd, 50k pages, lake format 2',
       { ...base, compression: 'zstd', pageSize: 50_000, format: 2 },
-      rows,
-      work,
-    ),
-    // The lever of the encoder warm-up (ParquetSink.warm): the first page's encode cold.
-    tidemarkVariant(
-      '(c) tidemark file:// zstd, 50k pages, no encoder warm-up',
-      { ...base, compression: 'zstd', pageSize: 50_000, noWarmUp: true },
       rows,
       work,
     ),

@@ -58,12 +58,6 @@ export interface ObjectRef {
 
 export interface Sink {
   /**
-   * Optional: a run is about to write. The sink may get ready so that the first write is not
-   * slower than the next ones (the Parquet sink compiles its encoder's wasm on the encode
-   * worker meanwhile). Returns at once; never fails, never writes.
-   */
-  warm?(): void;
-  /**
    * Optional: the next `write` will have exactly these arguments (the same objects). The sink
    * may start its CPU work (encoding) now, while the previous write is still being stored and
    * committed, and must store nothing until that `write`. A `write` with other arguments

@@ -19,9 +19,8 @@ import { DEFAULT_LAKE_FORMAT, FOOTER_FORMAT } from '../contracts/lake-format.js'
 import type { LakeTable, ObjectRef, Sink, SinkProbe, WriteTarget } from '../contracts/sink.js';
 import type { Position } from '../contracts/source.js';
 import { type Batch, BatchError, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
-import { encodeRows } from '../dataplane/encoder.js';
 import { toLakeRecord } from '../dataplane/lake.js';
-import { META_POS, METADATA_COLUMNS, Op } from '../dataplane/metadata.js';
+import { META_POS, METADATA_COLUMNS } from '../dataplane/metadata.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
 import { wireSchema } from '../dataplane/wire.js';
@@ -69,8 +68,6 @@ export const FOOTER_SCHEMA = 'tidemark.schema';
 /** The lake format of the object (docs/lake-format.md), `1` or `2`. */
 export { FOOTER_FORMAT };
 
-let warmed = false;
-
 /** Whether overflowed dictionaries are skipped (`plainColumnsOf`; a switch for the bench). */
 export const dictionarySkipping = { enabled: true };
 
@@ -89,54 +86,6 @@ interface Prepared {
 
 function preparedKey(target: WriteTarget): string {
   return JSON.stringify([target.table, target.writer]);
-}
-
-/** Whether `warm` warms the encoder (a switch for the bench: the lever measured beside the default). */
-export const encoderWarmUp = { enabled: true };
-
-/** Rows of the warm-up object: enough for the encoder's dictionary, plain and statistics paths. */
-const WARM_UP_ROWS = 2000;
-
-/** The warm-up object: the kinds most tables have, a repeating and a distinct text, nulls. */
-function warmUpRecord() {
-  const schema: Schema = {
-    columns: [
-      { name: 'id', type: { kind: 'int64' }, nullable: false, sourceType: 'bigint' },
-      { name: 'n', type: { kind: 'int32' }, nullable: true, sourceType: 'integer' },
-      { name: 'status', type: { kind: 'text' }, nullable: false, sourceType: 'text' },
-      { name: 'note', type: { kind: 'text' }, nullable: true, sourceType: 'text' },
-      {
-        name: 'amount',
-        type: { kind: 'decimal', precision: 12, scale: 2 },
-        nullable: false,
-        sourceType: 'numeric',
-      },
-      { name: 'price', type: { kind: 'float64' }, nullable: false, sourceType: 'double precision' },
-      { name: 'flag', type: { kind: 'bool' }, nullable: false, sourceType: 'boolean' },
-      { name: 'at', type: { kind: 'timestamp', utc: true }, nullable: false, sourceType: 'timestamptz' },
-    ],
-    primaryKey: ['id'],
-  };
-  const rows = Array.from({ length: WARM_UP_ROWS }, (_, i) => ({
-    id: BigInt(i),
-    n: i % 10 === 0 ? null : i % 500,
-    status: `status-${i % 7}`,
-    note: i % 10 === 3 ? null : `note ${i} ${(i * 2654435761) % 4294967296}`,
-    amount: `${i}.${String(i % 100).padStart(2, '0')}`,
-    price: i * 1.25,
-    flag: i % 3 === 0,
-    at: 1_700_000_000_000_000n + BigInt(i) * 7_000_000n,
-  }));
-  return toLakeRecord(
-    encodeRows(schema, rows, {
-      posPrefix: 'i000000000000',
-      ordinalBase: 0,
-      op: Op.update,
-      phase: 'incremental',
-      ingestTsNanos: 1_700_000_000_000_000_000n,
-      snapshot: false,
-    }),
-  );
 }
 
 /** A data object of a table with its start position (or best ordering key when unresolved). */
@@ -160,21 +109,6 @@ export class ParquetSink implements Sink, SinkProbe {
     this.prefix = options.prefix ?? '';
     this.compression = options.compression ?? 'zstd';
     this.maxRowGroupRows = options.maxRowGroupRows;
-  }
-
-  /**
-   * Encodes a small object of the common column kinds on the encode worker and throws it away,
-   * once per process: the first encode pays for compiling the wasm code it runs and for growing
-   * the wasm memory (measured: a 50k-row page of the benchmark table 420-530 ms first, ~110 ms
-   * after; 215-280 ms first after this warm-up of ~120 ms, which runs while the run introspects
-   * and reads its first page).
-   */
-  warm(): void {
-    if (warmed || !encoderWarmUp.enabled) return;
-    warmed = true;
-    encodeParquetAsync([warmUpRecord()], { compression: this.compression, plainColumns: [META_POS] }).catch(
-      () => undefined, // a real write reports what is wrong with the encoder
-    );
   }
 
   /**

@@ -273,9 +273,6 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
   }
   if (tookOverFrom !== undefined)
     log.warn('took over the lease of a run whose process is gone', { holder: tookOverFrom });
-  // The run will write: let the sink get its encoder ready while the table is introspected and
-  // the first page read.
-  sink.warm?.();
   // This run's fence: every `__pos` it writes carries it, so at one page a later lease holder's
   // rows win over what this run might still write after losing its lease (and vice versa).
   const fence = record.lease!.fence;
