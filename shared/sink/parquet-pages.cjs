@@ -497,44 +497,8 @@ function compressPages(file, compressor) {
   return out;
 }
 
-// parquet.thrift PageType and Encoding values read by `droppedDictionaries`.
-const PAGE_DICTIONARY = 2;
-const DICTIONARY_ENCODINGS = new Set([2, 8]); // PLAIN_DICTIONARY, RLE_DICTIONARY
-const CM_PATH = 3;
-const CM_ENCODING_STATS = 13;
-const ES_PAGE_TYPE = 1;
-const ES_ENCODING = 2;
-
-/**
- * The top-level columns of a Parquet file whose dictionary overflowed in some column chunk: the
- * chunk has a dictionary page and also data pages in another encoding (the writer's fallback to
- * PLAIN, or to a delta encoding in V2 pages). Read from the footer's page encoding stats; a
- * column chunk without them counts as not overflowed.
- */
-function droppedDictionaries(file) {
-  const { meta } = footerOf(file);
-  const out = new Set();
-  for (const rg of field(meta, FILE_ROW_GROUPS)?.value.items ?? []) {
-    for (const cc of field(rg, RG_COLUMNS).value.items) {
-      const cm = field(cc, CC_META)?.value;
-      const stats = cm && field(cm, CM_ENCODING_STATS)?.value.items;
-      if (!stats) continue;
-      const hasDictionary = stats.some((e) => num(e, ES_PAGE_TYPE) === PAGE_DICTIONARY);
-      const fellBack = stats.some(
-        (e) => num(e, ES_PAGE_TYPE) !== PAGE_DICTIONARY && !DICTIONARY_ENCODINGS.has(num(e, ES_ENCODING)),
-      );
-      if (hasDictionary && fellBack) {
-        const path = field(cm, CM_PATH).value.items;
-        out.add(Buffer.from(path[0]).toString('utf8'));
-      }
-    }
-  }
-  return [...out];
-}
-
 module.exports = {
   compressPages,
-  droppedDictionaries,
   nativeCompressor,
   decodeStruct,
   encodeStruct,

@@ -12,9 +12,6 @@ export function nativeCompressor(codec: 'zstd' | 'snappy' | 'gzip'): PageCompres
 /** Compresses every page of an UNCOMPRESSED Parquet file; throws on a layout it does not know. */
 export function compressPages(file: Uint8Array, compressor: PageCompressor): Uint8Array;
 
-/** Top-level columns whose dictionary overflowed (fell back to another encoding) in some chunk. */
-export function droppedDictionaries(file: Uint8Array): string[];
-
 /** A decoded Thrift compact struct: its fields in wire order. */
 export interface ThriftStruct {
   fields: { id: number; type: number; value: unknown }[];

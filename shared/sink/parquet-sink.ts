@@ -39,7 +39,6 @@ import {
   tablePrefix,
 } from './layout.js';
 import type { ObjectStore, StoredObject } from './object-store.js';
-import { droppedDictionaries } from './parquet-pages.cjs';
 import { encodeParquetAsync, type ParquetCompression } from './parquet-writer.js';
 
 export type { ObjectStore, StoredObject } from './object-store.js';
@@ -68,11 +67,8 @@ export const FOOTER_SCHEMA = 'tidemark.schema';
 /** The lake format of the object (docs/lake-format.md), `1` or `2`. */
 export { FOOTER_FORMAT };
 
-/** Whether overflowed dictionaries are skipped (`plainColumnsOf`; a switch for the bench). */
-export const dictionarySkipping = { enabled: true };
-
-/** Every this many objects of a table, every column's dictionary is tried again (`plainColumnsOf`). */
-const REPROBE_DICTIONARY_OBJECTS = 16;
+/** Whether `prepare` encodes ahead (a switch for the bench: the lever measured beside the default). */
+export const encodeAhead = { enabled: true };
 
 /** An object `prepare` is encoding, and the arguments its `write` must repeat to take it. */
 interface Prepared {
@@ -101,8 +97,6 @@ export class ParquetSink implements Sink, SinkProbe {
   private readonly maxRowGroupRows: number | undefined;
   /** Objects encoded ahead of their `write` (`prepare`), by table and writer. */
   private readonly prepared = new Map<string, Prepared>();
-  /** Columns written without a dictionary, by table and writer (`plainColumnsOf`). */
-  private readonly noDictionary = new Map<string, { columns: readonly string[]; objects: number }>();
 
   constructor(options: ParquetSinkOptions) {
     this.store = options.store;
@@ -125,6 +119,7 @@ export class ParquetSink implements Sink, SinkProbe {
     batches: readonly Batch[],
     recorded?: StoredSchema,
   ): void {
+    if (!encodeAhead.enabled) return;
     const encoded = this.encodeObject(target, schema, startPosition, batches, recorded);
     encoded.catch(() => undefined); // reported by the write that takes it
     this.prepared.set(preparedKey(target), { target, schema, startPosition, batches, recorded, encoded });
@@ -191,12 +186,12 @@ export class ParquetSink implements Sink, SinkProbe {
     const lake = records.map(toLakeRecord);
     const rows = lake.reduce((n, r) => n + r.numRows, 0);
     const format = target.format ?? DEFAULT_LAKE_FORMAT;
-    const plain = this.plainColumnsOf(target);
     const bytes = await encodeParquetAsync(lake, {
       compression: this.compression,
       format,
       ...(this.maxRowGroupRows ? { maxRowGroupRows: this.maxRowGroupRows } : {}),
-      plainColumns: plain.columns,
+      // Every row has its own position: a dictionary for it would only overflow.
+      plainColumns: [META_POS],
       keyValueMetadata: {
         [FOOTER_TABLE]: table,
         [FOOTER_START_POSITION]: startPosition,
@@ -213,38 +208,7 @@ export class ParquetSink implements Sink, SinkProbe {
           : {}),
       },
     });
-    plain.encoded(bytes);
     return { bytes, rows };
-  }
-
-  /**
-   * The columns the next object of `target`'s table is written without dictionary: `__pos` (every
-   * row has its own: a dictionary would only overflow) and the columns whose dictionary overflowed
-   * in the table's previous object. The writer builds a dictionary until it passes
-   * DICTIONARY_PAGE_BYTES, then falls back to PLAIN for the rest of the chunk; for a key, a
-   * timestamp or a free text that is wasted work on every object (measured: a 50k-row page of the
-   * benchmark table encodes in 41.5 ms without dictionaries against 54.4 ms with, CPU of the
-   * encode worker). Every REPROBE_DICTIONARY_OBJECTS objects all dictionaries are tried again, so
-   * a column whose values start repeating gets its dictionary back. `encoded` records the object.
-   */
-  private plainColumnsOf(target: WriteTarget): { columns: string[]; encoded(bytes: Uint8Array): void } {
-    const key = preparedKey(target);
-    const known = this.noDictionary.get(key);
-    const probe = !known || known.objects % REPROBE_DICTIONARY_OBJECTS === 0 || !dictionarySkipping.enabled;
-    const skipped = probe ? [] : known.columns;
-    return {
-      columns: [META_POS, ...skipped.filter((c) => c !== META_POS)],
-      encoded: (bytes) => {
-        let dropped: readonly string[];
-        try {
-          // Written plain, a skipped column cannot overflow: it stays skipped until the probe.
-          dropped = [...new Set([...skipped, ...droppedDictionaries(bytes)])];
-        } catch {
-          dropped = []; // a footer this reader cannot read: try every dictionary next time
-        }
-        this.noDictionary.set(key, { columns: dropped, objects: probe ? 1 : known.objects + 1 });
-      },
-    };
   }
 
   /**

@@ -225,41 +225,6 @@ describe.each(STORES)('ParquetSink on $name', (storeCase) => {
     ]);
   });
 
-  it('a column whose dictionary overflowed is written plain in the next objects of its table, and tried again every 16th', async () => {
-    const { store, prefix } = await storeCase.make();
-    const sink = new ParquetSink({ store, prefix });
-    const t = 'public.dictionaries';
-    // 3,000 distinct names and ids (> the 16 KiB dictionary page limit); __op is always 'u'.
-    const changes = (n: number) =>
-      Array.from({ length: 3000 }, (_, i) => ({
-        id: BigInt(n * 10_000 + i),
-        name: `name-${n}-${i}-${'x'.repeat(12)}`,
-        op: 1 as const,
-        pos: `i${String(n).padStart(2, '0')}${String(i).padStart(5, '0')}`,
-      }));
-    const dictionaryColumns: string[][] = [];
-    for (let n = 0; n < 18; n++) {
-      const start = `i${String(n).padStart(2, '0')}`;
-      await sink.write(at(t), SCHEMA, start, [batchOf(t, changes(n))]);
-      const file = join(scratch, `${randomUUID()}.parquet`);
-      await writeFile(file, (await store.get(objectKey(prefix, t, W, start, 1).key))!);
-      const meta = await conn.runAndReadAll(
-        `SELECT path_in_schema FROM parquet_metadata('${file}') WHERE dictionary_page_offset IS NOT NULL ORDER BY column_id`,
-      );
-      dictionaryColumns.push(meta.getRowObjects().map((r) => String(r.path_in_schema)));
-    }
-    const probed = ['id', 'name', '__op', '__commit_ts', '__ingest_ts', '__phase'];
-    const kept = ['__op', '__commit_ts', '__ingest_ts', '__phase'];
-    expect(dictionaryColumns[0]).toEqual(probed);
-    for (let n = 1; n < 16; n++) expect(dictionaryColumns[n], `object ${n}`).toEqual(kept);
-    expect(dictionaryColumns[16]).toEqual(probed);
-    expect(dictionaryColumns[17]).toEqual(kept);
-    // The rows are the same either way.
-    expect((await readBack(store, objectKey(prefix, t, W, 'i05', 1).key)).rows[0]).toBe(
-      `50000|name-5-0-${'x'.repeat(12)}|u|i0500000`,
-    );
-  });
-
   it('a retry by the same run (same fence) overwrites; a later run (higher fence) from the same position writes beside it', async () => {
     const { store, prefix } = await storeCase.make();
     const sink = new ParquetSink({ store, prefix, compression: 'snappy' });
