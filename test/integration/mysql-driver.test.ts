@@ -978,10 +978,11 @@ describe('safe upper bound', () => {
       const rowsHeld = await src.incremental(req);
       expect(rowsHeld.page).toEqual([]);
 
-      // Commit while a page is waiting: the page then reads both rows. (It may be held once more:
-      // its settle loop reads INNODB_TRX every 25 ms, and that cache refreshes only after 100 ms
-      // unread, so the loop can miss the commit until its settle time is up; or, with
-      // TIDEMARK_TEST_MYSQL_URL, another test file's transaction holds it. Then the next page reads them.)
+      // Commit while a page is waiting: the page then reads both rows. (It may be held once more
+      // on a loaded machine, when the commit lands after its settle time, or with
+      // TIDEMARK_TEST_MYSQL_URL, where another test file's transaction holds it: then the next
+      // page reads them. Its settle loop reads INNODB_TRX every 150 ms, so the cache, refilled
+      // only after 100 ms unread, does see the commit.)
       const pending = src.incremental({ ...req });
       await new Promise((r) => setTimeout(r, 300));
       await writer.query('COMMIT');
