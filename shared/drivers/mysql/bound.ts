@@ -107,12 +107,13 @@ export interface TimeBound {
 
 /**
  * INNODB_TRX is served from a cache that InnoDB refills on a read only when nobody on the server
- * has read it for 100 ms (CACHE_MIN_IDLE_TIME_US in trx0i_s.cc). So a listing is at least that
- * old when it is refilled at once, and of ANY age while some session reads it more often than
- * every 100 ms (measured on MariaDB 10.11: with one session reading every 25 ms, a listing 2 s
+ * has read it for 100 ms (CACHE_MIN_IDLE_TIME_US in trx0i_s.cc). So a read gets a fresh listing
+ * only after 100 ms of quiet, and a listing of ANY age while some session reads it more often
+ * than that (measured on MariaDB 10.11: with one session reading every 25 ms, a listing 2 s
  * later still missed a transaction that had begun and showed one that had committed). Bounds
- * therefore never trust a listing's age: `freshListing` proves it. (120: a margin for clock
- * granularity.)
+ * therefore never trust a listing's age: `freshListing` proves it. A transaction that committed
+ * leaves the listing at a refill, so no sooner than this long after a read (`recheckAt`; 120: a
+ * margin for clock granularity).
  */
 export const TRX_CACHE_MS = 120;
 

@@ -120,8 +120,9 @@ async function readBound(
 }
 
 /**
- * A time bound lowered by a listed transaction may be lower than it needs to be: INNODB_TRX's
- * cache can still list a transaction that committed up to 100 ms ago. That only delays rows,
+ * A time bound lowered by a listed transaction may be lower than it needs to be: even a fresh
+ * INNODB_TRX listing (bound.ts `freshListing`) can still list a transaction that has committed
+ * since it was filled. That only delays rows,
  * never skips them, but a run that ends on such a page would leave rows committed before it
  * started for the next run. So when a page is the last one (`more` false) and its bound was
  * lowered, the bound is read again once the cache must have been refreshed (`recheckAt`), and
