@@ -47,8 +47,11 @@ export interface BenchOptions {
  */
 let childNode = process.execPath;
 
-/** The children's Node: its version and whether its zlib has zstd (native page compression). */
+let childNodeSeen: { path: string; version: string; nativeZstd: boolean } | undefined;
+
+/** The children's Node: its version and whether its zlib has zstd (native page compression); asked once. */
 export function childNodeInfo(): { path: string; version: string; nativeZstd: boolean } {
+  if (childNodeSeen?.path === childNode) return childNodeSeen;
   const out = execFileSync(
     childNode,
     ['-p', "process.version + ' ' + typeof require('zlib').zstdCompressSync"],
@@ -57,7 +60,8 @@ export function childNodeInfo(): { path: string; version: string; nativeZstd: bo
     },
   ).trim();
   const [version = '?', zstd] = out.split(' ');
-  return { path: childNode, version, nativeZstd: zstd === 'function' };
+  childNodeSeen = { path: childNode, version, nativeZstd: zstd === 'function' };
+  return childNodeSeen;
 }
 
 const USAGE = `options:

@@ -503,5 +503,4 @@ module.exports = {
   decodeStruct,
   encodeStruct,
   CODEC,
-  ZSTD_LEVEL,
 };

@@ -20,4 +20,3 @@ export function decodeStruct(bytes: Uint8Array, at: number): { struct: ThriftStr
 export function encodeStruct(struct: ThriftStruct): Uint8Array;
 
 export const CODEC: { readonly UNCOMPRESSED: 0; readonly GZIP: 2; readonly ZSTD: 6 };
-export const ZSTD_LEVEL: number;

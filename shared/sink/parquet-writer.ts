@@ -6,8 +6,8 @@
  *
  * Owns: the Arrow JS -> Arrow IPC -> wasm -> Parquet path, the writer properties and the
  * slicing that bounds the encoder's memory; parquet-pages.cjs compresses the pages where Node's
- * zlib has the codec (docs/decisions/0016-native-page-compression.md). Never casts types (the lake cast did that) and never
- * touches storage.
+ * zlib has the codec (docs/decisions/0016-native-page-compression.md). Never casts types (the
+ * lake cast did that) and never touches storage.
  *
  * Memory: the wasm module's linear memory grows to the largest working set it ever had and
  * never shrinks, and arrow-rs works on whole batches (the IPC copy, the decoded arrays, the page

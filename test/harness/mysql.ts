@@ -57,8 +57,9 @@ export async function freshMysqlDatabase(prefix: string): Promise<FreshDatabase>
  * For test files whose assertions depend on server-wide state that other files running at the
  * same time change. The incremental bound is one: it reads information_schema.INNODB_TRX, which
  * lists every database's transactions, and is a cache InnoDB refreshes only once nobody has read
- * it for 100 ms, so a session of another file that polls it (the high-water settle loop polls
- * every 25 ms) keeps it showing transactions that ended and missing ones that began since.
+ * it for 100 ms, so a session of another file that polls it keeps it showing transactions that
+ * ended and missing ones that began since (the bound then holds its page: bound.ts
+ * `freshListing`), and another file's open transactions hold the bound back.
  *
  * When TIDEMARK_TEST_MYSQL_URL names the developer's server, that server is used instead (a
  * fresh database on it, as `freshMysqlDatabase`): the suite then runs against the server it was
