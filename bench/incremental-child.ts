@@ -14,13 +14,14 @@ import { createLogger } from '../shared/observability/log.js';
 import { openPipeline } from '../shared/pipeline/open.js';
 import { runTable } from '../shared/pipeline/run-table.js';
 import { encodeAhead } from '../shared/sink/parquet-sink.js';
-import { pageCompression } from '../shared/sink/parquet-writer.js';
+import { flatWriter, pageCompression } from '../shared/sink/parquet-writer.js';
 import type { ChildConfig, ChildReport } from './support.js';
 
 const config = JSON.parse(process.argv[2] ?? '') as ChildConfig;
 if (config.pgCopyStream) rawCopy.enabled = false;
 if (config.wasmCompression) pageCompression.native = false;
 if (config.noEncodeAhead) encodeAhead.enabled = false;
+if (config.noFlatWriter) flatWriter.enabled = false;
 const spec = parseSpec({
   pipeline: 'bench',
   sources: { src: { kind: config.source.kind, url: config.source.url } },

@@ -465,6 +465,8 @@ export interface ChildConfig {
   readonly wasmCompression?: boolean;
   /** Encode each page only when its write starts (no `Sink.prepare` while the previous page is stored). */
   readonly noEncodeAhead?: boolean;
+  /** parquet-wasm writes every object, not tidemark's flat writer (parquet-writer.ts flatWriter). */
+  readonly noFlatWriter?: boolean;
 }
 
 /** A tidemark child that stopped committing pages; killed, its sample does not count. */
@@ -756,6 +758,8 @@ export interface TidemarkTarget {
   readonly wasmCompression?: boolean;
   /** See ChildConfig. */
   readonly noEncodeAhead?: boolean;
+  /** See ChildConfig. */
+  readonly noFlatWriter?: boolean;
   /** The spec's `lake.format` (absent: the default, 1). */
   readonly format?: 1 | 2;
 }
@@ -785,6 +789,7 @@ export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
     ...(t.pgCopyStream ? { pgCopyStream: true } : {}),
     ...(t.wasmCompression ? { wasmCompression: true } : {}),
     ...(t.noEncodeAhead ? { noEncodeAhead: true } : {}),
+    ...(t.noFlatWriter ? { noFlatWriter: true } : {}),
   };
 }
 
@@ -882,6 +887,13 @@ export function tidemarkVariants(
           tidemarkVariant(
             '(c) tidemark file:// zstd, 50k pages, zstd inside the wasm',
             { ...base, compression: 'zstd', pageSize: 50_000, wasmCompression: true },
+            rows,
+            work,
+          ),
+          // The lever of tidemark's own writer (parquet-flat.cjs), which needs native pages.
+          tidemarkVariant(
+            '(c) tidemark file:// zstd, 50k pages, parquet-wasm writer',
+            { ...base, compression: 'zstd', pageSize: 50_000, noFlatWriter: true },
             rows,
             work,
           ),

@@ -13,8 +13,10 @@ const {
   WriterPropertiesBuilder,
   WriterVersion,
   transformParquetStream,
+  writeParquet,
 } = require('parquet-wasm');
 const { compressPages, nativeCompressor } = require('./parquet-pages.cjs');
+const { FlatWriter, templateOf } = require('./parquet-flat.cjs');
 
 const CODECS = { zstd: Compression.ZSTD, snappy: Compression.SNAPPY };
 /** arrow-rs writer version of each lake format (parquet-writer.ts WRITER_VERSIONS). */
@@ -44,6 +46,43 @@ function pull(id) {
     waiting.set(id, resolve);
     parentPort.postMessage({ id, pull: true });
   });
+}
+
+/** Flat templates by schema IPC (parquet-writer.ts `flatTemplate` does the same on its thread). */
+const templates = new Map();
+function flatTemplate(schemaIpc) {
+  const key = Buffer.from(schemaIpc).toString('base64');
+  let t = templates.get(key);
+  if (!t) {
+    const props = new WriterPropertiesBuilder().setCompression(Compression.UNCOMPRESSED).build();
+    t = templateOf(writeParquet(Table.fromIPCStream(schemaIpc), props));
+    if (templates.size >= 64) templates.clear();
+    templates.set(key, t);
+  }
+  return t;
+}
+
+/** Encode `id` with tidemark's own writer: the slices arrive as column arrays (FlatSlice). */
+async function encodeFlat(id, settings, schemaIpc) {
+  let bytes;
+  try {
+    const writer = new FlatWriter(flatTemplate(schemaIpc), {
+      ...settings,
+      compressor: nativeCompressor(settings.nativeCodec),
+    });
+    for (;;) {
+      const next = await pull(id);
+      if (next.done) break;
+      writer.add(next.flat);
+    }
+    bytes = writer.finish();
+  } catch (e) {
+    // The main thread encodes the object again in parquet-wasm, and warns.
+    waiting.delete(id);
+    parentPort.postMessage({ id, flatFailed: e instanceof Error ? e.message : String(e) });
+    return;
+  }
+  parentPort.postMessage({ id, bytes }, [bytes.buffer]);
 }
 
 async function encode(id, settings) {
@@ -78,7 +117,7 @@ async function encode(id, settings) {
     parts.length = 0;
     if (settings.native) {
       try {
-        bytes = compressPages(bytes, nativeCompressor(settings.compression));
+        bytes = compressPages(bytes, nativeCompressor(settings.nativeCodec));
       } catch (e) {
         // A layout the page rewrite does not know: the main thread encodes again, wasm-compressed.
         parentPort.postMessage({ id, nativeFailed: e instanceof Error ? e.message : String(e) });
@@ -94,7 +133,8 @@ async function encode(id, settings) {
 
 parentPort.on('message', (msg) => {
   if (msg.settings) {
-    encode(msg.id, msg.settings);
+    if (msg.settings.flat) encodeFlat(msg.id, msg.settings, msg.schemaIpc);
+    else encode(msg.id, msg.settings);
     return;
   }
   const resolve = waiting.get(msg.id);

@@ -27,7 +27,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { DataType, type RecordBatch, Table, tableToIPC } from 'apache-arrow';
+import { DataType, DateUnit, type RecordBatch, Table, tableToIPC } from 'apache-arrow';
 import {
   Compression,
   EnabledStatistics,
@@ -43,7 +43,8 @@ import {
   LAKE_FORMATS,
   type LakeFormat,
 } from '../contracts/lake-format.js';
-import { compressPages, nativeCompressor } from './parquet-pages.cjs';
+import { type FlatColumn, type FlatSlice, FlatWriter, templateOf } from './parquet-flat.cjs';
+import { compressPages, nativeCompressor, type PageCompressor } from './parquet-pages.cjs';
 
 /** The codecs tidemark writes; both are read by Athena, Spark, Trino and DuckDB. */
 export type ParquetCompression = 'zstd' | 'snappy';
@@ -132,15 +133,28 @@ const WRITER_VERSIONS: Record<LakeFormat, WriterVersion> = { 1: WriterVersion.V1
  * (zstd from Node 22.15 / 23.8, as the Lambda and Fargate runtimes have), parquet-wasm writes the
  * pages UNCOMPRESSED and parquet-pages.cjs compresses them with zlib, same pages and level, about
  * 2.6x less CPU than zstd inside the wasm; elsewhere (Node 20, snappy) the wasm compresses. The
- * switch exists for the bench (both paths in one run) and the tests.
+ * switch exists for the bench (both paths in one run) and the tests. `testCodec` (tests only):
+ * the natively compressed path compresses with gzip instead, so it runs on a Node without zstd.
  */
-export const pageCompression = { native: true };
+export const pageCompression: { native: boolean; testCodec?: 'gzip' } = { native: true };
+
+/**
+ * Which writer encodes an object whose pages Node's zlib compresses (`pageCompression`), in lake
+ * format 1, of a flat schema (no lists): `enabled` (the default) takes tidemark's own writer,
+ * shared/sink/parquet-flat.cjs (docs/decisions/0018-flat-parquet-writer.md); otherwise, and for
+ * every other object, parquet-wasm. The switch exists for the bench and the tests.
+ */
+export const flatWriter = { enabled: true };
 
 /** The writer settings of one object, as plain data (posted to the worker as is). */
 interface EncodeSettings {
   readonly compression: ParquetCompression;
   /** parquet-wasm writes UNCOMPRESSED and Node's zlib compresses the pages (`pageCompression`). */
   readonly native: boolean;
+  /** The codec Node's zlib compresses with where `native`: `compression`, or the test codec. */
+  readonly nativeCodec: ParquetCompression | 'gzip';
+  /** tidemark's own writer encodes (`flatWriter`), not parquet-wasm. */
+  readonly flat: boolean;
   readonly format: LakeFormat;
   readonly maxRowGroupRows: number;
   readonly maxRowGroupBytes: number;
@@ -160,12 +174,17 @@ function planEncode(
   checkCompression(options.compression);
   checkFormat(options.format);
   const large = largeValueColumns(records);
+  const nativeCodec = pageCompression.testCodec ?? options.compression ?? 'zstd';
+  const native = pageCompression.native && nativeCompressor(nativeCodec) !== undefined;
+  const format = options.format ?? DEFAULT_LAKE_FORMAT;
   return {
     slices: records.flatMap((r) => sliceRecord(r, ENCODE_SLICE_BYTES)),
     settings: {
       compression: options.compression ?? 'zstd',
-      native: pageCompression.native && nativeCompressor(options.compression ?? 'zstd') !== undefined,
-      format: options.format ?? DEFAULT_LAKE_FORMAT,
+      native,
+      nativeCodec,
+      flat: native && flatWriter.enabled && format === 1 && isFlat(records[0]!.schema),
+      format,
       maxRowGroupRows: options.maxRowGroupRows ?? DEFAULT_MAX_ROW_GROUP_ROWS,
       maxRowGroupBytes: options.maxRowGroupBytes ?? DEFAULT_MAX_ROW_GROUP_BYTES,
       dictionaryPageBytes: DICTIONARY_PAGE_BYTES,
@@ -193,7 +212,7 @@ function writerProperties(s: EncodeSettings): WriterProperties {
 
 /** The finished file: parquet-wasm's bytes, or with its pages compressed here (`s.native`). */
 function finishFile(bytes: Uint8Array, s: EncodeSettings): Uint8Array {
-  return s.native ? compressPages(bytes, nativeCompressor(s.compression)!) : bytes;
+  return s.native ? compressPages(bytes, nativeCompressor(s.nativeCodec)!) : bytes;
 }
 
 /** Top-level text/binary columns whose values average at least LARGE_VALUE_BYTES. */
@@ -257,6 +276,13 @@ export function encodeParquet(
   options: ParquetWriteOptions = {},
 ): Uint8Array {
   const { slices, settings } = planEncode(records, options);
+  if (settings.flat) {
+    try {
+      return writeFlat(slices, settings, nativeCompressor(settings.nativeCodec)!);
+    } catch (e) {
+      warnFlatFallback(e);
+    }
+  }
   const ipc = tableToIPC(new Table(records[0]!.schema, slices), 'stream');
   // writeParquet consumes (frees) both the wasm table and the properties.
   const encode = (s: EncodeSettings) => writeParquet(WasmTable.fromIPCStream(ipc), writerProperties(s));
@@ -268,6 +294,159 @@ export function encodeParquet(
     warnNativeFallback(e);
     return encode({ ...settings, native: false });
   }
+}
+
+/**
+ * The file tidemark's own writer writes of `records` with its pages compressed by `compressor`
+ * (any codec Node's zlib has: the tests use gzip where this Node has no zstd), or undefined where
+ * that writer does not write the object (a list column, lake format 2). Same bytes as the sink's
+ * encode of the object with `compressor`'s codec.
+ */
+export function encodeFlat(
+  records: readonly RecordBatch[],
+  options: ParquetWriteOptions,
+  compressor: PageCompressor,
+): Uint8Array | undefined {
+  const { slices, settings } = planEncode(records, options);
+  if ((options.format ?? DEFAULT_LAKE_FORMAT) !== 1 || !isFlat(records[0]!.schema)) return undefined;
+  return writeFlat(slices, settings, compressor);
+}
+
+/** The slices written by tidemark's own writer, on this thread. */
+function writeFlat(
+  slices: readonly RecordBatch[],
+  settings: EncodeSettings,
+  compressor: PageCompressor,
+): Uint8Array {
+  const writer = new FlatWriter(flatTemplate(schemaIpcOf(slices[0]!.schema)), { ...settings, compressor });
+  for (const slice of slices) writer.add(flatSliceOf(slice).slice);
+  return writer.finish();
+}
+
+/**
+ * Does tidemark's own writer write this schema? Every lake type but lists
+ * (docs/decisions/0018-flat-parquet-writer.md lists them).
+ */
+function isFlat(schema: RecordBatch['schema']): boolean {
+  return schema.fields.every((f) => flatKind(f.type) !== undefined);
+}
+
+type FlatKind = FlatColumn['kind'];
+
+function flatKind(t: DataType): FlatKind | undefined {
+  if (DataType.isBool(t)) return 'bool';
+  if (DataType.isInt(t)) {
+    if (!t.isSigned) return undefined;
+    return t.bitWidth === 8 ? 'i8' : t.bitWidth === 16 ? 'i16' : t.bitWidth === 32 ? 'i32' : 'i64';
+  }
+  if (DataType.isFloat(t))
+    return t.ArrayType === Float64Array ? 'f64' : t.ArrayType === Float32Array ? 'f32' : undefined;
+  if (DataType.isDecimal(t)) return t.bitWidth === 128 ? 'dec' : undefined;
+  if (DataType.isUtf8(t) || DataType.isBinary(t)) return 'bytes';
+  if (DataType.isDate(t)) return t.unit === DateUnit.DAY ? 'i32' : undefined;
+  if (DataType.isTimestamp(t)) return 'i64';
+  if (DataType.isDictionary(t))
+    return DataType.isUtf8(t.dictionary) && t.indices.bitWidth <= 32 ? 'dict' : undefined;
+  return undefined;
+}
+
+/** A copy of typed array `a`'s elements [from, to) as bytes (its own buffer, transferable). */
+function bytesOf(a: ArrayBufferView, from: number, to: number): Uint8Array {
+  return new Uint8Array(a.buffer, a.byteOffset + from, to - from).slice();
+}
+
+/**
+ * `record` as the flat writer's slice: each column's arrays copied (a memcpy of the rows'
+ * ranges, nothing else), so the copies can be transferred to the worker while the records stay
+ * as they are; `transfer` lists their buffers.
+ */
+function flatSliceOf(record: RecordBatch): { slice: FlatSlice; transfer: ArrayBuffer[] } {
+  const transfer: ArrayBuffer[] = [];
+  const own = <A extends ArrayBufferView>(a: A): A => {
+    transfer.push(a.buffer as ArrayBuffer);
+    return a;
+  };
+  const n = record.numRows;
+  const columns = record.data.children.map((d, i): FlatColumn => {
+    const kind = flatKind(d.type);
+    if (kind === undefined) throw new Error(`column ${record.schema.fields[i]!.name} is not flat`);
+    // Validity bits of rows [offset, offset + n) of the full bitmap (Arrow JS keeps it whole).
+    let validity: Uint8Array | undefined;
+    let validityOffset = 0;
+    if (d.nullCount > 0 && d.nullBitmap && d.nullBitmap.length > 0) {
+      const first = d.offset >> 3;
+      validity = own(bytesOf(d.nullBitmap, first, (d.offset + n + 7) >> 3));
+      validityOffset = d.offset & 7;
+    }
+    const nullCount = validity ? d.nullCount : 0;
+    switch (kind) {
+      case 'bool': {
+        const first = d.offset >> 3;
+        const values = own(bytesOf(d.values, first, (d.offset + n + 7) >> 3));
+        return { kind, nullCount, validity, validityOffset, values, valuesOffset: d.offset & 7 };
+      }
+      case 'bytes': {
+        // Arrow JS slices valueOffsets to the rows, not the value bytes: rebase them to 0.
+        const o = d.valueOffsets;
+        const base = o[0]!;
+        const offsets = own(new Int32Array(n + 1));
+        for (let r = 0; r <= n; r++) offsets[r] = o[r]! - base;
+        const data = own(bytesOf(d.values, base, o[n]!));
+        return { kind, nullCount, validity, validityOffset, offsets, data };
+      }
+      case 'dict': {
+        const dict = d.dictionary!.data[0]!;
+        const entries = dict.length;
+        const dictOffsets = own(dict.valueOffsets.slice(0, entries + 1));
+        const dictData = own(bytesOf(dict.values, 0, dictOffsets[entries]!));
+        const indices = own((d.values as Extract<FlatColumn, { kind: 'dict' }>['indices']).slice(0, n));
+        return { kind, nullCount, validity, validityOffset, indices, dictOffsets, dictData };
+      }
+      default: {
+        // Arrow JS slices fixed-width values to the rows already.
+        const width = d.values.BYTES_PER_ELEMENT * (kind === 'dec' ? 4 : 1);
+        const bytes = own(bytesOf(d.values, 0, n * width));
+        return { kind, nullCount, validity, validityOffset, bytes };
+      }
+    }
+  });
+  return { slice: { numRows: n, columns }, transfer };
+}
+
+/** The Arrow IPC stream of `schema` with no rows (the worker builds the flat template from it). */
+const schemaIpcs = new WeakMap<RecordBatch['schema'], Uint8Array>();
+function schemaIpcOf(schema: RecordBatch['schema']): Uint8Array {
+  let ipc = schemaIpcs.get(schema);
+  if (!ipc) {
+    ipc = tableToIPC(new Table(schema), 'stream');
+    schemaIpcs.set(schema, ipc);
+  }
+  return ipc;
+}
+
+/** Flat templates by schema IPC, built once per schema on this thread. */
+const templates = new Map<string, ReturnType<typeof templateOf>>();
+function flatTemplate(schemaIpc: Uint8Array): ReturnType<typeof templateOf> {
+  const key = Buffer.from(schemaIpc).toString('base64');
+  let t = templates.get(key);
+  if (!t) {
+    const props = new WriterPropertiesBuilder().setCompression(Compression.UNCOMPRESSED).build();
+    t = templateOf(writeParquet(WasmTable.fromIPCStream(schemaIpc), props));
+    if (templates.size >= 64) templates.clear();
+    templates.set(key, t);
+  }
+  return t;
+}
+
+let warnedFlatFallback = false;
+/** Warns once per process that the flat writer refused an object (`e`: why); the wasm writes it. */
+function warnFlatFallback(e: unknown): void {
+  if (warnedFlatFallback) return;
+  warnedFlatFallback = true;
+  process.emitWarning(
+    `Parquet objects are written by parquet-wasm instead of tidemark's own writer: ${e instanceof Error ? e.message : String(e)}`,
+    { code: 'TIDEMARK_FLAT_WRITER_FALLBACK' },
+  );
 }
 
 let warnedNativeFallback = false;
@@ -308,7 +487,12 @@ function workerScript(): string {
 interface Pending {
   slices: RecordBatch[];
   next: number;
-  /** Encodes the object again with the wasm compressing (the page rewrite refused its layout). */
+  /** The worker's flat writer takes the slices (`EncodeSettings.flat`). */
+  flat: boolean;
+  /**
+   * Encodes the object again in parquet-wasm (the flat writer failed) with the wasm compressing
+   * (the page rewrite refused its layout).
+   */
   retryInWasm(): void;
   resolve(bytes: Uint8Array): void;
   reject(e: Error): void;
@@ -319,6 +503,7 @@ type WorkerMessage =
   | { readonly id: number; readonly pull: true }
   | { readonly id: number; readonly bytes: Uint8Array }
   | { readonly id: number; readonly nativeFailed: string }
+  | { readonly id: number; readonly flatFailed: string }
   | { readonly id: number; readonly error: string };
 
 let worker: Worker | undefined;
@@ -341,8 +526,14 @@ function encoderWorker(): Worker | undefined {
           w.postMessage({ id: m.id, done: true });
         } else {
           p.next++;
-          const ipc = sliceIpc(slice);
-          w.postMessage({ id: m.id, ipc }, [ipc.buffer as ArrayBuffer]);
+          if (p.flat) {
+            // The flat writer takes the columns' arrays, copied out of the records (no IPC).
+            const { slice: flat, transfer } = flatSliceOf(slice);
+            w.postMessage({ id: m.id, flat }, transfer);
+          } else {
+            const ipc = sliceIpc(slice);
+            w.postMessage({ id: m.id, ipc }, [ipc.buffer as ArrayBuffer]);
+          }
         }
         return;
       }
@@ -350,6 +541,9 @@ function encoderWorker(): Worker | undefined {
       if (pending.size === 0) w.unref();
       if ('nativeFailed' in m) {
         warnNativeFallback(m.nativeFailed);
+        p.retryInWasm();
+      } else if ('flatFailed' in m) {
+        warnFlatFallback(m.flatFailed);
         p.retryInWasm();
       } else if ('error' in m) p.reject(new Error(`Parquet encode failed: ${m.error}`));
       else p.resolve(m.bytes);
@@ -413,9 +607,13 @@ let workerQueue: Promise<void> = Promise.resolve();
 function encodeOnWorker(w: Worker, slices: RecordBatch[], settings: EncodeSettings): Promise<Uint8Array> {
   const id = nextId++;
   return new Promise<Uint8Array>((resolve, reject) => {
-    const retryInWasm = () => encodeOnWorker(w, slices, { ...settings, native: false }).then(resolve, reject);
-    pending.set(id, { slices, next: 0, retryInWasm, resolve, reject });
+    const retry: EncodeSettings = settings.flat
+      ? { ...settings, flat: false }
+      : { ...settings, native: false };
+    const retryInWasm = () => encodeOnWorker(w, slices, retry).then(resolve, reject);
+    pending.set(id, { slices, next: 0, flat: settings.flat, retryInWasm, resolve, reject });
     w.ref();
-    w.postMessage({ id, settings });
+    if (settings.flat) w.postMessage({ id, settings, schemaIpc: schemaIpcOf(slices[0]!.schema) });
+    else w.postMessage({ id, settings });
   });
 }

@@ -35,7 +35,7 @@ import {
   nativeCompressor,
   type ThriftStruct,
 } from '../../shared/sink/parquet-pages.cjs';
-import { encodeParquet, pageCompression } from '../../shared/sink/parquet-writer.js';
+import { encodeParquet, flatWriter, pageCompression } from '../../shared/sink/parquet-writer.js';
 import { arbitraryOf, KINDS } from '../harness/logical-arbitraries.js';
 
 const hasNativeZstd = typeof (zlib as { zstdCompressSync?: unknown }).zstdCompressSync === 'function';
@@ -239,6 +239,8 @@ describe('compressing Parquet pages outside the wasm', () => {
     };
     const record = lakeRecord(c);
     try {
+      // parquet-wasm writes either way (the flat writer, which also compresses natively, is off).
+      flatWriter.enabled = false;
       pageCompression.native = false;
       const wasm = encodeParquet([record], { compression: 'zstd' });
       pageCompression.native = true;
@@ -249,6 +251,7 @@ describe('compressing Parquet pages outside the wasm', () => {
       expect(nativeCompressor('snappy')).toBeUndefined();
     } finally {
       pageCompression.native = true;
+      flatWriter.enabled = true;
     }
   });
 });
