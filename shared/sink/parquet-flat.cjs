@@ -179,14 +179,6 @@ function valid(c, i) {
 
 // ---- statistics: min/max kept as PLAIN bytes of one value
 
-const CMP = {
-  int32: (a, ai, b, bi) => a.getInt32(ai, true) - b.getInt32(bi, true),
-  int64: (a, ai, b, bi) => {
-    const h = a.getInt32(ai + 4, true) - b.getInt32(bi + 4, true);
-    return h !== 0 ? h : a.getUint32(ai, true) - b.getUint32(bi, true);
-  },
-};
-
 /**
  * Chunk statistics of one column: null count and, unless switched off, min and max over the
  * non-null values as the PLAIN bytes Parquet's statistics hold.
@@ -205,6 +197,15 @@ class Stats {
     this.lo = undefined;
     this.hi = undefined;
   }
+}
+
+/** The 8 little-endian bytes of the int64 (high signed word, low unsigned word). */
+function int64Bytes(high, low) {
+  const out = new Uint8Array(8);
+  const v = new DataView(out.buffer);
+  v.setUint32(0, low, true);
+  v.setInt32(4, high, true);
+  return out;
 }
 
 function compareBytes(a, as, al, b, bs, bl) {
@@ -232,50 +233,67 @@ function foldStats(s, plain, end, count) {
   if (!s.enabled || count === 0) return;
   const buf = plain.buf;
   const view = plain.view;
+  if (buf.byteOffset !== 0) throw new Error('page scratch is not at offset 0');
   switch (s.physical) {
-    case TYPE.INT32:
-    case TYPE.INT64:
+    case TYPE.INT32: {
+      // PLAIN values start at offset 0 of the page scratch: aligned views.
+      const v = new Int32Array(buf.buffer, 0, count);
+      let lo = s.lo ?? 2 ** 31;
+      let hi = s.hi ?? -(2 ** 31) - 1;
+      for (let k = 0; k < count; k++) {
+        const x = v[k];
+        if (x < lo) lo = x;
+        if (x > hi) hi = x;
+      }
+      s.lo = lo;
+      s.hi = hi;
+      return;
+    }
+    case TYPE.INT64: {
+      // (high word signed, low word unsigned) pairs, compared as such.
+      const v = new Int32Array(buf.buffer, 0, count * 2);
+      let loH = s.min === undefined ? 2 ** 31 : s.loH;
+      let loL = s.min === undefined ? 0 : s.loL;
+      let hiH = s.min === undefined ? -(2 ** 31) - 1 : s.hiH;
+      let hiL = s.min === undefined ? 0 : s.hiL;
+      for (let k = 0; k < 2 * count; k += 2) {
+        const h = v[k + 1];
+        if (h < loH || (h === loH && v[k] >>> 0 < loL)) {
+          loH = h;
+          loL = v[k] >>> 0;
+        }
+        if (h > hiH || (h === hiH && v[k] >>> 0 > hiL)) {
+          hiH = h;
+          hiL = v[k] >>> 0;
+        }
+      }
+      s.loH = loH;
+      s.loL = loL;
+      s.hiH = hiH;
+      s.hiL = hiL;
+      s.min = int64Bytes(loH, loL);
+      s.max = int64Bytes(hiH, hiL);
+      return;
+    }
     case TYPE.FLOAT:
     case TYPE.DOUBLE: {
-      const w = s.physical === TYPE.INT64 || s.physical === TYPE.DOUBLE ? 8 : 4;
-      if (s.physical === TYPE.INT32) {
-        let lo = s.lo ?? 2 ** 31;
-        let hi = s.hi ?? -(2 ** 31) - 1;
-        for (let at = 0; at < end; at += 4) {
-          const v = view.getInt32(at, true);
-          if (v < lo) lo = v;
-          if (v > hi) hi = v;
-        }
+      const v =
+        s.physical === TYPE.DOUBLE
+          ? new Float64Array(buf.buffer, 0, count)
+          : new Float32Array(buf.buffer, 0, count);
+      let lo = s.lo ?? Number.POSITIVE_INFINITY;
+      let hi = s.hi ?? Number.NEGATIVE_INFINITY;
+      let any = s.lo !== undefined;
+      for (let k = 0; k < count; k++) {
+        const x = v[k];
+        if (Number.isNaN(x)) continue; // NaN is not ordered: left out, as arrow-rs does
+        any = true;
+        if (x < lo) lo = x;
+        if (x > hi) hi = x;
+      }
+      if (any) {
         s.lo = lo;
         s.hi = hi;
-      } else if (s.physical === TYPE.INT64) {
-        // Compared as (high signed, low unsigned) words, kept as byte offsets of the page.
-        let lo = -1;
-        let hi = -1;
-        for (let at = 0; at < end; at += 8) {
-          if (lo < 0 || CMP.int64(view, at, view, lo) < 0) lo = at;
-          if (hi < 0 || CMP.int64(view, at, view, hi) > 0) hi = at;
-        }
-        const loB = buf.slice(lo, lo + 8);
-        const hiB = buf.slice(hi, hi + 8);
-        const cmp = (x, y) => CMP.int64(new DataView(x.buffer), 0, new DataView(y.buffer), 0);
-        if (s.min === undefined || cmp(loB, s.min) < 0) s.min = loB;
-        if (s.max === undefined || cmp(hiB, s.max) > 0) s.max = hiB;
-      } else {
-        let lo = s.lo ?? Number.POSITIVE_INFINITY;
-        let hi = s.hi ?? Number.NEGATIVE_INFINITY;
-        let any = s.lo !== undefined;
-        for (let at = 0; at < end; at += w) {
-          const v = w === 8 ? view.getFloat64(at, true) : view.getFloat32(at, true);
-          if (Number.isNaN(v)) continue; // NaN is not ordered: left out, as arrow-rs does
-          any = true;
-          if (v < lo || (v === 0 && lo === 0 && Object.is(v, -0))) lo = v;
-          if (v > hi || (v === 0 && hi === 0 && Object.is(hi, -0))) hi = v;
-        }
-        if (any) {
-          s.lo = lo;
-          s.hi = hi;
-        }
       }
       return;
     }
@@ -390,26 +408,30 @@ function plainValues(c, leaf, from, to, out) {
     case 'i8':
     case 'i16':
     case 'i32': {
-      const w = c.kind === 'i8' ? 1 : c.kind === 'i16' ? 2 : 4;
-      const src = new DataView(c.bytes.buffer, c.bytes.byteOffset, c.bytes.byteLength);
+      // Widened to INT32 (arrow-rs writes Int8/Int16 as INT32 with an INT(8|16) annotation).
+      // `out` is the page scratch at offset 0 (aligned); `c.bytes` is its own buffer.
+      const b = c.bytes;
+      const src =
+        c.kind === 'i8'
+          ? new Int8Array(b.buffer, b.byteOffset, b.length)
+          : c.kind === 'i16'
+            ? new Int16Array(b.buffer, b.byteOffset, b.length >> 1)
+            : new Int32Array(b.buffer, b.byteOffset, b.length >> 2);
       out.room((to - from) * 4);
-      const view = out.view;
-      let at = out.at;
-      if (w === 4 && allValid) {
-        out.buf.set(c.bytes.subarray(from * 4, to * 4), at);
-        at += (to - from) * 4;
+      const dst = new Int32Array(out.buf.buffer, out.at, to - from);
+      if (allValid) {
+        if (c.kind === 'i32') dst.set(src.subarray(from, to));
+        else for (let i = from; i < to; i++) dst[i - from] = src[i];
         count = to - from;
       } else {
+        const bits = c.validity;
+        const bit0 = c.validityOffset;
         for (let i = from; i < to; i++) {
-          if (!allValid && !valid(c, i)) continue;
-          const v =
-            w === 1 ? src.getInt8(i) : w === 2 ? src.getInt16(i * 2, true) : src.getInt32(i * 4, true);
-          view.setInt32(at, v, true);
-          at += 4;
-          count++;
+          const bit = bit0 + i;
+          if ((bits[bit >> 3] & (1 << (bit & 7))) !== 0) dst[count++] = src[i];
         }
       }
-      out.at = at;
+      out.at += count * 4;
       return count;
     }
     case 'i64':
@@ -420,33 +442,52 @@ function plainValues(c, leaf, from, to, out) {
         out.bytes(c.bytes, from * w, to * w);
         return to - from;
       }
+      // Words of 4 bytes: one for f32, two for the 8-byte kinds.
+      const words = w >> 2;
+      const b = c.bytes;
+      const src = new Int32Array(b.buffer, b.byteOffset, b.length >> 2);
       out.room((to - from) * w);
-      const src = c.bytes;
-      const buf = out.buf;
-      let at = out.at;
+      const dst = new Int32Array(out.buf.buffer, out.at, (to - from) * words);
+      const bits = c.validity;
+      const bit0 = c.validityOffset;
+      let d = 0;
       for (let i = from; i < to; i++) {
-        if (!valid(c, i)) continue;
-        for (let k = 0; k < w; k++) buf[at + k] = src[i * w + k];
-        at += w;
+        const bit = bit0 + i;
+        if ((bits[bit >> 3] & (1 << (bit & 7))) === 0) continue;
+        dst[d++] = src[i * words];
+        if (words === 2) dst[d++] = src[i * words + 1];
         count++;
       }
-      out.at = at;
+      out.at += count * w;
       return count;
     }
     case 'dec': {
       // Decimal128 (16 bytes little-endian two's complement) as INT32, INT64 or big-endian FLBA,
       // as arrow-rs writes it for the column's precision (the template's physical type).
-      const src = c.bytes;
-      const n = leaf.physical === TYPE.INT32 ? 4 : leaf.physical === TYPE.INT64 ? 8 : leaf.typeLength;
+      const b = c.bytes;
+      if (leaf.physical !== TYPE.FIXED_LEN_BYTE_ARRAY) {
+        const words = leaf.physical === TYPE.INT32 ? 1 : 2;
+        const src = new Int32Array(b.buffer, b.byteOffset, b.length >> 2);
+        out.room((to - from) * 4 * words);
+        const dst = new Int32Array(out.buf.buffer, out.at, (to - from) * words);
+        let d = 0;
+        for (let i = from; i < to; i++) {
+          if (!allValid && !valid(c, i)) continue;
+          dst[d++] = src[i * 4];
+          if (words === 2) dst[d++] = src[i * 4 + 1];
+          count++;
+        }
+        out.at += count * 4 * words;
+        return count;
+      }
+      const n = leaf.typeLength;
       out.room((to - from) * n);
       const buf = out.buf;
       let at = out.at;
-      const bigEndian = leaf.physical === TYPE.FIXED_LEN_BYTE_ARRAY;
       for (let i = from; i < to; i++) {
         if (!allValid && !valid(c, i)) continue;
         const base = i * 16;
-        if (bigEndian) for (let k = 0; k < n; k++) buf[at + k] = src[base + n - 1 - k];
-        else for (let k = 0; k < n; k++) buf[at + k] = src[base + k];
+        for (let k = 0; k < n; k++) buf[at + k] = b[base + n - 1 - k];
         at += n;
         count++;
       }
@@ -456,14 +497,28 @@ function plainValues(c, leaf, from, to, out) {
     case 'bytes': {
       const offsets = c.offsets;
       const data = c.data;
+      // Room for every row's value and length at once, then one tight loop.
+      out.room(offsets[to] - offsets[from] + 4 * (to - from));
+      const buf = out.buf;
+      let at = out.at;
       for (let i = from; i < to; i++) {
         if (!allValid && !valid(c, i)) continue;
         const a = offsets[i];
         const b = offsets[i + 1];
-        out.u32(b - a);
-        out.bytes(data, a, b);
+        const n = b - a;
+        buf[at] = n & 0xff;
+        buf[at + 1] = (n >>> 8) & 0xff;
+        buf[at + 2] = (n >>> 16) & 0xff;
+        buf[at + 3] = n >>> 24;
+        at += 4;
+        if (n <= 32) for (let k = a; k < b; k++) buf[at++] = data[k];
+        else {
+          buf.set(data.subarray(a, b), at);
+          at += n;
+        }
         count++;
       }
+      out.at = at;
       return count;
     }
     case 'dict': {
@@ -531,6 +586,8 @@ class Dictionary {
     this.starts = new Int32Array(64); // key start of each entry in `entries`
     this.lengths = new Int32Array(64);
     this.hashes = new Int32Array(64);
+    /** Four- and eight-byte entries as words (low, high), for `indexWords`. */
+    this.words = new Int32Array(128);
     this.count = 0;
     this.slots = new Int32Array(256).fill(-1);
     this.indices = new Int32Array(1024);
@@ -548,12 +605,38 @@ class Dictionary {
     const beforeBytes = this.entries.at;
     const buf = plain.buf;
     const w = this.width;
-    for (let v = 0, at = 0; v < count; v++, at += w) {
+    const indices = this.indices;
+    if (w === 4 || w === 8) {
+      // Four- and eight-byte values hashed and compared as words (the page scratch is aligned).
+      const words = w >> 2;
+      const v = new Int32Array(buf.buffer, 0, count * words);
+      for (let k = 0; k < count; k++) {
+        const lo = v[k * words];
+        const hi = words === 2 ? v[k * words + 1] : 0;
+        const index = this.indexWords(lo, hi, buf, k * w);
+        if (index < 0) return this.rollback(before, beforeBytes);
+        indices[k] = index;
+      }
+      return true;
+    }
+    for (let k = 0, at = 0; k < count; k++, at += w) {
       const index = this.index(buf, at, w);
       if (index < 0) return this.rollback(before, beforeBytes);
-      this.indices[v] = index;
+      indices[k] = index;
     }
     return true;
+  }
+  /** `index` for a 4- or 8-byte value given as its words (`hi` 0 for 4 bytes) and its bytes. */
+  indexWords(lo, hi, buf, at) {
+    const hash = Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) ^ hi;
+    const mask = this.slots.length - 1;
+    const words = this.words;
+    for (let slot = (hash ^ (hash >>> 15)) & mask; ; slot = (slot + 1) & mask) {
+      const e = this.slots[slot];
+      if (e < 0) break;
+      if (words[2 * e] === lo && words[2 * e + 1] === hi) return e;
+    }
+    return this.add(buf, at, this.width, hash ^ (hash >>> 15), lo, hi);
   }
   /** Indices of the non-null text/binary values of rows [from, to) of `c`, read in place. */
   encodeBytes(c, from, to) {
@@ -612,6 +695,10 @@ class Dictionary {
       while (k < len && entries[s + k] === buf[start + k]) k++;
       if (k === len) return e;
     }
+    return this.add(buf, start, len, hash, 0, 0);
+  }
+  /** A new entry (its slot is the free one `hash` probes to); -1 when it would pass the limit. */
+  add(buf, start, len, hash, lo, hi) {
     if (this.entries.at + (this.width === 0 ? 4 : 0) + len > this.limit) return -1;
     const e = this.count++;
     if (e === this.starts.length) {
@@ -623,12 +710,18 @@ class Dictionary {
       this.starts = grow(this.starts);
       this.lengths = grow(this.lengths);
       this.hashes = grow(this.hashes);
+      this.words = grow(this.words);
     }
     if (this.width === 0) this.entries.u32(len);
     this.starts[e] = this.entries.at;
     this.lengths[e] = len;
     this.hashes[e] = hash;
+    this.words[2 * e] = lo;
+    this.words[2 * e + 1] = hi;
     this.entries.bytes(buf, start, start + len);
+    const mask = this.slots.length - 1;
+    let slot = hash & mask;
+    while (this.slots[slot] >= 0) slot = (slot + 1) & mask;
     this.slots[slot] = e;
     if (this.count * 2 > this.slots.length) this.rehash(this.slots.length * 2);
     return e;

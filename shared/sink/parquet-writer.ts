@@ -169,7 +169,7 @@ interface EncodeSettings {
 function planEncode(
   records: readonly RecordBatch[],
   options: ParquetWriteOptions,
-): { slices: RecordBatch[]; settings: EncodeSettings } {
+): { slices: RecordBatch[]; settings: EncodeSettings; schema: RecordBatch['schema'] } {
   if (records.length === 0) throw new Error('encodeParquet needs at least one record batch');
   checkCompression(options.compression);
   checkFormat(options.format);
@@ -178,6 +178,7 @@ function planEncode(
   const native = pageCompression.native && nativeCompressor(nativeCodec) !== undefined;
   const format = options.format ?? DEFAULT_LAKE_FORMAT;
   return {
+    schema: records[0]!.schema,
     slices: records.flatMap((r) => sliceRecord(r, ENCODE_SLICE_BYTES)),
     settings: {
       compression: options.compression ?? 'zstd',
@@ -275,10 +276,10 @@ export function encodeParquet(
   records: readonly RecordBatch[],
   options: ParquetWriteOptions = {},
 ): Uint8Array {
-  const { slices, settings } = planEncode(records, options);
+  const { slices, settings, schema } = planEncode(records, options);
   if (settings.flat) {
     try {
-      return writeFlat(slices, settings, nativeCompressor(settings.nativeCodec)!);
+      return writeFlat(schema, slices, settings, nativeCompressor(settings.nativeCodec)!);
     } catch (e) {
       warnFlatFallback(e);
     }
@@ -307,18 +308,19 @@ export function encodeFlat(
   options: ParquetWriteOptions,
   compressor: PageCompressor,
 ): Uint8Array | undefined {
-  const { slices, settings } = planEncode(records, options);
-  if ((options.format ?? DEFAULT_LAKE_FORMAT) !== 1 || !isFlat(records[0]!.schema)) return undefined;
-  return writeFlat(slices, settings, compressor);
+  const { slices, settings, schema } = planEncode(records, options);
+  if ((options.format ?? DEFAULT_LAKE_FORMAT) !== 1 || !isFlat(schema)) return undefined;
+  return writeFlat(schema, slices, settings, compressor);
 }
 
 /** The slices written by tidemark's own writer, on this thread. */
 function writeFlat(
+  schema: RecordBatch['schema'],
   slices: readonly RecordBatch[],
   settings: EncodeSettings,
   compressor: PageCompressor,
 ): Uint8Array {
-  const writer = new FlatWriter(flatTemplate(schemaIpcOf(slices[0]!.schema)), { ...settings, compressor });
+  const writer = new FlatWriter(flatTemplate(schemaIpcOf(schema)), { ...settings, compressor });
   for (const slice of slices) writer.add(flatSliceOf(slice).slice);
   return writer.finish();
 }
@@ -592,7 +594,9 @@ export function encodeParquetAsync(
   const encoded = workerQueue.then(() => {
     // The worker may have died meanwhile (its 'error' rejected what it held): then this thread.
     const live = encoderWorker();
-    return live ? encodeOnWorker(live, plan.slices, plan.settings) : encodeParquet(records, options);
+    return live
+      ? encodeOnWorker(live, plan.schema, plan.slices, plan.settings)
+      : encodeParquet(records, options);
   });
   workerQueue = encoded.then(
     () => undefined,
@@ -604,16 +608,21 @@ export function encodeParquetAsync(
 /** The encode the next one waits for (see encodeParquetAsync). */
 let workerQueue: Promise<void> = Promise.resolve();
 
-function encodeOnWorker(w: Worker, slices: RecordBatch[], settings: EncodeSettings): Promise<Uint8Array> {
+function encodeOnWorker(
+  w: Worker,
+  schema: RecordBatch['schema'],
+  slices: RecordBatch[],
+  settings: EncodeSettings,
+): Promise<Uint8Array> {
   const id = nextId++;
   return new Promise<Uint8Array>((resolve, reject) => {
     const retry: EncodeSettings = settings.flat
       ? { ...settings, flat: false }
       : { ...settings, native: false };
-    const retryInWasm = () => encodeOnWorker(w, slices, retry).then(resolve, reject);
+    const retryInWasm = () => encodeOnWorker(w, schema, slices, retry).then(resolve, reject);
     pending.set(id, { slices, next: 0, flat: settings.flat, retryInWasm, resolve, reject });
     w.ref();
-    if (settings.flat) w.postMessage({ id, settings, schemaIpc: schemaIpcOf(slices[0]!.schema) });
+    if (settings.flat) w.postMessage({ id, settings, schemaIpc: schemaIpcOf(schema) });
     else w.postMessage({ id, settings });
   });
 }
