@@ -775,7 +775,12 @@ function bitWidth(max) {
 class ColumnChunk {
   constructor(leaf, options) {
     this.leaf = leaf;
-    const dictionaryOff = leaf.physical === TYPE.BOOLEAN || options.plainColumns.includes(leaf.name);
+    // No dictionary for booleans and FIXED_LEN_BYTE_ARRAY decimals, as arrow-rs writes in writer
+    // version 1 (docs/lake-format.md), nor for the caller's plain columns.
+    const dictionaryOff =
+      leaf.physical === TYPE.BOOLEAN ||
+      leaf.physical === TYPE.FIXED_LEN_BYTE_ARRAY ||
+      options.plainColumns.includes(leaf.name);
     this.dictionary = dictionaryOff
       ? undefined
       : new Dictionary(leaf.physical, leaf.typeLength, options.dictionaryPageBytes);

@@ -27,7 +27,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { DataType, DateUnit, type RecordBatch, Table, tableToIPC } from 'apache-arrow';
+import { DataType, DateUnit, type RecordBatch, Table, TimeUnit, tableToIPC } from 'apache-arrow';
 import {
   Compression,
   EnabledStatistics,
@@ -346,7 +346,8 @@ function flatKind(t: DataType): FlatKind | undefined {
   if (DataType.isDecimal(t)) return t.bitWidth === 128 ? 'dec' : undefined;
   if (DataType.isUtf8(t) || DataType.isBinary(t)) return 'bytes';
   if (DataType.isDate(t)) return t.unit === DateUnit.DAY ? 'i32' : undefined;
-  if (DataType.isTimestamp(t)) return 'i64';
+  // The lake's timestamps are microseconds (lake.ts); arrow-rs converts other units' values.
+  if (DataType.isTimestamp(t)) return t.unit === TimeUnit.MICROSECOND ? 'i64' : undefined;
   if (DataType.isDictionary(t))
     return DataType.isUtf8(t.dictionary) && t.indices.bitWidth <= 32 ? 'dict' : undefined;
   return undefined;
@@ -402,6 +403,7 @@ function flatSliceOf(record: RecordBatch): { slice: FlatSlice; transfer: ArrayBu
         const dictOffsets = own(dict.valueOffsets.slice(0, entries + 1));
         const dictData = own(bytesOf(dict.values, 0, dictOffsets[entries]!));
         const indices = own((d.values as Extract<FlatColumn, { kind: 'dict' }>['indices']).slice(0, n));
+
         return { kind, nullCount, validity, validityOffset, indices, dictOffsets, dictData };
       }
       default: {
