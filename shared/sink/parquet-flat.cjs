@@ -386,13 +386,10 @@ function statisticsStruct(s) {
     }
   }
   const fields = [];
-  // The deprecated min/max (fields 1, 2) too for numbers, as arrow-rs writes them: older readers
-  // read only those; their order is the signed one these types have.
-  const deprecated =
-    s.physical === TYPE.INT32 ||
-    s.physical === TYPE.INT64 ||
-    s.physical === TYPE.FLOAT ||
-    s.physical === TYPE.DOUBLE;
+  // The deprecated min/max (fields 1, 2) too for numbers and FIXED_LEN_BYTE_ARRAY decimals, as
+  // arrow-rs writes them: older readers read only those; their order is the signed one these
+  // types have.
+  const deprecated = s.physical !== TYPE.BYTE_ARRAY && s.physical !== TYPE.BOOLEAN;
   if (min !== undefined && deprecated) fields.push(bin(1, max), bin(2, min));
   fields.push(i64(3, s.nulls));
   if (min !== undefined) fields.push(bin(5, max), bin(6, min), bool(7, true), bool(8, true));
