@@ -10,6 +10,11 @@
  * `--formats` (docs/lake-format.md) runs only the sink path, zstd, in lake format 1 and format 2,
  * alternated (after one unmeasured warm-up encode of each): per round the encode's CPU time (process.cpuUsage, the encode runs on this thread)
  * and wall time, the paired format 2 / format 1 ratios of each round, and the object sizes.
+ * `--writers` (docs/decisions/0018-flat-parquet-writer.md) runs only the sink path, zstd, lake
+ * format 1, written by tidemark's own flat writer and by parquet-wasm (both with the pages
+ * compressed by Node's zlib), alternated the same way; where this Node has no zstd (Node 20) both
+ * compress with gzip instead (`pageCompression.testCodec`), which it says. Run it with Node 22:
+ * `/path/to/node22 --import tsx bench/parquet-writer.ts 1000000 7 --writers`.
  * Feeds docs/decisions/0006-parquet-writer.md. hyparquet-writer and parquetjs are not installed;
  * the figures 0006 gives for them come from an earlier trial outside this repository.
  */
@@ -41,10 +46,17 @@ import type { LakeFormat } from '../shared/contracts/lake-format.js';
 import { toLakeRecord } from '../shared/dataplane/lake.js';
 import { metadataFields } from '../shared/dataplane/metadata.js';
 import { objectStartPosition } from '../shared/position/position.js';
-import { encodeParquet, type ParquetCompression } from '../shared/sink/parquet-writer.js';
+import { nativeCompressor } from '../shared/sink/parquet-pages.cjs';
+import {
+  encodeParquet,
+  flatWriter,
+  type ParquetCompression,
+  pageCompression,
+} from '../shared/sink/parquet-writer.js';
 
 const ARGS = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const FORMATS = process.argv.includes('--formats');
+const WRITERS = process.argv.includes('--writers');
 const ROWS = Number(ARGS[0] ?? 1_000_000);
 const ROUNDS = Number(ARGS[1] ?? 3);
 /** Rows per input RecordBatch, like sink pages. */
@@ -200,57 +212,92 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-/** `--formats`: the sink path (zstd) in lake format 1 and 2, alternated, CPU and wall per round. */
-function compareFormats(wire: readonly RecordBatch[]): void {
-  const formats: readonly LakeFormat[] = [1, 2];
-  const cpu = new Map<LakeFormat, number[]>(formats.map((f) => [f, []]));
-  const wall = new Map<LakeFormat, number[]>(formats.map((f) => [f, []]));
-  const size = new Map<LakeFormat, number>();
+/** One way of encoding the sink path's objects, for `compareEncodes`. */
+interface Encode {
+  readonly name: string;
+  encode(): Uint8Array;
+}
+
+/**
+ * The encodes, alternated (one unmeasured warm-up each; round r starts at a different one), CPU
+ * and wall per round, and each one's paired ratios against the first.
+ */
+function compareEncodes(title: string, encodes: readonly Encode[]): void {
+  const cpu = encodes.map((): number[] => []);
+  const wall = encodes.map((): number[] => []);
+  const size = encodes.map(() => 0);
   const load: string[] = [];
-  // One unmeasured encode per format first: the wasm memory grows to its working set once.
-  for (const format of formats) encodeParquet(wire.map(toLakeRecord), { compression: 'zstd', format });
+  // One unmeasured encode each first: the wasm memory grows to its working set once, JIT warms.
+  for (const e of encodes) e.encode();
   for (let round = 0; round < ROUNDS; round++) {
     load.push(
       loadavg()
         .map((l) => l.toFixed(2))
         .join('/'),
     );
-    // Alternate which format goes first, so a load change mid-round hits both the same way.
-    for (const format of round % 2 === 0 ? formats : [...formats].reverse()) {
+    // Alternate which goes first, so a load change mid-round hits each the same way.
+    for (let k = 0; k < encodes.length; k++) {
+      const i = (round + k) % encodes.length;
       const c0 = process.cpuUsage();
       const t0 = performance.now();
-      const bytes = encodeParquet(wire.map(toLakeRecord), {
-        compression: 'zstd',
-        plainColumns: ['__pos'],
-        format,
-      });
+      const bytes = encodes[i]!.encode();
       const ms = performance.now() - t0;
       const c = process.cpuUsage(c0);
-      cpu.get(format)!.push((c.user + c.system) / 1e6);
-      wall.get(format)!.push(ms / 1000);
-      size.set(format, bytes.byteLength);
+      cpu[i]!.push((c.user + c.system) / 1e6);
+      wall[i]!.push(ms / 1000);
+      size[i] = bytes.byteLength;
     }
   }
   const per1M = (s: number) => (s * 1e6) / ROWS;
   console.log(
-    `${ROWS} rows, sink path zstd (9 data + 6 metadata columns), ${ROUNDS} alternated rounds; node ${process.version}`,
+    `${ROWS} rows, ${title} (9 data + 6 metadata columns), ${ROUNDS} alternated rounds; node ${process.version}`,
   );
   console.log(`load averages (1/5/15 min) at each round: ${load.join('  ')}`);
-  for (const f of formats) {
+  encodes.forEach((e, i) => {
     console.log(
-      `format ${f}: CPU-s per 1M rows median ${per1M(median(cpu.get(f)!)).toFixed(2)} (rounds ${cpu
-        .get(f)!
-        .map((x) => per1M(x).toFixed(2))
-        .join(
-          ' ',
-        )}), wall s median ${median(wall.get(f)!).toFixed(2)}, ${(size.get(f)! / 1e6).toFixed(2)} MB`,
+      `${e.name}: CPU-s per 1M rows median ${per1M(median(cpu[i]!)).toFixed(2)} (rounds ${cpu[i]!.map((x) => per1M(x).toFixed(2)).join(' ')}), wall s median ${median(wall[i]!).toFixed(2)}, ${(size[i]! / 1e6).toFixed(2)} MB`,
+    );
+  });
+  for (let i = 1; i < encodes.length; i++) {
+    const ratios = (m: number[][]) => m[i]!.map((x, r) => x / m[0]![r]!);
+    const [c, w] = [ratios(cpu), ratios(wall)];
+    console.log(
+      `${encodes[i]!.name} / ${encodes[0]!.name} per round: CPU ${c.map((r) => r.toFixed(2)).join(' ')} (median ${median(c).toFixed(2)}), wall ${w.map((r) => r.toFixed(2)).join(' ')} (median ${median(w).toFixed(2)}), size ${(size[i]! / size[0]!).toFixed(2)}`,
     );
   }
-  const ratios = (m: Map<LakeFormat, number[]>) => m.get(2)!.map((x, i) => x / m.get(1)![i]!);
-  const cpuRatios = ratios(cpu);
-  const wallRatios = ratios(wall);
-  console.log(
-    `format 2 / format 1 per round: CPU ${cpuRatios.map((r) => r.toFixed(2)).join(' ')} (median ${median(cpuRatios).toFixed(2)}), wall ${wallRatios.map((r) => r.toFixed(2)).join(' ')} (median ${median(wallRatios).toFixed(2)}), size ${(size.get(2)! / size.get(1)!).toFixed(2)}`,
+}
+
+/** `--formats`: the sink path (zstd) in lake format 1 and 2. */
+function compareFormats(wire: readonly RecordBatch[]): void {
+  const formats: readonly LakeFormat[] = [1, 2];
+  compareEncodes(
+    'sink path zstd',
+    formats.map((format) => ({
+      name: `format ${format}`,
+      encode: () =>
+        encodeParquet(wire.map(toLakeRecord), { compression: 'zstd', plainColumns: ['__pos'], format }),
+    })),
+  );
+}
+
+/** `--writers`: the sink path (zstd, format 1) by the flat writer and by parquet-wasm. */
+function compareWriters(wire: readonly RecordBatch[]): void {
+  const native = nativeCompressor('zstd') !== undefined;
+  if (!native) pageCompression.testCodec = 'gzip';
+  const by = (flat: boolean): Encode => ({
+    name: flat ? 'flat writer' : 'parquet-wasm',
+    encode() {
+      flatWriter.enabled = flat;
+      try {
+        return encodeParquet(wire.map(toLakeRecord), { compression: 'zstd', plainColumns: ['__pos'] });
+      } finally {
+        flatWriter.enabled = true;
+      }
+    },
+  });
+  compareEncodes(
+    native ? 'sink path, zstd pages by Node' : 'sink path, GZIP pages by Node (this Node has no zstd)',
+    [by(false), by(true)],
   );
 }
 
@@ -264,6 +311,10 @@ async function main(): Promise<void> {
     const wire = batches.map((b, i) => withWireMetadata(b, i * BATCH_ROWS));
     if (FORMATS) {
       compareFormats(wire);
+      return;
+    }
+    if (WRITERS) {
+      compareWriters(wire);
       return;
     }
     const sinkPath = (compression: ParquetCompression): Variant => ({

@@ -307,20 +307,24 @@ function foldStats(s, plain, end, count) {
       return;
     }
     case TYPE.BYTE_ARRAY: {
-      let lo = -1;
-      let loLen = 0;
-      let hi = -1;
-      let hiLen = 0;
-      for (let at = 0; at < end; ) {
+      // The first value is both; after it, a value above the max cannot be below the min (one
+      // comparison for ascending data such as positions and keys).
+      let lo = 4;
+      let loLen = view.getUint32(0, true);
+      let hi = lo;
+      let hiLen = loLen;
+      for (let at = lo + loLen; at < end; ) {
         const len = view.getUint32(at, true);
         const start = at + 4;
-        if (lo < 0 || compareBytes(buf, start, len, buf, lo, loLen) < 0) {
-          lo = start;
-          loLen = len;
-        }
-        if (hi < 0 || compareBytes(buf, start, len, buf, hi, hiLen) > 0) {
+        // Most values differ from the max in their first byte: decide those without the call.
+        const first = len > 0 && hiLen > 0 ? buf[start] - buf[hi] : 0;
+        const up = first !== 0 ? first : compareBytes(buf, start, len, buf, hi, hiLen);
+        if (up > 0) {
           hi = start;
           hiLen = len;
+        } else if (up < 0 && compareBytes(buf, start, len, buf, lo, loLen) < 0) {
+          lo = start;
+          loLen = len;
         }
         at = start + len;
       }
