@@ -244,20 +244,27 @@ function sliceRecord(record: RecordBatch, maxBytes: number): RecordBatch[] {
   const offsets = record.data.children
     .filter((c) => DataType.isUtf8(c.type) || DataType.isBinary(c.type))
     .map((c) => c.valueOffsets);
+  // Bytes of rows [0, i): monotonic, so each slice's end is found by bisection, not row by row.
+  const upTo = (i: number): number => {
+    let b = 16 * i;
+    for (const o of offsets) b += o[i]! - o[0]!;
+    return b;
+  };
   const out: RecordBatch[] = [];
   let start = 0;
-  let bytes = 0;
-  for (let i = 0; i < n; i++) {
-    let row = 16;
-    for (const o of offsets) row += o[i + 1]! - o[i]!;
-    if (bytes > 0 && bytes + row > maxBytes) {
-      out.push(record.slice(start, i));
-      start = i;
-      bytes = 0;
+  while (start < n) {
+    // The last end whose rows since `start` fit, and at least one row.
+    const base = upTo(start);
+    let lo = start + 1;
+    let hi = n;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (upTo(mid) - base <= maxBytes) lo = mid;
+      else hi = mid - 1;
     }
-    bytes += row;
+    out.push(start === 0 && lo === n ? record : record.slice(start, lo));
+    start = lo;
   }
-  out.push(start === 0 ? record : record.slice(start, n));
   return out;
 }
 
