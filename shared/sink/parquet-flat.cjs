@@ -78,6 +78,27 @@ function templateOf(file) {
   };
 }
 
+/** Templates by schema IPC: built once per schema on each thread (`templateFor`). */
+const templates = new Map();
+
+/**
+ * The template of an Arrow schema, given as an Arrow IPC stream with no rows: parquet-wasm
+ * writes it as an empty file (uncompressed, writer version 1) and `templateOf` reads that.
+ * Cached per thread; throws when the schema is not flat.
+ */
+function templateFor(schemaIpc) {
+  const key = Buffer.from(schemaIpc).toString('base64');
+  let t = templates.get(key);
+  if (!t) {
+    const { Compression, Table, WriterPropertiesBuilder, writeParquet } = require('parquet-wasm');
+    const props = new WriterPropertiesBuilder().setCompression(Compression.UNCOMPRESSED).build();
+    t = templateOf(writeParquet(Table.fromIPCStream(schemaIpc), props));
+    if (templates.size >= 64) templates.clear();
+    templates.set(key, t);
+  }
+  return t;
+}
+
 // ---- bytes
 
 /** A growable byte buffer, reused page after page. */
@@ -1038,4 +1059,4 @@ class FlatWriter {
   }
 }
 
-module.exports = { templateOf, FlatWriter };
+module.exports = { templateOf, templateFor, FlatWriter };

@@ -75,6 +75,9 @@ export interface FlatWriterOptions {
 /** The template of the file parquet-wasm wrote (any rows, uncompressed or not); throws when not flat. */
 export function templateOf(wasmFile: Uint8Array): FlatTemplate;
 
+/** The template of the Arrow schema in `schemaIpc` (an IPC stream with no rows), cached per thread. */
+export function templateFor(schemaIpc: Uint8Array): FlatTemplate;
+
 /** Writes one Parquet file from slices added in row order. */
 export class FlatWriter {
   constructor(template: FlatTemplate, options: FlatWriterOptions);

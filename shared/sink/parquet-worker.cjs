@@ -13,10 +13,9 @@ const {
   WriterPropertiesBuilder,
   WriterVersion,
   transformParquetStream,
-  writeParquet,
 } = require('parquet-wasm');
 const { compressPages, nativeCompressor } = require('./parquet-pages.cjs');
-const { FlatWriter, templateOf } = require('./parquet-flat.cjs');
+const { FlatWriter, templateFor } = require('./parquet-flat.cjs');
 
 const CODECS = { zstd: Compression.ZSTD, snappy: Compression.SNAPPY };
 /** arrow-rs writer version of each lake format (parquet-writer.ts WRITER_VERSIONS). */
@@ -48,25 +47,11 @@ function pull(id) {
   });
 }
 
-/** Flat templates by schema IPC (parquet-writer.ts `flatTemplate` does the same on its thread). */
-const templates = new Map();
-function flatTemplate(schemaIpc) {
-  const key = Buffer.from(schemaIpc).toString('base64');
-  let t = templates.get(key);
-  if (!t) {
-    const props = new WriterPropertiesBuilder().setCompression(Compression.UNCOMPRESSED).build();
-    t = templateOf(writeParquet(Table.fromIPCStream(schemaIpc), props));
-    if (templates.size >= 64) templates.clear();
-    templates.set(key, t);
-  }
-  return t;
-}
-
 /** Encode `id` with tidemark's own writer: the slices arrive as column arrays (FlatSlice). */
 async function encodeFlat(id, settings, schemaIpc) {
   let bytes;
   try {
-    const writer = new FlatWriter(flatTemplate(schemaIpc), {
+    const writer = new FlatWriter(templateFor(schemaIpc), {
       ...settings,
       compressor: nativeCompressor(settings.nativeCodec),
     });

@@ -43,7 +43,7 @@ import {
   LAKE_FORMATS,
   type LakeFormat,
 } from '../contracts/lake-format.js';
-import { type FlatColumn, type FlatSlice, FlatWriter, templateOf } from './parquet-flat.cjs';
+import { type FlatColumn, type FlatSlice, FlatWriter, templateFor } from './parquet-flat.cjs';
 import { compressPages, nativeCompressor, type PageCompressor } from './parquet-pages.cjs';
 
 /** The codecs tidemark writes; both are read by Athena, Spark, Trino and DuckDB. */
@@ -327,7 +327,7 @@ function writeFlat(
   settings: EncodeSettings,
   compressor: PageCompressor,
 ): Uint8Array {
-  const writer = new FlatWriter(flatTemplate(schemaIpcOf(schema)), { ...settings, compressor });
+  const writer = new FlatWriter(templateFor(schemaIpcOf(schema)), { ...settings, compressor });
   for (const slice of slices) writer.add(flatSliceOf(slice).slice);
   return writer.finish();
 }
@@ -433,20 +433,6 @@ function schemaIpcOf(schema: RecordBatch['schema']): Uint8Array {
     schemaIpcs.set(schema, ipc);
   }
   return ipc;
-}
-
-/** Flat templates by schema IPC, built once per schema on this thread. */
-const templates = new Map<string, ReturnType<typeof templateOf>>();
-function flatTemplate(schemaIpc: Uint8Array): ReturnType<typeof templateOf> {
-  const key = Buffer.from(schemaIpc).toString('base64');
-  let t = templates.get(key);
-  if (!t) {
-    const props = new WriterPropertiesBuilder().setCompression(Compression.UNCOMPRESSED).build();
-    t = templateOf(writeParquet(WasmTable.fromIPCStream(schemaIpc), props));
-    if (templates.size >= 64) templates.clear();
-    templates.set(key, t);
-  }
-  return t;
 }
 
 let warnedFlatFallback = false;
