@@ -238,6 +238,24 @@ function compareBytes(a, as, al, b, bs, bl) {
   return al - bl;
 }
 
+/** Bytes of a text value that statistics keep and compare: one past the longest written. */
+const STAT_PREFIX = STATISTICS_MAX_BYTES + 1;
+
+/**
+ * `compareBytes` of the values' first STAT_PREFIX bytes. Exact whenever one side is at most
+ * STATISTICS_MAX_BYTES long (the order is decided within its length + 1 bytes), which is every
+ * comparison a written min or max depends on: a chunk whose true min or max is longer writes
+ * neither. So a long JSON value costs at most 65 byte comparisons, not its shared prefix.
+ */
+function compareStat(a, as, al, b, bs, bl) {
+  return compareBytes(a, as, Math.min(al, STAT_PREFIX), b, bs, Math.min(bl, STAT_PREFIX));
+}
+
+/** The statistics copy of a text value: its first STAT_PREFIX bytes. */
+function statCopy(buf, start, len) {
+  return buf.slice(start, start + Math.min(len, STAT_PREFIX));
+}
+
 /** A decimal's big-endian two's complement bytes compared as signed numbers. */
 function compareSignedBe(a, as, b, bs, n) {
   const d = ((a[as] << 24) >> 24) - ((b[bs] << 24) >> 24);
@@ -339,20 +357,20 @@ function foldStats(s, plain, end, count) {
         const start = at + 4;
         // Most values differ from the max in their first byte: decide those without the call.
         const first = len > 0 && hiLen > 0 ? buf[start] - buf[hi] : 0;
-        const up = first !== 0 ? first : compareBytes(buf, start, len, buf, hi, hiLen);
+        const up = first !== 0 ? first : compareStat(buf, start, len, buf, hi, hiLen);
         if (up > 0) {
           hi = start;
           hiLen = len;
-        } else if (up < 0 && compareBytes(buf, start, len, buf, lo, loLen) < 0) {
+        } else if (up < 0 && compareStat(buf, start, len, buf, lo, loLen) < 0) {
           lo = start;
           loLen = len;
         }
         at = start + len;
       }
-      if (s.min === undefined || compareBytes(buf, lo, loLen, s.min, 0, s.min.length) < 0)
-        s.min = buf.slice(lo, lo + loLen);
-      if (s.max === undefined || compareBytes(buf, hi, hiLen, s.max, 0, s.max.length) > 0)
-        s.max = buf.slice(hi, hi + hiLen);
+      if (s.min === undefined || compareStat(buf, lo, loLen, s.min, 0, s.min.length) < 0)
+        s.min = statCopy(buf, lo, loLen);
+      if (s.max === undefined || compareStat(buf, hi, hiLen, s.max, 0, s.max.length) > 0)
+        s.max = statCopy(buf, hi, hiLen);
       return;
     }
     case TYPE.FIXED_LEN_BYTE_ARRAY: {
@@ -776,13 +794,13 @@ function foldEntries(s, dict) {
   for (let e = 0; e < dict.count; e++) {
     const at = dict.starts[e];
     const len = dict.lengths[e];
-    if (lo < 0 || compareBytes(buf, at, len, buf, dict.starts[lo], dict.lengths[lo]) < 0) lo = e;
-    if (hi < 0 || compareBytes(buf, at, len, buf, dict.starts[hi], dict.lengths[hi]) > 0) hi = e;
+    if (lo < 0 || compareStat(buf, at, len, buf, dict.starts[lo], dict.lengths[lo]) < 0) lo = e;
+    if (hi < 0 || compareStat(buf, at, len, buf, dict.starts[hi], dict.lengths[hi]) > 0) hi = e;
   }
-  const min = buf.slice(dict.starts[lo], dict.starts[lo] + dict.lengths[lo]);
-  const max = buf.slice(dict.starts[hi], dict.starts[hi] + dict.lengths[hi]);
-  if (s.min === undefined || compareBytes(min, 0, min.length, s.min, 0, s.min.length) < 0) s.min = min;
-  if (s.max === undefined || compareBytes(max, 0, max.length, s.max, 0, s.max.length) > 0) s.max = max;
+  const min = statCopy(buf, dict.starts[lo], dict.lengths[lo]);
+  const max = statCopy(buf, dict.starts[hi], dict.lengths[hi]);
+  if (s.min === undefined || compareStat(min, 0, min.length, s.min, 0, s.min.length) < 0) s.min = min;
+  if (s.max === undefined || compareStat(max, 0, max.length, s.max, 0, s.max.length) > 0) s.max = max;
 }
 
 // ---- the writer
