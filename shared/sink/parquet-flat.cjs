@@ -212,11 +212,14 @@ class Stats {
     this.nulls = 0;
     this.min = undefined;
     this.max = undefined;
-    /** A byte-array value over STATISTICS_MAX_BYTES was min or max: no min/max written. */
-    this.tooLong = false;
-    // Doubles: running numbers (NaN skipped); ints: numbers or bigints.
+    // INT32, FLOAT, DOUBLE, BOOLEAN: the running min and max as numbers (NaN skipped). INT64:
+    // their (high, low) words, and `min`/`max` as bytes; text and FLBA: `min`/`max` as bytes.
     this.lo = undefined;
     this.hi = undefined;
+    this.loH = 0;
+    this.loL = 0;
+    this.hiH = 0;
+    this.hiL = 0;
   }
 }
 
@@ -612,15 +615,14 @@ function hashBytes(buf, start, len) {
 }
 
 class Dictionary {
-  constructor(physical, typeLength, limit) {
+  /** Of a column chunk of `physical` type: four- and eight-byte values, or text/binary. */
+  constructor(physical, limit) {
     this.width =
       physical === TYPE.INT32 || physical === TYPE.FLOAT
         ? 4
         : physical === TYPE.INT64 || physical === TYPE.DOUBLE
           ? 8
-          : physical === TYPE.FIXED_LEN_BYTE_ARRAY
-            ? typeLength
-            : 0; // 0: BYTE_ARRAY, entries length-prefixed
+          : 0; // 0: BYTE_ARRAY, entries length-prefixed
     this.limit = limit;
     this.entries = new Bytes(1024);
     this.starts = new Int32Array(64); // key start of each entry in `entries`
@@ -636,8 +638,9 @@ class Dictionary {
     if (this.indices.length < count) this.indices = new Int32Array(count);
   }
   /**
-   * Dictionary indices of the `count` PLAIN values `plain[0..end)` (fixed width) into
-   * `this.indices`; false (and the dictionary as it was) when the entries would pass the limit.
+   * Dictionary indices of the `count` PLAIN four- or eight-byte values at the start of `plain`
+   * into `this.indices`, hashed and compared as words (the page scratch is aligned); false (and
+   * the dictionary as it was) when the entries would pass the limit.
    */
   encodePlain(plain, count) {
     this.room(count);
@@ -645,22 +648,13 @@ class Dictionary {
     const beforeBytes = this.entries.at;
     const buf = plain.buf;
     const w = this.width;
+    const words = w >> 2;
+    const v = new Int32Array(buf.buffer, 0, count * words);
     const indices = this.indices;
-    if (w === 4 || w === 8) {
-      // Four- and eight-byte values hashed and compared as words (the page scratch is aligned).
-      const words = w >> 2;
-      const v = new Int32Array(buf.buffer, 0, count * words);
-      for (let k = 0; k < count; k++) {
-        const lo = v[k * words];
-        const hi = words === 2 ? v[k * words + 1] : 0;
-        const index = this.indexWords(lo, hi, buf, k * w);
-        if (index < 0) return this.rollback(before, beforeBytes);
-        indices[k] = index;
-      }
-      return true;
-    }
-    for (let k = 0, at = 0; k < count; k++, at += w) {
-      const index = this.index(buf, at, w);
+    for (let k = 0; k < count; k++) {
+      const lo = v[k * words];
+      const hi = words === 2 ? v[k * words + 1] : 0;
+      const index = this.indexWords(lo, hi, buf, k * w);
       if (index < 0) return this.rollback(before, beforeBytes);
       indices[k] = index;
     }
@@ -821,9 +815,7 @@ class ColumnChunk {
       leaf.physical === TYPE.BOOLEAN ||
       leaf.physical === TYPE.FIXED_LEN_BYTE_ARRAY ||
       options.plainColumns.includes(leaf.name);
-    this.dictionary = dictionaryOff
-      ? undefined
-      : new Dictionary(leaf.physical, leaf.typeLength, options.dictionaryPageBytes);
+    this.dictionary = dictionaryOff ? undefined : new Dictionary(leaf.physical, options.dictionaryPageBytes);
     this.stats = new Stats(leaf.physical, leaf.typeLength, !options.noStatisticsColumns.includes(leaf.name));
     this.pages = []; // header + body, compressed
     this.numValues = 0;

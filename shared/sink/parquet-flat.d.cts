@@ -67,7 +67,9 @@ export interface FlatWriterOptions {
   readonly maxRowGroupRows: number;
   readonly maxRowGroupBytes: number;
   readonly dictionaryPageBytes: number;
+  /** Columns written without dictionary (`__pos`, large values). */
   readonly plainColumns: readonly string[];
+  /** Columns written without statistics (large values). */
   readonly noStatisticsColumns: readonly string[];
   readonly keyValueMetadata: Readonly<Record<string, string>> | undefined;
 }

@@ -43,7 +43,13 @@ import {
   LAKE_FORMATS,
   type LakeFormat,
 } from '../contracts/lake-format.js';
-import { type FlatColumn, type FlatSlice, FlatWriter, templateFor } from './parquet-flat.cjs';
+import {
+  type FlatColumn,
+  type FlatSlice,
+  FlatWriter,
+  type FlatWriterOptions,
+  templateFor,
+} from './parquet-flat.cjs';
 import { compressPages, nativeCompressor, type PageCompressor } from './parquet-pages.cjs';
 
 /** The codecs tidemark writes; both are read by Athena, Spark, Trino and DuckDB. */
@@ -147,7 +153,7 @@ export const pageCompression: { native: boolean; testCodec?: 'gzip' } = { native
 export const flatWriter = { enabled: true };
 
 /** The writer settings of one object, as plain data (posted to the worker as is). */
-interface EncodeSettings {
+interface EncodeSettings extends Omit<FlatWriterOptions, 'compressor'> {
   readonly compression: ParquetCompression;
   /** parquet-wasm writes UNCOMPRESSED and Node's zlib compresses the pages (`pageCompression`). */
   readonly native: boolean;
@@ -156,13 +162,6 @@ interface EncodeSettings {
   /** tidemark's own writer encodes (`flatWriter`), not parquet-wasm. */
   readonly flat: boolean;
   readonly format: LakeFormat;
-  readonly maxRowGroupRows: number;
-  readonly maxRowGroupBytes: number;
-  readonly dictionaryPageBytes: number;
-  readonly plainColumns: readonly string[];
-  /** Columns written without statistics (large values). */
-  readonly noStatisticsColumns: readonly string[];
-  readonly keyValueMetadata: Readonly<Record<string, string>> | undefined;
 }
 
 /** The slices of one object and its writer settings. */
