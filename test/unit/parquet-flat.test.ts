@@ -16,11 +16,12 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { DataType, type RecordBatch, tableFromIPC, type Vector } from 'apache-arrow';
 import fc from 'fast-check';
 import { readParquet } from 'parquet-wasm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeRows } from '../../shared/dataplane/encoder.js';
 import { toLakeRecord } from '../../shared/dataplane/lake.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
+import { FlatWriter } from '../../shared/sink/parquet-flat.cjs';
 import {
   CODEC,
   decodeStruct,
@@ -33,6 +34,7 @@ import {
   encodeFlat,
   encodeParquet,
   type ParquetWriteOptions,
+  pageCompression,
 } from '../../shared/sink/parquet-writer.js';
 import { arbitraryOf, KINDS, MAX_I64, MIN_I64 } from '../harness/logical-arbitraries.js';
 
@@ -1013,6 +1015,36 @@ describe('the flat Parquet writer', () => {
       );
       expect(encodeFlat([listRecord], {}, gzip)).toBeUndefined();
       expect(encodeFlat([listRecord], { format: 1 }, gzip)).toBeUndefined();
+    }
+  });
+
+  it('falls back to parquet-wasm, with one warning, when the flat writer throws', async () => {
+    // The failure is injected into the writer module the sink loads (no switch in production
+    // code); the sink's natively compressed path is taken with the test codec where Node has no
+    // zstd, so the flat writer is what the encode tries first.
+    const record = lakeRecord(schemaOf([{ type: { kind: 'int64' }, nullable: true, repeat: 0 }]), [
+      [1n],
+      [null],
+    ]);
+    const warnings: string[] = [];
+    const onWarning = (w: Error & { code?: string }) => warnings.push(String(w.code));
+    process.on('warning', onWarning);
+    const add = vi.spyOn(FlatWriter.prototype, 'add').mockImplementation(() => {
+      throw new Error('injected flat writer failure');
+    });
+    if (!hasNativeZstd) pageCompression.testCodec = 'gzip';
+    try {
+      const file = encodeParquet([record], {});
+      expect(add).toHaveBeenCalled();
+      expect(Buffer.from(f(footer(file), 6) as Uint8Array).toString()).toMatch(/^parquet-rs /);
+      const path = save(file, 'fallback');
+      expect(await query(`SELECT count(*)::INT FROM read_parquet('${path}')`)).toEqual([[2]]);
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w === 'TIDEMARK_FLAT_WRITER_FALLBACK')).toHaveLength(1);
+    } finally {
+      add.mockRestore();
+      pageCompression.testCodec = undefined;
+      process.off('warning', onWarning);
     }
   });
 
