@@ -9,7 +9,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, readdir, rm } from 'node:fs/promises';
-import { cpus, loadavg, totalmem } from 'node:os';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -513,7 +513,12 @@ export async function runTidemarkChild(
   ];
   const started = performance.now();
   let stalled = false;
-  const { code, stdout, stderr } = await runProcess(childNode, args, env, (pid) => {
+  // The compile cache bin/tidemark.js turns on for the CLI bundle (module.enableCompileCache, in
+  // its default folder), so a bundled child starts as `tidemark run` does from its second run.
+  const childEnv = process.env.NODE_COMPILE_CACHE
+    ? env
+    : { NODE_COMPILE_CACHE: join(tmpdir(), 'node-compile-cache'), ...env };
+  const { code, stdout, stderr } = await runProcess(childNode, args, childEnv, (pid) => {
     let lastChange = Date.now();
     let lastSeen = -1;
     const timer = setInterval(() => {

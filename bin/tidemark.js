@@ -4,9 +4,14 @@
 // loader (a checkout installed with --ignore-scripts, or TIDEMARK_FROM_SOURCE=1 while working on
 // the sources). functions/cli/main.ts does the work either way.
 import { existsSync } from 'node:fs';
+import module from 'node:module';
 
 const bundle = new URL('../dist/cli/main.mjs', import.meta.url);
 if (!process.env.TIDEMARK_FROM_SOURCE && existsSync(bundle)) {
+  // Node >= 22.1 keeps V8's compiled code of the bundle on disk (NODE_COMPILE_CACHE, else
+  // <tmpdir>/node-compile-cache): every run after the first starts ~50 ms sooner.
+  // NODE_DISABLE_COMPILE_CACHE=1 turns it off; older Nodes have no such function.
+  module.enableCompileCache?.();
   await import(bundle.href);
 } else {
   const { register } = await import('tsx/esm/api');

@@ -7,7 +7,7 @@
  * Registers what a secret holds for redaction (shared/observability/redact.ts) as soon as it is
  * read. Never logs or returns a secret inside an error message.
  */
-import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { ConfigError } from '../contracts/errors.js';
 import { registerSecret, registerUrlSecrets } from '../observability/redact.js';
 import type { SourceSpec } from './spec.js';
@@ -62,6 +62,8 @@ export async function resolveSourceUrl(source: SourceSpec, client?: SecretsManag
   let p = cache.get(arn);
   if (!p) {
     p = (async () => {
+      // Loaded only for a secret: the SDK client costs every other run ~20 ms of start-up.
+      const { GetSecretValueCommand, SecretsManagerClient } = await import('@aws-sdk/client-secrets-manager');
       const sm = client ?? new SecretsManagerClient({});
       const out = await sm.send(new GetSecretValueCommand({ SecretId: arn })).catch((e: unknown) => {
         throw new ConfigError(

@@ -8,7 +8,6 @@
  *
  * Owns wiring only. Never holds sync logic; the engine does.
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { resolveSourceUrl } from '../config/secrets.js';
 import type { IncrementalTableSpec, Spec } from '../config/spec.js';
 import { TidemarkError } from '../contracts/errors.js';
@@ -20,7 +19,6 @@ import { encodeRows } from '../dataplane/encoder.js';
 import { type ClosableIncrementalSource, driver } from '../drivers/registry.js';
 import type { RowEncoder } from '../engine/incremental/run.js';
 import { openLakeSink } from '../sink/open-lake.js';
-import { DynamoCursorStore } from '../state/dynamo-cursor-store.js';
 import { FileCursorStore } from '../state/file-cursor-store.js';
 
 export interface OpenPipeline {
@@ -77,6 +75,11 @@ export async function openStateStore(
   const clock = opts.clock ?? Date.now;
   if (spec.state.dynamodb) {
     const d = spec.state.dynamodb;
+    // Loaded only for a DynamoDB state: the SDK client costs a local run's start-up ~20 ms.
+    const [{ DynamoDBClient }, { DynamoCursorStore }] = await Promise.all([
+      import('@aws-sdk/client-dynamodb'),
+      import('../state/dynamo-cursor-store.js'),
+    ]);
     const dynamo = new DynamoCursorStore({
       client: new DynamoDBClient({
         ...(d.region ? { region: d.region } : {}),

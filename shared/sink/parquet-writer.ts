@@ -24,19 +24,12 @@
  * bundle then fails at load.
  */
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { DataType, DateUnit, type RecordBatch, Table, TimeUnit, tableToIPC } from 'apache-arrow';
-import {
-  Compression,
-  EnabledStatistics,
-  Table as WasmTable,
-  type WriterProperties,
-  WriterPropertiesBuilder,
-  WriterVersion,
-  writeParquet,
-} from 'parquet-wasm';
+import type { WriterProperties } from 'parquet-wasm';
 import {
   DEFAULT_LAKE_FORMAT,
   isLakeFormat,
@@ -126,13 +119,25 @@ export const ENCODE_SLICE_BYTES = 4 * 2 ** 20;
  */
 export const LARGE_VALUE_BYTES = 64 * 2 ** 10;
 
-const CODECS: Record<ParquetCompression, Compression> = {
-  zstd: Compression.ZSTD,
-  snappy: Compression.SNAPPY,
-};
+/** The codecs by name (parquet-wasm's `Compression` names). */
+const CODECS = { zstd: 'ZSTD', snappy: 'SNAPPY' } as const satisfies Record<ParquetCompression, string>;
 
 /** arrow-rs writer version of each lake format (parquet-worker.cjs has the same table). */
-const WRITER_VERSIONS: Record<LakeFormat, WriterVersion> = { 1: WriterVersion.V1, 2: WriterVersion.V2 };
+const WRITER_VERSIONS = { 1: 'V1', 2: 'V2' } as const satisfies Record<LakeFormat, string>;
+
+let wasmModule: typeof import('parquet-wasm') | undefined;
+/**
+ * parquet-wasm on this thread, loaded on first use: the encode worker and the flat writer need
+ * none of it here, and loading it costs every run ~20 ms of start-up. A literal `require` where
+ * there is one (the CommonJS Lambda bundle, which bundles it; the CLI bundle's banner), else one
+ * made for this module (the sources under tsx).
+ */
+function parquetWasm(): typeof import('parquet-wasm') {
+  wasmModule ??= (
+    typeof require === 'function' ? require('parquet-wasm') : createRequire(import.meta.url)('parquet-wasm')
+  ) as typeof import('parquet-wasm');
+  return wasmModule;
+}
 
 /**
  * Where pages are compressed. `native` (the default): where this Node has the codec natively
@@ -197,9 +202,10 @@ function planEncode(
 
 /** parquet-wasm writer properties of `s` (parquet-worker.cjs builds the same). */
 function writerProperties(s: EncodeSettings): WriterProperties {
+  const { Compression, EnabledStatistics, WriterPropertiesBuilder, WriterVersion } = parquetWasm();
   let builder = new WriterPropertiesBuilder()
-    .setCompression(s.native ? Compression.UNCOMPRESSED : CODECS[s.compression])
-    .setWriterVersion(WRITER_VERSIONS[s.format])
+    .setCompression(s.native ? Compression.UNCOMPRESSED : Compression[CODECS[s.compression]])
+    .setWriterVersion(WriterVersion[WRITER_VERSIONS[s.format]])
     .setMaxRowGroupSize(s.maxRowGroupRows)
     .setMaxRowGroupBytes(s.maxRowGroupBytes)
     .setDictionaryPageSizeLimit(s.dictionaryPageBytes);
@@ -292,6 +298,7 @@ export function encodeParquet(
   }
   const ipc = tableToIPC(new Table(records[0]!.schema, slices), 'stream');
   // writeParquet consumes (frees) both the wasm table and the properties.
+  const { Table: WasmTable, writeParquet } = parquetWasm();
   const encode = (s: EncodeSettings) => writeParquet(WasmTable.fromIPCStream(ipc), writerProperties(s));
   if (!settings.native) return encode(settings);
   try {

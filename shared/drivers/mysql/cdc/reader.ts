@@ -25,16 +25,17 @@
  * limited to one per heartbeat interval), so an idle captured table still advances the position.
  * Must never: deliver a row below its table's `next`, or a commit position inside an event group.
  */
-import ZongJi, {
-  type AnyBinlogEvent,
-  type DeleteRowsEvent,
-  type GtidEvent,
-  type MariadbGtidEvent,
-  type QueryEvent,
-  type RotateEvent,
-  type TableMapEvent,
-  type UpdateRowsEvent,
-  type WriteRowsEvent,
+import type ZongJi from '@vlasky/zongji';
+import type {
+  AnyBinlogEvent,
+  DeleteRowsEvent,
+  GtidEvent,
+  MariadbGtidEvent,
+  QueryEvent,
+  RotateEvent,
+  TableMapEvent,
+  UpdateRowsEvent,
+  WriteRowsEvent,
 } from '@vlasky/zongji';
 import mysql from 'mysql2/promise';
 import type {
@@ -431,7 +432,10 @@ export class MysqlCdcReader implements Reader {
         });
       }
     }
-    const z = new ZongJi({
+    // Loaded here, not at import: zongji (and the mysql2 it loads from disk) costs every other
+    // run of the CLI tens of milliseconds of start-up.
+    const { default: ZongJiClass } = await import('@vlasky/zongji');
+    const z = new ZongJiClass({
       uri: this.opts.url,
       connectTimeout: this.opts.connectTimeoutMs ?? 10_000,
       dateStrings: true,
