@@ -15,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DuckDBInstance } from '@duckdb/node-api';
+import { CLI_NODE_FLAGS } from '../functions/cli/node-flags.js';
 
 /** bench/ as an absolute path. */
 export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
@@ -505,8 +506,11 @@ export async function runTidemarkChild(
   config: ChildConfig,
   env: NodeJS.ProcessEnv = {},
   cpuProfDir?: string,
+  noCliNodeFlags = false,
 ): Promise<{ sample: Sample; report: ChildReport }> {
   const args = [
+    // The node flags `tidemark run` starts with (bin/tidemark.js), unless the bench measures without.
+    ...(noCliNodeFlags ? [] : CLI_NODE_FLAGS),
     ...(cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', cpuProfDir] : []),
     ...(await childEntry(cpuProfDir !== undefined)),
     JSON.stringify(config),
@@ -765,6 +769,8 @@ export interface TidemarkTarget {
   readonly noEncodeAhead?: boolean;
   /** See ChildConfig. */
   readonly noFlatWriter?: boolean;
+  /** Start the child without the CLI's node flags (functions/cli/node-flags.ts). */
+  readonly noCliNodeFlags?: boolean;
   /** The spec's `lake.format` (absent: the default, 1). */
   readonly format?: 1 | 2;
 }
@@ -815,6 +821,8 @@ export function tidemarkVariant(name: string, target: TidemarkTarget, rows: numb
         const { sample, report } = await runTidemarkChild(
           childConfig(target, dir),
           target.s3Endpoint ? S3_ENV : {},
+          undefined,
+          target.noCliNodeFlags,
         );
         if (report.rows !== rows || report.more) {
           throw new Error(`${name}: synced ${report.rows} rows (more=${report.more}), expected ${rows}`);
@@ -875,6 +883,13 @@ export function tidemarkVariants(
     tidemarkVariant(
       '(c) tidemark file:// zstd, 50k pages, lake format 2',
       { ...base, compression: 'zstd', pageSize: 50_000, format: 2 },
+      rows,
+      work,
+    ),
+    // The lever of the CLI's V8 heap start size (functions/cli/node-flags.ts).
+    tidemarkVariant(
+      "(c) tidemark file:// zstd, 50k pages, node's default heap start",
+      { ...base, compression: 'zstd', pageSize: 50_000, noCliNodeFlags: true },
       rows,
       work,
     ),

@@ -1,8 +1,9 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --initial-old-space-size=128
 // The tidemark CLI. Runs the bundled CLI (dist/cli/main.mjs, built by `npm install`'s prepare
 // step: functions/build-cli.ts) when it is there, else the TypeScript sources through tsx's
 // loader (a checkout installed with --ignore-scripts, or TIDEMARK_FROM_SOURCE=1 while working on
-// the sources). functions/cli/main.ts does the work either way.
+// the sources). functions/cli/main.ts does the work either way. The shebang's node flags are
+// functions/cli/node-flags.ts's (why there: see that file).
 import { existsSync } from 'node:fs';
 import module from 'node:module';
 
