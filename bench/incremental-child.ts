@@ -9,6 +9,7 @@
  */
 import { writeSync } from 'node:fs';
 import { incrementalTables, parseSpec } from '../shared/config/spec.js';
+import { binaryRows } from '../shared/drivers/mysql/incremental.js';
 import { rawCopy } from '../shared/drivers/postgres/copy-tap.js';
 import { createLogger } from '../shared/observability/log.js';
 import { openPipeline } from '../shared/pipeline/open.js';
@@ -19,6 +20,7 @@ import type { ChildConfig, ChildReport } from './support.js';
 
 const config = JSON.parse(process.argv[2] ?? '') as ChildConfig;
 if (config.pgCopyStream) rawCopy.enabled = false;
+if (config.mysqlTextRows) binaryRows.enabled = false;
 if (config.wasmCompression) pageCompression.native = false;
 if (config.noEncodeAhead) encodeAhead.enabled = false;
 if (config.noFlatWriter) flatWriter.enabled = false;

@@ -462,6 +462,8 @@ export interface ChildConfig {
   readonly writeMode?: 'append' | 'upsert';
   /** Postgres: read COPY through postgres.js' stream (the TLS path) instead of the socket tap. */
   readonly pgCopyStream?: boolean;
+  /** MySQL/MariaDB: read pages as text rows, not through the binary protocol (mysql/binary-rows.ts). */
+  readonly mysqlTextRows?: boolean;
   /** Let parquet-wasm compress the pages even where Node's zlib could (parquet-writer.ts pageCompression). */
   readonly wasmCompression?: boolean;
   /** Encode each page only when its write starts (no `Sink.prepare` while the previous page is stored). */
@@ -764,6 +766,8 @@ export interface TidemarkTarget {
   /** See ChildConfig. */
   readonly pgCopyStream?: boolean;
   /** See ChildConfig. */
+  readonly mysqlTextRows?: boolean;
+  /** See ChildConfig. */
   readonly wasmCompression?: boolean;
   /** See ChildConfig. */
   readonly noEncodeAhead?: boolean;
@@ -798,6 +802,7 @@ export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
     stateDir: join(dir, 'state'),
     pageSize: t.pageSize,
     ...(t.pgCopyStream ? { pgCopyStream: true } : {}),
+    ...(t.mysqlTextRows ? { mysqlTextRows: true } : {}),
     ...(t.wasmCompression ? { wasmCompression: true } : {}),
     ...(t.noEncodeAhead ? { noEncodeAhead: true } : {}),
     ...(t.noFlatWriter ? { noFlatWriter: true } : {}),
@@ -929,7 +934,15 @@ export function tidemarkVariants(
             work,
           ),
         ]
-      : []),
+      : [
+          // The lever of the binary protocol for page reads (mysql/binary-rows.ts).
+          tidemarkVariant(
+            '(c) tidemark file:// zstd, 50k pages, text rows',
+            { ...base, compression: 'zstd', pageSize: 50_000, mysqlTextRows: true },
+            rows,
+            work,
+          ),
+        ]),
   ];
 }
 

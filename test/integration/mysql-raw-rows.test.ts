@@ -13,8 +13,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatchEncoder } from '../../shared/dataplane/encoder.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
+import {
+  binaryAppenderOf,
+  binaryLayout,
+  binaryReadable,
+  binaryValueText,
+  walkBinaryRow,
+} from '../../shared/drivers/mysql/binary-rows.js';
 import { MysqlSession, type RawRow } from '../../shared/drivers/mysql/connect.js';
 import { introspectTable, type TablePlan } from '../../shared/drivers/mysql/introspect.js';
+import { type ResultField, resultFieldOf } from '../../shared/drivers/mysql/result-fields.js';
 import { RowRanges, walkRow } from '../../shared/drivers/mysql/text-rows.js';
 import { parseValue, rangeAppenderOf } from '../../shared/drivers/mysql/types.js';
 import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';
@@ -201,6 +209,113 @@ async function readBoth(): Promise<{ rows: number; viaMysql2: Buffer; viaRanges:
     viaRanges: Buffer.from(tableToIPC(new Table(b.finish(1n)))),
   };
 }
+
+/**
+ * Reads the table's binary-readable columns (all but TIME) twice: through the binary protocol
+ * (eachBinaryRow + walkBinaryRow + binaryAppenderOf) and as text rows through parseValue (the
+ * row path). Each value's key text (binaryValueText) must parse to the text's value. Returns
+ * both IPCs.
+ */
+async function readBinaryAndText(): Promise<{ rows: number; viaText: Buffer; viaBinary: Buffer }> {
+  const cols = plan.columns.filter((c) => binaryReadable(c.read, c.result));
+  expect(cols.map((c) => c.name)).not.toContain('tm');
+  expect(cols.length).toBe(plan.columns.length - 1);
+  const sql = `SELECT ${cols.map((c) => c.read.expr).join(', ')} FROM ${plan.qualified} AS src ORDER BY src.id`;
+  const schema: Schema = {
+    columns: cols.map((c) => ({
+      name: c.name,
+      type: c.read.logical,
+      nullable: true,
+      sourceType: c.sourceType,
+    })),
+    primaryKey: [],
+  };
+  const ctx = cols.map((c) => ({ table: plan.source, column: c.name }));
+  const a = new BatchEncoder(schema, { phase: 'incremental' });
+  const raw: RawRow[] = await session.raw(sql);
+  const values = raw.map((r) => cols.map((c, i) => parseValue(c.read, r[i]!, ctx[i]!)));
+  values.forEach((r, n) => {
+    for (let i = 0; i < cols.length; i++) a.appendValue(i, r[i]);
+    a.appendMetaOrdinal(Op.update, 'i000000000001', n, null, false);
+  });
+  const b = new BatchEncoder(schema, { phase: 'incremental' });
+  let fields: ResultField[] = [];
+  let layout: Int8Array = new Int8Array(0);
+  let appenders: ReturnType<typeof binaryAppenderOf>[] = [];
+  const ranges = new RowRanges(cols.length);
+  let n = 0;
+  await session.eachBinaryRow(
+    sql,
+    (buf, start, end) => {
+      walkBinaryRow(buf, start, end, layout, ranges);
+      for (let i = 0; i < cols.length; i++) {
+        const s = ranges.starts[i]!;
+        if (s < 0) {
+          expect(raw[n]![i]).toBeNull();
+          b.col(i).appendNull();
+          continue;
+        }
+        const e = ranges.ends[i]!;
+        appenders[i]!(b.col(i), buf, s, e);
+        // The resume key's text reads as the same value.
+        expect(parseValue(cols[i]!.read, binaryValueText(fields[i]!, buf, s, e), ctx[i]!)).toEqual(
+          values[n]![i],
+        );
+      }
+      b.appendMetaOrdinal(Op.update, 'i000000000001', n, null, false);
+      n++;
+    },
+    undefined,
+    (f) => {
+      fields = f.map(resultFieldOf);
+      layout = binaryLayout(fields);
+      appenders = cols.map((c, i) => binaryAppenderOf(c.read, fields[i]!, ctx[i]!));
+    },
+  );
+  expect(n).toBe(raw.length);
+  return {
+    rows: n,
+    viaText: Buffer.from(tableToIPC(new Table(a.finish(1n)))),
+    viaBinary: Buffer.from(tableToIPC(new Table(b.finish(1n)))),
+  };
+}
+
+/** This session's prepared statements: prepared and closed (SHOW SESSION STATUS). */
+async function statementCounts(): Promise<{ prepared: number; closed: number }> {
+  const rows = await session.query<{ Variable_name: string; Value: string }>(
+    "SHOW SESSION STATUS WHERE Variable_name IN ('Com_stmt_prepare', 'Com_stmt_close')",
+  );
+  const get = (name: string) => Number(rows.find((r) => r.Variable_name === name)?.Value);
+  return { prepared: get('Com_stmt_prepare'), closed: get('Com_stmt_close') };
+}
+
+describe('binary-protocol rows == text rows (harness MariaDB)', () => {
+  it('random rows of every binary-readable type, with NULLs and zero/edge values', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(ROW, { minLength: 1, maxLength: 15 }), async (rows) => {
+        await fill(rows);
+        const got = await readBinaryAndText();
+        expect(got.rows).toBe(rows.length);
+        expect(got.viaBinary.equals(got.viaText)).toBe(true);
+      }),
+      { numRuns: 25 },
+    );
+  }, 240_000);
+
+  it('a result of many rows (rows straddle socket chunks), and every statement is closed at the server', async () => {
+    await fill(fc.sample(ROW, { numRuns: 1500, seed: 43 }));
+    const before = await statementCounts();
+    const got = await readBinaryAndText();
+    expect(got.rows).toBe(1500);
+    expect(got.viaBinary.equals(got.viaText)).toBe(true);
+    await session.eachBinaryRow('SELECT id FROM t ORDER BY id LIMIT 3', () => undefined);
+    await expect(session.eachBinaryRow('SELECT nope FROM t', () => undefined)).rejects.toThrow(/nope/);
+    const after = await statementCounts();
+    // Two statements prepared (the third failed to prepare), both closed: none left open.
+    expect(after.prepared - before.prepared).toBe(3);
+    expect(after.closed - before.closed).toBe(2);
+  }, 240_000);
+});
 
 describe('raw result-set reader == mysql2 rows (harness MariaDB)', () => {
   it('random rows of every supported type', async () => {

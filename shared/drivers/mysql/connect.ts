@@ -66,6 +66,13 @@ interface RowState {
   row(this: RowState, packet: RowPacket, connection: unknown): unknown;
 }
 
+/** mysql2's Execute command's row-reading states (lib/commands/execute.js), as `eachBinaryRow` takes them over. */
+interface ExecuteStates {
+  readField(this: ExecuteStates, packet: RowPacket, connection: unknown): unknown;
+  fieldsEOF(this: ExecuteStates, packet: RowPacket, connection: unknown): unknown;
+  row(this: ExecuteStates, packet: RowPacket, connection: unknown): unknown;
+}
+
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
 /** The oldest releases we support (docs/decisions/0005-supported-server-versions.md). */
@@ -275,6 +282,58 @@ export class MysqlSession {
   }
 
   /**
+   * `eachRow` through the binary protocol (a prepared statement, COM_STMT_EXECUTE): `onRow` gets
+   * each binary row packet's payload range (binary-rows.ts walks it). mysql2 prepares, executes,
+   * reads the column definitions (`onFields`) and the end; its binary row parser, which it
+   * builds per statement after the column definitions, is never built. Same drain, abort and
+   * failure rules as `each`.
+   */
+  async eachBinaryRow(
+    sql: string,
+    onRow: (buf: Buffer, start: number, end: number) => void,
+    signal?: AbortSignal,
+    onFields?: (fields: readonly FieldPacket[]) => void,
+  ): Promise<void> {
+    return this.stream(
+      sql,
+      signal,
+      onFields,
+      (q, live, fail) => {
+        // mysql2's Execute (lib/commands/execute.js) pins its states to its prototype:
+        // resultsetHeader returns `this.readField` (an instance property takes over), readField
+        // returns the prototype's readField or fieldsEOF, fieldsEOF builds the row parser and
+        // returns the prototype's row. Ours wrap readField, check the EOF after the column
+        // definitions as fieldsEOF does, and read rows as `eachRow` does; EOF packets (end of
+        // result, or the next result set) go to mysql2's row state.
+        const internal = q as unknown as ExecuteStates;
+        const proto = Object.getPrototypeOf(internal) as ExecuteStates;
+        const row = function (this: ExecuteStates, packet: RowPacket, connection: unknown): unknown {
+          if (packet.isEOF()) return follow(proto.row.call(this, packet, connection));
+          if (live()) {
+            try {
+              onRow(packet.buffer, packet.offset, packet.end);
+            } catch (e) {
+              fail(e);
+            }
+          }
+          return row;
+        };
+        const fieldsEOF = function (this: ExecuteStates, packet: RowPacket, connection: unknown): unknown {
+          if (!packet.isEOF()) return proto.fieldsEOF.call(this, packet, connection); // mysql2's protocol error
+          return row;
+        };
+        const readField = function (this: ExecuteStates, packet: RowPacket, connection: unknown): unknown {
+          return follow(proto.readField.call(this, packet, connection));
+        };
+        const follow = (next: unknown): unknown =>
+          next === proto.readField ? readField : next === proto.fieldsEOF ? fieldsEOF : next;
+        internal.readField = readField;
+      },
+      true,
+    );
+  }
+
+  /**
    * Runs `sql` as a streaming statement: `rows` attaches the row delivery to mysql2's Query,
    * given `live` (false once a row callback failed or the read was aborted: rows are then
    * dropped) and `fail` (keeps the first failure, with which the statement ends once drained).
@@ -284,6 +343,7 @@ export class MysqlSession {
     signal: AbortSignal | undefined,
     onFields: ((fields: readonly FieldPacket[]) => void) | undefined,
     rows: (q: mysql.Query, live: () => boolean, fail: (e: unknown) => void) => void,
+    binary = false,
   ): Promise<void> {
     signal?.throwIfAborted();
     const open = await this.open();
@@ -293,7 +353,17 @@ export class MysqlSession {
       await this.statement<void>(open, (done, fail) => {
         let failure: unknown;
         const live = () => failure === undefined && !signal?.aborted;
-        const q = open.core.query({ sql, rowsAsArray: true, typeCast: false });
+        // Binary: a prepared statement (mysql2 prepares, then executes it), closed once its
+        // result is read so that the server's prepared statements do not pile up (each page
+        // has its own text); the close is queued behind the execute and has no reply.
+        const q = binary
+          ? (open.core.execute({ sql, rowsAsArray: true }) as unknown as mysql.Query)
+          : open.core.query({ sql, rowsAsArray: true, typeCast: false });
+        if (binary) {
+          // mysql2 keys its statement cache on the options (`statementKey`); its typings take only the SQL.
+          const unprepare = open.core.unprepare.bind(open.core) as unknown as (o: object) => unknown;
+          q.once('end', () => unprepare({ sql, rowsAsArray: true }));
+        }
         if (onFields) {
           q.on('fields', (fields: FieldPacket[] | undefined) => {
             if (!live()) return;

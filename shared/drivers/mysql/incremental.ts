@@ -16,6 +16,7 @@
  * the resume token. Must never read past the bound, never compare a key through a lossy form
  * (types.ts `keyLiteral`), and never build per-row objects on the batch path.
  */
+import type { FieldPacket } from 'mysql2';
 import { DataError, RowTooLargeError } from '../../contracts/errors.js';
 import type { IncrementalPage, IncrementalResult, Warning } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
@@ -26,10 +27,17 @@ import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
 import { checkPageSize, describeKey, emptyResult, PageBudget, pageOutcome, rowsToAsk } from '../page.js';
+import {
+  binaryAppenderOf,
+  binaryLayout,
+  binaryReadable,
+  binaryValueText,
+  walkBinaryRow,
+} from './binary-rows.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { MysqlSession, RawRow } from './connect.js';
 import { type ColumnInfo, type KeysetPlan, realDate, TABLE_ALIAS, type TablePlan } from './introspect.js';
-import { checkResultFields } from './result-fields.js';
+import { checkResultFields, type ResultField, resultFieldOf } from './result-fields.js';
 import { appendRow, LastKeyRow, RowRanges, rowOf, walkRow } from './text-rows.js';
 import {
   keyLiteral,
@@ -499,13 +507,35 @@ async function streamRows(
   const lastKey = new LastKeyRow(page.selected.length, keyIndexes);
   // Rows past `rows` (the one extra row that tells `more`) are counted, not appended; unless
   // the page closes by bytes, the statement is read to its end, so the connection is left drained.
+  // The binary protocol where every selected column has a binary reading (binary-rows.ts); its
+  // walk, appenders and key text follow the statement's own column definitions, checked first.
+  const binary = binaryRows.enabled && page.selected.every((c) => binaryReadable(c.read, c.result));
+  let layout: Int8Array = new Int8Array(0);
+  let rowAppenders = appenders;
+  let fieldsSeen: ResultField[] = [];
+  const onFields = (fields: readonly FieldPacket[]) => {
+    checkResultFields(page.selected, fields);
+    if (!binary) return;
+    fieldsSeen = fields.map(resultFieldOf);
+    layout = binaryLayout(fieldsSeen);
+    rowAppenders = page.data.map((c, i) => {
+      if (!binaryReadable(c.read, fieldsSeen[i])) throw new Error(`column "${c.name}" has no binary reading`);
+      return binaryAppenderOf(c.read, fieldsSeen[i]!, ctxOf(plan, c));
+    });
+  };
+  /** The kept key values as the text-protocol bytes parseValue reads. */
+  const keyRow = (row: RawRow | undefined): RawRow | undefined =>
+    !binary || row === undefined
+      ? row
+      : row.map((v, i) => (v === null ? null : binaryValueText(fieldsSeen[i]!, v, 0, v.length)));
   try {
-    await st.db.eachRow(
+    await (binary ? st.db.eachBinaryRow.bind(st.db) : st.db.eachRow.bind(st.db))(
       sql,
       (buf, start, end) => {
         if (seen++ >= rows || target === undefined) return;
-        walkRow(buf, start, end, ranges);
-        appendRow(buf, ranges, target.writers, appenders);
+        if (binary) walkBinaryRow(buf, start, end, layout, ranges);
+        else walkRow(buf, start, end, ranges);
+        appendRow(buf, ranges, target.writers, rowAppenders);
         enc.appendMetaOrdinal(Op.update, posPrefix, ordinalBase + appended + taken, null, false);
         taken++;
         lastKey.keep(buf, ranges);
@@ -516,7 +546,7 @@ async function streamRows(
               plan,
               keyset,
               page.selected,
-              rowOf(buf, ranges, keyIndexes, 0),
+              keyRow(rowOf(buf, ranges, keyIndexes, 0))!,
               size,
               budget.maxRowBytes,
             ),
@@ -525,15 +555,21 @@ async function streamRows(
       },
       signal,
       // Before the first row: a column whose type changed since introspection fails the statement.
-      (fields) => checkResultFields(page.selected, fields),
+      onFields,
     );
   } catch (e) {
     if (e !== full) throw e;
   } finally {
     target = undefined;
   }
-  return { appended: taken, seen, last: lastKey.take() };
+  return { appended: taken, seen, last: keyRow(lastKey.take()) };
 }
+
+/**
+ * Whether page reads may use the binary protocol (binary-rows.ts); off, every page reads text
+ * rows. A switch for the bench and the tests (the text reading stays the row path's oracle).
+ */
+export const binaryRows = { enabled: true };
 
 /** The abort reason of a page closed by its byte budget (not an error). */
 class PageFull extends Error {
