@@ -162,10 +162,8 @@ async function fill(rows: readonly (readonly unknown[])[]): Promise<void> {
   }
 }
 
-/** Reads the table both ways; checks every range against mysql2's Buffer; returns both IPCs. */
-async function readBoth(): Promise<{ rows: number; viaMysql2: Buffer; viaRanges: Buffer }> {
-  const cols = plan.columns;
-  const sql = `SELECT ${cols.map((c) => c.read.expr).join(', ')} FROM ${plan.qualified} AS src ORDER BY src.id`;
+/** The statement reading `cols` of t in key order, their value contexts, and a fresh encoder for them. */
+function readerOf(cols: typeof plan.columns) {
   const schema: Schema = {
     columns: cols.map((c) => ({
       name: c.name,
@@ -175,14 +173,31 @@ async function readBoth(): Promise<{ rows: number; viaMysql2: Buffer; viaRanges:
     })),
     primaryKey: [],
   };
-  const ctx = cols.map((c) => ({ table: plan.source, column: c.name }));
-  const a = new BatchEncoder(schema, { phase: 'incremental' });
+  return {
+    sql: `SELECT ${cols.map((c) => c.read.expr).join(', ')} FROM ${plan.qualified} AS src ORDER BY src.id`,
+    ctx: cols.map((c) => ({ table: plan.source, column: c.name })),
+    encoder: () => new BatchEncoder(schema, { phase: 'incremental' }),
+  };
+}
+
+/** Row `n`'s metadata columns, the same for every reader compared. */
+function meta(e: BatchEncoder, n: number): void {
+  e.appendMetaOrdinal(Op.update, 'i000000000001', n, null, false);
+}
+
+const ipcOf = (e: BatchEncoder): Buffer => Buffer.from(tableToIPC(new Table(e.finish(1n))));
+
+/** Reads the table both ways; checks every range against mysql2's Buffer; returns both IPCs. */
+async function readBoth(): Promise<{ rows: number; viaMysql2: Buffer; viaRanges: Buffer }> {
+  const cols = plan.columns;
+  const { sql, ctx, encoder } = readerOf(cols);
+  const a = encoder();
   const raw: RawRow[] = await session.raw(sql);
   raw.forEach((r, n) => {
     for (let i = 0; i < cols.length; i++) a.appendValue(i, parseValue(cols[i]!.read, r[i]!, ctx[i]!));
-    a.appendMetaOrdinal(Op.update, 'i000000000001', n, null, false);
+    meta(a, n);
   });
-  const b = new BatchEncoder(schema, { phase: 'incremental' });
+  const b = encoder();
   const appenders = cols.map((c, i) => rangeAppenderOf(c.read, ctx[i]!));
   const ranges = new RowRanges(cols.length);
   let n = 0;
@@ -199,14 +214,14 @@ async function readBoth(): Promise<{ rows: number; viaMysql2: Buffer; viaRanges:
         appenders[i]!(b.col(i), buf, s, ranges.ends[i]!);
       }
     }
-    b.appendMetaOrdinal(Op.update, 'i000000000001', n, null, false);
+    meta(b, n);
     n++;
   });
   expect(n).toBe(raw.length);
   return {
     rows: n,
-    viaMysql2: Buffer.from(tableToIPC(new Table(a.finish(1n)))),
-    viaRanges: Buffer.from(tableToIPC(new Table(b.finish(1n)))),
+    viaMysql2: ipcOf(a),
+    viaRanges: ipcOf(b),
   };
 }
 
@@ -220,25 +235,15 @@ async function readBinaryAndText(): Promise<{ rows: number; viaText: Buffer; via
   const cols = plan.columns.filter((c) => binaryReadable(c.read, c.result));
   expect(cols.map((c) => c.name)).not.toContain('tm');
   expect(cols.length).toBe(plan.columns.length - 1);
-  const sql = `SELECT ${cols.map((c) => c.read.expr).join(', ')} FROM ${plan.qualified} AS src ORDER BY src.id`;
-  const schema: Schema = {
-    columns: cols.map((c) => ({
-      name: c.name,
-      type: c.read.logical,
-      nullable: true,
-      sourceType: c.sourceType,
-    })),
-    primaryKey: [],
-  };
-  const ctx = cols.map((c) => ({ table: plan.source, column: c.name }));
-  const a = new BatchEncoder(schema, { phase: 'incremental' });
+  const { sql, ctx, encoder } = readerOf(cols);
+  const a = encoder();
   const raw: RawRow[] = await session.raw(sql);
   const values = raw.map((r) => cols.map((c, i) => parseValue(c.read, r[i]!, ctx[i]!)));
   values.forEach((r, n) => {
     for (let i = 0; i < cols.length; i++) a.appendValue(i, r[i]);
-    a.appendMetaOrdinal(Op.update, 'i000000000001', n, null, false);
+    meta(a, n);
   });
-  const b = new BatchEncoder(schema, { phase: 'incremental' });
+  const b = encoder();
   let fields: ResultField[] = [];
   let layout: Int8Array = new Int8Array(0);
   let appenders: ReturnType<typeof binaryAppenderOf>[] = [];
@@ -262,7 +267,7 @@ async function readBinaryAndText(): Promise<{ rows: number; viaText: Buffer; via
           values[n]![i],
         );
       }
-      b.appendMetaOrdinal(Op.update, 'i000000000001', n, null, false);
+      meta(b, n);
       n++;
     },
     undefined,
@@ -275,8 +280,8 @@ async function readBinaryAndText(): Promise<{ rows: number; viaText: Buffer; via
   expect(n).toBe(raw.length);
   return {
     rows: n,
-    viaText: Buffer.from(tableToIPC(new Table(a.finish(1n)))),
-    viaBinary: Buffer.from(tableToIPC(new Table(b.finish(1n)))),
+    viaText: ipcOf(a),
+    viaBinary: ipcOf(b),
   };
 }
 

@@ -11,11 +11,14 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { Table, tableToIPC } from 'apache-arrow';
 import fc from 'fast-check';
+import mysql from 'mysql2';
 import { describe, expect, it } from 'vitest';
 import { DataError } from '../../shared/contracts/errors.js';
 import { BatchEncoder } from '../../shared/dataplane/encoder.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
+import { binaryLayout, walkBinaryRow } from '../../shared/drivers/mysql/binary-rows.js';
+import type { ResultField } from '../../shared/drivers/mysql/result-fields.js';
 import { KEEP_PACKET_MAX, RowRanges, rowOf, walkRow } from '../../shared/drivers/mysql/text-rows.js';
 import {
   type InfoColumn,
@@ -263,5 +266,59 @@ describe('raw row walk == mysql2 rows', () => {
     const run = () => rangeAppenderOf(PLANS[i]!, ctxs[i]!)(enc.col(i), bad, 2, bad.length - 2);
     expect(run).toThrow(DataError);
     expect(run).toThrow(`db.t.c${i}: '2024-02-30 00:00:00' is not a calendar date`);
+  });
+});
+
+describe('binary row walk (binary-rows.ts walkBinaryRow)', () => {
+  const field = (type: number): ResultField => ({
+    type,
+    unsigned: false,
+    binaryFlag: false,
+    decimals: 0,
+    characterSet: 45,
+    columnLength: 0,
+  });
+  // LONG (4 bytes), DATETIME (a length byte and its struct), VARCHAR (a length-encoded string).
+  const layout = binaryLayout([
+    field(mysql.Types.LONG),
+    field(mysql.Types.DATETIME),
+    field(mysql.Types.VAR_STRING),
+  ]);
+  /** A binary row of three columns: the 0x00 header, a NULL bitmap of (3 + 9) / 8 bytes, the values. */
+  const binaryRow = (nullBits: number, ...values: Buffer[]) =>
+    Buffer.concat([Buffer.from([0, nullBits << 2]), ...values]);
+  const int = Buffer.from([7, 0, 0, 0]);
+  const when = Buffer.from([4, 0xe8, 0x07, 12, 4]);
+
+  it('reads fixed, temporal and length-encoded values by offsets, NULLs from the bitmap', () => {
+    const r = new RowRanges(3);
+    const row = binaryRow(0, int, when, lenenc(latin1('ab')));
+    walkBinaryRow(row, 0, row.length, layout, r);
+    expect([r.starts, r.ends]).toEqual([
+      [2, 7, 12],
+      [6, 11, 14],
+    ]);
+    const nulls = binaryRow(0b101, when);
+    walkBinaryRow(nulls, 0, nulls.length, layout, r);
+    expect([r.starts, r.ends]).toEqual([
+      [-1, 3, -1],
+      [-1, 7, -1],
+    ]);
+  });
+
+  it('refuses a row whose values do not fit the packet, or a NULL mark among its values', () => {
+    const r = new RowRanges(3);
+    const refuses = (row: Buffer) =>
+      expect(() => walkBinaryRow(row, 0, row.length, layout, r)).toThrow(/does not hold 3 values/);
+    refuses(binaryRow(0, int, when, Buffer.from([0xfb])));
+    refuses(binaryRow(0, int, when, Buffer.from([0xfc, 0x05, 0x00, 0x61])));
+    refuses(binaryRow(0, int, when, Buffer.from([0xff])));
+    refuses(binaryRow(0, int, when));
+    refuses(binaryRow(0, int, Buffer.from([7, 0xe8, 0x07])));
+    refuses(binaryRow(0, int.subarray(0, 3)));
+    refuses(binaryRow(0, int, when, lenenc(latin1('ab')), Buffer.from([0])));
+    const header = binaryRow(0, int, when, lenenc(latin1('ab')));
+    header[0] = 1;
+    refuses(header);
   });
 });

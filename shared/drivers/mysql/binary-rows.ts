@@ -23,7 +23,7 @@
 import mysql from 'mysql2';
 import type { ColumnWriter } from '../../dataplane/encoder.js';
 import type { ResultField } from './result-fields.js';
-import type { RowRanges } from './text-rows.js';
+import { type RowRanges, readLenenc } from './text-rows.js';
 import {
   daysFromCivil,
   lastDayOfMonth,
@@ -130,31 +130,17 @@ export function walkBinaryRow(
       continue;
     }
     const f = layout[i]!;
-    let len: number;
-    if (f > 0) {
-      len = f;
-    } else if (f === TEMPORAL) {
+    if (f === LENENC) {
+      p = readLenenc(buf, p, end, r, i);
+      // 0xFB (NULL) is no value of a binary row: its NULLs are in the bitmap.
+      if (p < 0 || starts[i]! < 0) throw malformed(i, width, start, end);
+      continue;
+    }
+    let len = f;
+    if (f === TEMPORAL) {
       if (p >= end) throw malformed(i, width, start, end);
       len = buf[p]!;
       p += 1;
-    } else {
-      if (p >= end) throw malformed(i, width, start, end);
-      const b = buf[p]!;
-      if (b < 0xfb) {
-        len = b;
-        p += 1;
-      } else if (b === 0xfc) {
-        len = buf[p + 1]! | (buf[p + 2]! << 8);
-        p += 3;
-      } else if (b === 0xfd) {
-        len = buf[p + 1]! | (buf[p + 2]! << 8) | (buf[p + 3]! << 16);
-        p += 4;
-      } else if (b === 0xfe && p + 9 <= end) {
-        len = buf.readUInt32LE(p + 1) + buf.readUInt32LE(p + 5) * TWO32;
-        p += 9;
-      } else {
-        throw malformed(i, width, start, end);
-      }
     }
     if (p + len > end) throw malformed(i, width, start, end);
     starts[i] = p;

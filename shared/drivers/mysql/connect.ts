@@ -262,22 +262,12 @@ export class MysqlSession {
       // `this.row` (so an instance property takes over), and `Query.prototype.row` hands every
       // non-EOF packet to the row parser, returning itself as the next state. Ours returns itself
       // for row packets and gives EOF packets to mysql2's (end of result, or the next result set);
-      // ERR packets never reach a state: Command.execute turns them into 'error' first. A handler
-      // must not throw (mysql2 would treat it as a fatal connection error), so failures are kept.
+      // ERR packets never reach a state: Command.execute turns them into 'error' first.
       const internal = q as unknown as RowState;
       const original = internal.row;
-      const row = function (this: RowState, packet: RowPacket, connection: unknown): unknown {
-        if (packet.isEOF()) return original.call(this, packet, connection);
-        if (live()) {
-          try {
-            onRow(packet.buffer, packet.offset, packet.end);
-          } catch (e) {
-            fail(e);
-          }
-        }
-        return row;
-      };
-      internal.row = row;
+      internal.row = rowState<RowState>(onRow, live, fail, (self, packet, connection) =>
+        original.call(self, packet, connection),
+      );
     });
   }
 
@@ -307,17 +297,9 @@ export class MysqlSession {
         // result, or the next result set) go to mysql2's row state.
         const internal = q as unknown as ExecuteStates;
         const proto = Object.getPrototypeOf(internal) as ExecuteStates;
-        const row = function (this: ExecuteStates, packet: RowPacket, connection: unknown): unknown {
-          if (packet.isEOF()) return follow(proto.row.call(this, packet, connection));
-          if (live()) {
-            try {
-              onRow(packet.buffer, packet.offset, packet.end);
-            } catch (e) {
-              fail(e);
-            }
-          }
-          return row;
-        };
+        const row = rowState<ExecuteStates>(onRow, live, fail, (self, packet, connection) =>
+          follow(proto.row.call(self, packet, connection)),
+        );
         const fieldsEOF = function (this: ExecuteStates, packet: RowPacket, connection: unknown): unknown {
           if (!packet.isEOF()) return proto.fieldsEOF.call(this, packet, connection); // mysql2's protocol error
           return row;
@@ -617,6 +599,32 @@ const NAME_NOT_RESOLVED = new Set(['ENOTFOUND', 'EAI_AGAIN']);
  * Turns a connection-phase failure into a one-line `SourceError` saying what to check; returns
  * undefined for anything else (a query error), which the caller handles with its own context.
  */
+/**
+ * The row state `eachRow` and `eachBinaryRow` put in mysql2's place: a row packet goes to `onRow`
+ * while the statement is `live` (a throw is kept by `fail`: a state must not throw, mysql2 would
+ * take it for a fatal connection error), an EOF packet to `atEOF`, whose state is the next one;
+ * the row state stays itself.
+ */
+function rowState<S>(
+  onRow: (buf: Buffer, start: number, end: number) => void,
+  live: () => boolean,
+  fail: (e: unknown) => void,
+  atEOF: (self: S, packet: RowPacket, connection: unknown) => unknown,
+): (this: S, packet: RowPacket, connection: unknown) => unknown {
+  const row = function (this: S, packet: RowPacket, connection: unknown): unknown {
+    if (packet.isEOF()) return atEOF(this, packet, connection);
+    if (live()) {
+      try {
+        onRow(packet.buffer, packet.offset, packet.end);
+      } catch (e) {
+        fail(e);
+      }
+    }
+    return row;
+  };
+  return row;
+}
+
 export function translateConnectError(
   e: unknown,
   ep: Endpoint,

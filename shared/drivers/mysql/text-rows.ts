@@ -38,39 +38,48 @@ export class RowRanges {
  * protocol error: the result-field check has already compared the column count).
  */
 export function walkRow(buf: Buffer, start: number, end: number, r: RowRanges): void {
-  const { starts, ends, width } = r;
+  const width = r.width;
   let p = start;
   for (let i = 0; i < width; i++) {
-    if (p >= end) throw malformed(i, width, start, end);
-    const b = buf[p]!;
-    let len: number;
-    if (b < NULL_MARK) {
-      len = b;
-      p += 1;
-    } else if (b === NULL_MARK) {
-      starts[i] = -1;
-      ends[i] = -1;
-      p += 1;
-      continue;
-    } else if (b === LEN2) {
-      len = buf[p + 1]! | (buf[p + 2]! << 8);
-      p += 3;
-    } else if (b === LEN3) {
-      len = buf[p + 1]! | (buf[p + 2]! << 8) | (buf[p + 3]! << 16);
-      p += 4;
-    } else if (b === LEN8) {
-      if (p + 9 > end) throw malformed(i, width, start, end);
-      len = buf.readUInt32LE(p + 1) + buf.readUInt32LE(p + 5) * 0x1_0000_0000;
-      p += 9;
-    } else {
-      throw malformed(i, width, start, end);
-    }
-    if (p + len > end) throw malformed(i, width, start, end);
-    starts[i] = p;
-    p += len;
-    ends[i] = p;
+    p = readLenenc(buf, p, end, r, i);
+    if (p < 0) throw malformed(i, width, start, end);
   }
   if (p !== end) throw malformed(width, width, start, end);
+}
+
+/**
+ * Reads the length-encoded string at `buf[p..end)` as value `i` of `r` (NULL for the 0xFB mark)
+ * and returns the offset after it, or -1 when there is none there (no byte left, a first byte of
+ * 0xFF) or it runs past `end`. Shared by the text and the binary row walks (binary-rows.ts).
+ */
+export function readLenenc(buf: Buffer, p: number, end: number, r: RowRanges, i: number): number {
+  if (p >= end) return -1;
+  const b = buf[p]!;
+  let len: number;
+  if (b < NULL_MARK) {
+    len = b;
+    p += 1;
+  } else if (b === NULL_MARK) {
+    r.starts[i] = -1;
+    r.ends[i] = -1;
+    return p + 1;
+  } else if (b === LEN2) {
+    len = buf[p + 1]! | (buf[p + 2]! << 8);
+    p += 3;
+  } else if (b === LEN3) {
+    len = buf[p + 1]! | (buf[p + 2]! << 8) | (buf[p + 3]! << 16);
+    p += 4;
+  } else if (b === LEN8 && p + 9 <= end) {
+    len = buf.readUInt32LE(p + 1) + buf.readUInt32LE(p + 5) * 0x1_0000_0000;
+    p += 9;
+  } else {
+    return -1;
+  }
+  // Past `end` also when the length bytes themselves were (p is then beyond it already).
+  if (p + len > end) return -1;
+  r.starts[i] = p;
+  r.ends[i] = p + len;
+  return p + len;
 }
 
 function malformed(i: number, width: number, start: number, end: number): Error {
