@@ -86,3 +86,17 @@ export class FlatWriter {
   add(slice: FlatSlice): void;
   finish(): Uint8Array;
 }
+
+/**
+ * The order statistics keep for two text/binary values `buf[as..as+al)` and `buf[bs..bs+bl)`:
+ * unsigned bytes of their first 65 bytes (one past the longest min/max written); negative, zero
+ * or positive. `view` is a DataView over `buf`'s ArrayBuffer, `buf` at offset 0 of it.
+ */
+export function compareStatIn(
+  view: DataView,
+  buf: Uint8Array,
+  as: number,
+  al: number,
+  bs: number,
+  bl: number,
+): number;

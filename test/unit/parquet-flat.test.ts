@@ -21,7 +21,7 @@ import { encodeRows } from '../../shared/dataplane/encoder.js';
 import { toLakeRecord } from '../../shared/dataplane/lake.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
-import { FlatWriter } from '../../shared/sink/parquet-flat.cjs';
+import { compareStatIn, FlatWriter } from '../../shared/sink/parquet-flat.cjs';
 import {
   CODEC,
   decodeStruct,
@@ -1069,4 +1069,43 @@ describe('the flat Parquet writer', () => {
     },
     900_000,
   );
+});
+
+describe('statistics order of text values (compareStatIn)', () => {
+  it('orders two values of one buffer as their first 65 unsigned bytes do, whatever their offsets and shared prefix', () => {
+    // Values of a column often share long prefixes: build both from one, placed at any offsets
+    // of one buffer with random bytes around them (a word read past a value's end would see those).
+    const value = fc.uint8Array({ maxLength: 12 });
+    fc.assert(
+      fc.property(
+        // Short prefixes, and long ones around the 65 compared bytes.
+        fc.oneof(fc.uint8Array({ maxLength: 9 }), fc.uint8Array({ minLength: 55, maxLength: 90 })),
+        value,
+        value,
+        fc.nat(7),
+        fc.nat(7),
+        fc.uint8Array({ minLength: 240, maxLength: 240 }),
+        fc.boolean(),
+        (prefix, sa, sb, gapA, gapB, noise, bFirst) => {
+          const a = Uint8Array.from([...prefix, ...sa]);
+          const b = Uint8Array.from([...prefix, ...sb]);
+          const buf = Uint8Array.from(noise);
+          const first = bFirst ? b : a;
+          const second = bFirst ? a : b;
+          const at1 = gapA;
+          const at2 = at1 + first.length + gapB;
+          buf.set(first, at1);
+          buf.set(second, at2);
+          const [as, bs] = bFirst ? [at2, at1] : [at1, at2];
+          const want = Math.sign(
+            Buffer.compare(Buffer.from(a.subarray(0, 65)), Buffer.from(b.subarray(0, 65))),
+          );
+          const view = new DataView(buf.buffer);
+          expect(Math.sign(compareStatIn(view, buf, as, a.length, bs, b.length))).toBe(want);
+          expect(Math.sign(compareStatIn(view, buf, bs, b.length, as, a.length))).toBe(-want || 0);
+        },
+      ),
+      { numRuns: 3000 },
+    );
+  });
 });
