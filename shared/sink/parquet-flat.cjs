@@ -562,24 +562,30 @@ function plainValues(c, leaf, from, to, out) {
     }
     case 'bytes': {
       const offsets = c.offsets;
-      const data = c.data;
-      // Room for every row's value and length at once, then one tight loop.
-      out.room(offsets[to] - offsets[from] + 4 * (to - from));
+      const base = offsets[from];
+      const size = offsets[to] - base;
+      // The rows' values are copied in one piece to where the last one ends up (4 bytes per row
+      // further on), then each moves down in place behind its length: a value's new place never
+      // reaches past its old start, nor a length into a value not yet moved. No subarray per
+      // value (a value over 32 bytes was one each, with `set`).
+      out.room(size + 4 * (to - from));
       const buf = out.buf;
       let at = out.at;
+      const staged = at + 4 * (to - from) - base;
+      buf.set(c.data.subarray(base, base + size), staged + base);
       for (let i = from; i < to; i++) {
         if (!allValid && !valid(c, i)) continue;
-        const a = offsets[i];
-        const b = offsets[i + 1];
+        const a = offsets[i] + staged;
+        const b = offsets[i + 1] + staged;
         const n = b - a;
         buf[at] = n & 0xff;
         buf[at + 1] = (n >>> 8) & 0xff;
         buf[at + 2] = (n >>> 16) & 0xff;
         buf[at + 3] = n >>> 24;
         at += 4;
-        if (n <= 32) for (let k = a; k < b; k++) buf[at++] = data[k];
+        if (n <= 32) for (let k = a; k < b; k++) buf[at++] = buf[k];
         else {
-          buf.set(data.subarray(a, b), at);
+          buf.copyWithin(at, a, b);
           at += n;
         }
         count++;
