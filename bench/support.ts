@@ -38,6 +38,11 @@ export interface BenchOptions {
   /** Reuse (or create and keep) the database cluster here, so big tables are built once. */
   readonly dataDir: string | undefined;
   readonly quick: boolean;
+  /**
+   * Only the gate's variants: (a), (b) and tidemark with its defaults. Rounds are three runs
+   * long instead of a dozen, so more of them fit and the machine drifts less within one.
+   */
+  readonly gate: boolean;
 }
 
 /**
@@ -72,7 +77,8 @@ const USAGE = `options:
   --profile       one extra --cpu-prof child per sink kind, summarised by component
   --data-dir DIR  keep the database cluster in DIR and reuse its tables next time
   --node PATH     the Node.js binary that runs the tidemark children (default: this one)
-  --quick         100000 rows, 1 run, rss-rows 500000 (a smoke test of the bench itself)`;
+  --quick         100000 rows, 1 run, rss-rows 500000 (a smoke test of the bench itself)
+  --gate          only (a), (b) and tidemark's defaults (the issue gate), e.g. with --runs 9`;
 
 /** Parses the options above; `--quick` sets defaults the other options still override. */
 export function parseBenchOptions(argv: readonly string[]): BenchOptions {
@@ -86,6 +92,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
       'data-dir': { type: 'string' },
       node: { type: 'string' },
       quick: { type: 'boolean', default: false },
+      gate: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -104,7 +111,15 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
       throw new Error(`--node ${values.node}: no such file; give the path of a node binary`);
     childNode = values.node;
   }
-  return { rows, runs, rssRows, profile: values.profile ?? false, dataDir: values['data-dir'], quick };
+  return {
+    rows,
+    runs,
+    rssRows,
+    profile: values.profile ?? false,
+    dataDir: values['data-dir'],
+    quick,
+    gate: values.gate ?? false,
+  };
 }
 
 function positiveInt(name: string, text: string | undefined, fallback: number): number {
@@ -246,7 +261,7 @@ export function resultTable(
   for (const r of results) {
     lines.push(
       `| ${r.name.replaceAll('|', '\\|')} | ${r.seconds.toFixed(2)} | ${fmtInt(rows / r.seconds)} | ` +
-        `${pairedRatio(r, wire, (x) => x.seconds)} | ${pairedRatio(r, byHand, (x) => x.seconds)} | ` +
+        `${pairedRatio(r, wire, (x) => x.seconds)} | ${pairedRatio(r, byHand, (x) => x.seconds, true)} | ` +
         `${opt(r.engineSeconds)} | ${pairedRatio(r, byHand, (x) => x.engineSeconds)} | ` +
         `${opt(r.startupSeconds)} | ${opt(r.cpuSeconds)} | ${r.bytes === undefined ? '-' : fmtInt(r.bytes)} | ${opt(r.rssMiB, 0)} | ${r.hangs} |`,
     );
@@ -254,11 +269,15 @@ export function resultTable(
   return lines.join('\n');
 }
 
-/** Median over rounds of value(variant sample) / (baseline's seconds in the same round). */
+/**
+ * Median over rounds of value(variant sample) / (baseline's seconds in the same round); with
+ * `range`, the lowest and highest of those ratios follow in brackets (from 3 rounds on).
+ */
 function pairedRatio(
   variant: VariantResult,
   baseline: VariantResult | undefined,
   value: (s: Sample) => number | undefined,
+  range = false,
 ): string {
   if (!baseline) return '-';
   const ratios: number[] = [];
@@ -267,7 +286,10 @@ function pairedRatio(
     const b = baseline.samples[i]?.seconds;
     if (v !== undefined && b !== undefined && b > 0) ratios.push(v / b);
   });
-  return ratios.length ? `${median(ratios).toFixed(2)}x` : '-';
+  if (ratios.length === 0) return '-';
+  const mid = `${median(ratios).toFixed(2)}x`;
+  if (!range || ratios.length < 3 || variant === baseline) return mid;
+  return `${mid} [${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}]`;
 }
 
 export function fmtInt(n: number): string {
@@ -1046,11 +1068,9 @@ export async function compare(args: {
   readonly byHand: Baseline;
 }): Promise<VariantResult[]> {
   const { options, wire, byHand } = args;
-  const variants: Variant[] = [
-    wire,
-    byHand,
-    ...tidemarkVariants(args.base, options.rows, args.work, args.s3Endpoint),
-  ];
+  const tidemark = tidemarkVariants(args.base, options.rows, args.work, args.s3Endpoint);
+  // The defaults are the first variant (tidemarkVariants' order).
+  const variants: Variant[] = [wire, byHand, ...(options.gate ? tidemark.slice(0, 1) : tidemark)];
   console.log('\ncommands (URL password redacted):');
   console.log(`  (a) ${redact(wire.command)}`);
   console.log(`  (b) ${redact(byHand.command)}`);
