@@ -13,6 +13,7 @@ import { binaryRows } from '../shared/drivers/mysql/incremental.js';
 import { rawCopy } from '../shared/drivers/postgres/copy-tap.js';
 import { createLogger } from '../shared/observability/log.js';
 import { openPipeline } from '../shared/pipeline/open.js';
+import { readAhead } from '../shared/engine/incremental/run.js';
 import { runTable } from '../shared/pipeline/run-table.js';
 import { encodeAhead } from '../shared/sink/parquet-sink.js';
 import { flatWriter, pageCompression } from '../shared/sink/parquet-writer.js';
@@ -23,6 +24,7 @@ if (config.pgCopyStream) rawCopy.enabled = false;
 if (config.mysqlTextRows) binaryRows.enabled = false;
 if (config.wasmCompression) pageCompression.native = false;
 if (config.noEncodeAhead) encodeAhead.enabled = false;
+if (config.readAhead !== undefined) readAhead.pages = config.readAhead;
 if (config.noFlatWriter) flatWriter.enabled = false;
 const spec = parseSpec({
   pipeline: 'bench',

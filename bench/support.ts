@@ -490,6 +490,8 @@ export interface ChildConfig {
   readonly wasmCompression?: boolean;
   /** Encode each page only when its write starts (no `Sink.prepare` while the previous page is stored). */
   readonly noEncodeAhead?: boolean;
+  /** Pages read ahead of the commits (engine/incremental/run.ts `readAhead`; absent: its default). */
+  readonly readAhead?: number;
   /** parquet-wasm writes every object, not tidemark's flat writer (parquet-writer.ts flatWriter). */
   readonly noFlatWriter?: boolean;
 }
@@ -794,6 +796,8 @@ export interface TidemarkTarget {
   /** See ChildConfig. */
   readonly noEncodeAhead?: boolean;
   /** See ChildConfig. */
+  readonly readAhead?: number;
+  /** See ChildConfig. */
   readonly noFlatWriter?: boolean;
   /** Start the child without the CLI's node flags (functions/cli/node-flags.ts). */
   readonly noCliNodeFlags?: boolean;
@@ -827,6 +831,7 @@ export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
     ...(t.mysqlTextRows ? { mysqlTextRows: true } : {}),
     ...(t.wasmCompression ? { wasmCompression: true } : {}),
     ...(t.noEncodeAhead ? { noEncodeAhead: true } : {}),
+    ...(t.readAhead !== undefined ? { readAhead: t.readAhead } : {}),
     ...(t.noFlatWriter ? { noFlatWriter: true } : {}),
   };
 }
@@ -917,6 +922,13 @@ export function tidemarkVariants(
     tidemarkVariant(
       "(c) tidemark file:// zstd, 50k pages, node's default heap start",
       { ...base, compression: 'zstd', pageSize: 50_000, noCliNodeFlags: true },
+      rows,
+      work,
+    ),
+    // The lever of reading pages N+1 and N+2 while page N is committed (run.ts readAhead).
+    tidemarkVariant(
+      '(c) tidemark file:// zstd, 50k pages, one page read ahead',
+      { ...base, compression: 'zstd', pageSize: 50_000, readAhead: 1 },
       rows,
       work,
     ),

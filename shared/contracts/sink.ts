@@ -58,6 +58,12 @@ export interface ObjectRef {
 
 export interface Sink {
   /**
+   * Optional: objects of `schema` for `target` are coming. The sink may get its encoder ready
+   * (start threads, build per-schema templates) while the first page is still being read.
+   * Returns at once; stores and encodes nothing; never throws.
+   */
+  warm?(target: WriteTarget, schema: Schema): void;
+  /**
    * Optional: the next `write` will have exactly these arguments (the same objects). The sink
    * may start its CPU work (encoding) now, while the previous write is still being stored and
    * committed, and must store nothing until that `write`. A `write` with other arguments

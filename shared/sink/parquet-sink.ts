@@ -19,7 +19,7 @@ import { DEFAULT_LAKE_FORMAT, FOOTER_FORMAT } from '../contracts/lake-format.js'
 import type { LakeTable, ObjectRef, Sink, SinkProbe, WriteTarget } from '../contracts/sink.js';
 import type { Position } from '../contracts/source.js';
 import { type Batch, BatchError, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
-import { toLakeRecord } from '../dataplane/lake.js';
+import { lakeSchema, toLakeRecord } from '../dataplane/lake.js';
 import { META_POS, METADATA_COLUMNS } from '../dataplane/metadata.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
@@ -39,7 +39,7 @@ import {
   tablePrefix,
 } from './layout.js';
 import type { ObjectStore, StoredObject } from './object-store.js';
-import { encodeParquetAsync, type ParquetCompression } from './parquet-writer.js';
+import { encodeParquetAsync, type ParquetCompression, warmEncoder } from './parquet-writer.js';
 
 export type { ObjectStore, StoredObject } from './object-store.js';
 
@@ -70,6 +70,13 @@ export { FOOTER_FORMAT };
 /** Whether `prepare` encodes ahead (a switch for the bench: the lever measured beside the default). */
 export const encodeAhead = { enabled: true };
 
+/**
+ * Prepared objects kept per table and writer: the pages a run reads ahead of its commits
+ * (engine/incremental/run.ts `readAhead`), with room to spare. Past it the oldest is dropped
+ * (its write, should it still come, encodes again).
+ */
+const PREPARED_MAX = 4;
+
 /** An object `prepare` is encoding, and the arguments its `write` must repeat to take it. */
 interface Prepared {
   readonly target: WriteTarget;
@@ -95,8 +102,8 @@ export class ParquetSink implements Sink, SinkProbe {
   private readonly prefix: string;
   private readonly compression: ParquetCompression;
   private readonly maxRowGroupRows: number | undefined;
-  /** Objects encoded ahead of their `write` (`prepare`), by table and writer. */
-  private readonly prepared = new Map<string, Prepared>();
+  /** Objects encoded ahead of their `write` (`prepare`), by table and writer, oldest first. */
+  private readonly prepared = new Map<string, Prepared[]>();
 
   constructor(options: ParquetSinkOptions) {
     this.store = options.store;
@@ -106,11 +113,25 @@ export class ParquetSink implements Sink, SinkProbe {
   }
 
   /**
+   * Starts the encoder for objects of `schema` in `target`'s lake format (the worker thread and
+   * the flat writer's template), without waiting for it: a run calls this before its first page
+   * is read. Stores and encodes nothing.
+   */
+  warm(target: WriteTarget, schema: Schema): void {
+    warmEncoder(lakeSchema(schema), {
+      compression: this.compression,
+      format: target.format ?? DEFAULT_LAKE_FORMAT,
+    });
+  }
+
+  /**
    * Starts encoding the object a coming `write` with these very arguments will store (the same
    * batches, schema and recorded schema objects), so the encode runs while the previous object
-   * is still being stored and committed; that `write` then only stores it. One prepared object
-   * per table and writer; a `write` with other arguments encodes its own and drops it. Stores
-   * nothing; an encode error is reported by that `write`.
+   * is still being stored and committed; that `write` then only stores it. Up to PREPARED_MAX
+   * prepared objects per table and writer (one per page read ahead), taken by the write from
+   * the same start position; a `write` with other arguments encodes its own and drops it, and
+   * so does every object prepared before it (their writes never came). Stores nothing; an
+   * encode error is reported by that `write`.
    */
   prepare(
     target: WriteTarget,
@@ -122,7 +143,11 @@ export class ParquetSink implements Sink, SinkProbe {
     if (!encodeAhead.enabled) return;
     const encoded = this.encodeObject(target, schema, startPosition, batches, recorded);
     encoded.catch(() => undefined); // reported by the write that takes it
-    this.prepared.set(preparedKey(target), { target, schema, startPosition, batches, recorded, encoded });
+    const key = preparedKey(target);
+    const list = this.prepared.get(key) ?? [];
+    list.push({ target, schema, startPosition, batches, recorded, encoded });
+    if (list.length > PREPARED_MAX) list.shift();
+    this.prepared.set(key, list);
   }
 
   /**
@@ -140,8 +165,12 @@ export class ParquetSink implements Sink, SinkProbe {
     recorded?: StoredSchema,
   ): Promise<ObjectRef[]> {
     const key = preparedKey(target);
-    const ready = this.prepared.get(key);
-    this.prepared.delete(key);
+    const list = this.prepared.get(key) ?? [];
+    const at = list.findIndex((p) => p.startPosition === startPosition);
+    const ready = list[at];
+    // It and whatever was prepared before it: writes come in position order.
+    if (at >= 0) list.splice(0, at + 1);
+    if (list.length === 0) this.prepared.delete(key);
     const same =
       ready !== undefined &&
       ready.target.fence === target.fence &&

@@ -117,6 +117,14 @@ async function encode(id, settings) {
 }
 
 parentPort.on('message', (msg) => {
+  if (msg.warm) {
+    // Before a run's first page (parquet-writer.ts warmEncoder): the template is cached for the
+    // encodes to come. A failure here is met, and reported, by the first encode.
+    try {
+      templateFor(msg.warm);
+    } catch {}
+    return;
+  }
   if (msg.settings) {
     if (msg.settings.flat) encodeFlat(msg.id, msg.settings, msg.schemaIpc);
     else encode(msg.id, msg.settings);

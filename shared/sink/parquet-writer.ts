@@ -606,6 +606,31 @@ export function encodeParquetAsync(
   return encoded;
 }
 
+/**
+ * Gets the encoder ready for objects of lake schema `schema` without waiting for it: starts the
+ * worker thread (module loads, parquet-wasm) and, where the flat writer will encode them (lake
+ * format 1, Node's zlib compresses), has it build the schema's template now. A run calls this
+ * before its first page is read, so that start-up overlaps the read instead of delaying the
+ * first page's encode (decision 0021). Encodes nothing and never throws: a failure here is met
+ * again, and reported, by the first real encode.
+ */
+export function warmEncoder(
+  schema: RecordBatch['schema'],
+  options: Pick<ParquetWriteOptions, 'compression' | 'format'> = {},
+): void {
+  try {
+    const w = encoderWorker();
+    // The flat writer's conditions, as planEncode decides them for the objects to come.
+    const nativeCodec = pageCompression.testCodec ?? options.compression ?? 'zstd';
+    const native = pageCompression.native && nativeCompressor(nativeCodec) !== undefined;
+    const format = options.format ?? DEFAULT_LAKE_FORMAT;
+    if (w && native && flatWriter.enabled && format === 1 && isFlat(schema))
+      w.postMessage({ warm: schemaIpcOf(schema) });
+  } catch {
+    // The first encode meets the same failure and reports it.
+  }
+}
+
 /** The encode the next one waits for (see encodeParquetAsync). */
 let workerQueue: Promise<void> = Promise.resolve();
 

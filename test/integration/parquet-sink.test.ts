@@ -225,6 +225,30 @@ describe.each(STORES)('ParquetSink on $name', (storeCase) => {
     ]);
   });
 
+  it('objects prepared for two pages ahead are each taken by their own write', async () => {
+    const { store, prefix } = await storeCase.make();
+    const sink = new ParquetSink({ store, prefix });
+    const encodes = vi.spyOn(sink as unknown as { encodeObject: () => unknown }, 'encodeObject');
+    const t = 'public.twoahead';
+    const b = (id: bigint, pos: string) => [batchOf(t, [{ id, name: pos, op: 1, pos }])];
+    const [p10, p11, p12] = [b(10n, 'i10a'), b(11n, 'i11a'), b(12n, 'i12a')];
+    sink.warm(at(t), SCHEMA); // encodes and stores nothing
+    sink.prepare(at(t), SCHEMA, 'i10', p10);
+    sink.prepare(at(t), SCHEMA, 'i11', p11);
+    sink.prepare(at(t), SCHEMA, 'i12', p12);
+    expect(await sink.list(t)).toEqual([]);
+    await sink.write(at(t), SCHEMA, 'i10', p10);
+    await sink.write(at(t), SCHEMA, 'i11', p11);
+    await sink.write(at(t), SCHEMA, 'i12', p12);
+    expect(encodes).toHaveBeenCalledTimes(3); // every write took its prepared object
+    for (const [pos, name] of [
+      ['i10', '10|i10a|u|i10a'],
+      ['i11', '11|i11a|u|i11a'],
+      ['i12', '12|i12a|u|i12a'],
+    ] as const)
+      expect((await readBack(store, objectKey(prefix, t, W, pos, 1).key)).rows).toEqual([name]);
+  });
+
   it('a retry by the same run (same fence) overwrites; a later run (higher fence) from the same position writes beside it', async () => {
     const { store, prefix } = await storeCase.make();
     const sink = new ParquetSink({ store, prefix, compression: 'snappy' });

@@ -11,8 +11,10 @@ import {
   RecordBatch,
   Schema as ArrowSchema,
   Struct,
+  Table,
   TimeUnit,
   Timestamp,
+  tableToIPC,
   Uint16,
   util,
 } from 'apache-arrow';
@@ -119,6 +121,14 @@ describe('toLakeRecord', () => {
     expect(lake.getChild('__pos')!.toArray()).toEqual(['p01', 'p02', 'p03']);
     expect(lake.getChild('__snapshot')!.toArray()).toEqual([false, true, false]);
     expect(lake.getChild('__phase')!.get(2)).toBe('stream');
+  });
+
+  it("gives lakeSchema's very IPC bytes (the encoder's per-schema template key: a run warms it from lakeSchema)", () => {
+    const ipc = (schema: ArrowSchema) => Buffer.from(tableToIPC(new Table(schema), 'stream'));
+    const fromRecord = ipc(toLakeRecord(wireBatch()).schema);
+    expect(ipc(lakeSchema(SCHEMA)).equals(fromRecord)).toBe(true);
+    // And again: nothing in it (a dictionary id, say) moves from one call to the next.
+    expect(ipc(lakeSchema(SCHEMA)).equals(ipc(toLakeRecord(wireBatch()).schema))).toBe(true);
   });
 
   it('keeps the slice offset of a sliced record', () => {

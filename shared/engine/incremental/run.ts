@@ -65,6 +65,13 @@ import {
   type StopReason,
 } from './state.js';
 
+/**
+ * Pages read ahead of the commits (decision 0021): page N+1 .. N+`pages` are read while page N
+ * is encoded, stored and committed. 1 is the loop before it (the bench's variant "one page read
+ * ahead"); each page read ahead is one more page of memory.
+ */
+export const readAhead = { pages: 2 };
+
 /** What the engine needs of a source for incremental runs. */
 export type IncrementalCapableSource = Introspector &
   (IncrementalSource | BatchIncrementalSource) &
@@ -414,7 +421,8 @@ async function pageLoop(
     fence,
     format: s.format ?? DEFAULT_LAKE_FORMAT,
   });
-  // One read is in flight at a time (page N+1 while page N is written); `reading` aborts it.
+  // One read is in flight at a time (one connection; a page's `next` is where the following
+  // read starts); `reading` aborts it.
   let reading: AbortController | undefined;
   const readPage = (after: string, seq: number): Promise<PageResult> => {
     reading = new AbortController();
@@ -433,19 +441,80 @@ async function pageLoop(
     return undefined;
   };
 
-  // Read page N+1 while page N is written and committed: reading changes nothing, so the
-  // overlap is safe, and it hides the source round trip behind the Parquet encode and upload.
-  // Not even the first page starts when the deadline is already inside the safety margin (or
-  // the run was interrupted before it got here).
-  const first = stopReason(0);
-  let pending: Promise<PageResult> | undefined = first ? undefined : readPage(state.cursor, state.seq);
-  if (first) stopped = first;
-  pending?.catch(() => {}); // surfaced when awaited (or abandoned after a page timeout)
+  // Pages are read ahead of the commits (decision 0021): while page N is encoded, stored and
+  // committed, pages N+1 .. N+depth are read, each starting as soon as the one before it has
+  // arrived, and each starts encoding at once (the sink's `prepare`; its object is stored only
+  // by its own write, after the commits before it). Reading changes nothing, so the overlap is
+  // safe; it keeps the source streaming while the encoder is behind (the first page's encode
+  // pays the worker's start-up). Past the first page ahead, a read starts only while the pages
+  // waiting hold less than the table's page byte budget: pages of big values (closed by bytes)
+  // keep one page ahead, so memory stays within what decision 0007 bounds. Not even the first
+  // page starts when the deadline is already inside the safety margin (or the run was
+  // interrupted before it got here).
+  const depth = Math.max(1, readAhead.pages);
+  const aheadBudget = table.pageBytes ?? Number.POSITIVE_INFINITY;
+  /** Reads started and not yet taken by the loop, in page order. */
+  const queue: Promise<PageResult>[] = [];
+  /** Arrow bytes of the pages read and not yet taken by the loop. */
+  let aheadBytes = 0;
+  /** Reads started in this run: the next one is page `requested` (0-based). */
+  let requested = 0;
+  let readRunning = false;
+  /** Where the next read starts, once the last one arrived with more rows after it. */
+  let nextRead: { after: string; seq: number } | undefined = { after: state.cursor, seq: state.seq };
+  /** Why a read was not started (the run stops once the pages already read are committed). */
+  let refused: StopReason | undefined;
+  const pump = (): void => {
+    if (readRunning || nextRead === undefined || queue.length >= depth) return;
+    if (queue.length > 0 && aheadBytes >= aheadBudget) return;
+    const why = stopReason(requested);
+    if (why !== undefined) {
+      refused = why;
+      nextRead = undefined;
+      return;
+    }
+    const { after, seq } = nextRead;
+    nextRead = undefined;
+    requested++;
+    readRunning = true;
+    const read = readPage(after, seq).then(
+      (next) => {
+        readRunning = false;
+        const rowsRead = next.page !== undefined && next.page.record.numRows > 0;
+        if (rowsRead) aheadBytes += next.page!.record.data.byteLength;
+        // Encoded at once, while the pages before it are stored and committed. Lake format and
+        // recorded schema do not change within a run: the write that takes it repeats these
+        // very arguments.
+        if (rowsRead)
+          opts.sink.prepare?.(writeTarget(state), schema, incrementalStepStart(seq), [next.page!], state.schema);
+        if (rowsRead && next.more) {
+          nextRead = { after: next.next, seq: seq + 1 };
+          pump();
+        }
+        return next;
+      },
+      (e: unknown) => {
+        readRunning = false;
+        throw e;
+      },
+    );
+    read.catch(() => {}); // surfaced when awaited; never an unhandled rejection meanwhile
+    queue.push(read);
+  };
+  pump();
+  // The encoder starts (its thread, the schema's template) while the first page is read.
+  if (queue.length > 0) opts.sink.warm?.(writeTarget(state), schema);
   let pageStart = opts.clock();
-  while (pending) {
+  for (;;) {
+    pump(); // room for one more since the last page was taken
+    const ahead = queue.shift();
+    if (ahead === undefined) {
+      if (refused) stopped = refused;
+      break;
+    }
     let page: PageResult;
     try {
-      const waiting = abandonOnAbort(pending, opts.signal);
+      const waiting = abandonOnAbort(ahead, opts.signal);
       page = await withTimeout(waiting, opts.pageTimeoutMs ?? 600_000, table.source, reading);
     } catch (e) {
       // Interrupted (Ctrl-C, SIGTERM) while a page was being read: the read is aborted (the
@@ -454,7 +523,6 @@ async function pageLoop(
       stopped = 'interrupted';
       break;
     }
-    pending = undefined;
     for (const w of page.warnings ?? []) {
       log.warn(w.message, { code: w.code });
       if (w.code === 'BOUND_HELD')
@@ -465,25 +533,7 @@ async function pageLoop(
       more = false;
       break;
     }
-    const stopAfterThis = page.more ? stopReason(pages + 1) : undefined;
-    if (page.more && stopAfterThis === undefined) {
-      // Page N+1 starts encoding as soon as it is read, while page N is still being stored and
-      // committed (the sink's `prepare`): its object is stored only after N's commit, as ever.
-      const seq = state.seq + 1;
-      const stateNow = state;
-      pending = readPage(page.next, seq).then((next) => {
-        if (next.page && next.page.record.numRows > 0)
-          opts.sink.prepare?.(
-            writeTarget(stateNow),
-            schema,
-            incrementalStepStart(seq),
-            [next.page],
-            stateNow.schema,
-          );
-        return next;
-      });
-      pending.catch(() => {}); // surfaced when awaited; never an unhandled rejection meanwhile
-    }
+    aheadBytes -= page.page.record.data.byteLength;
 
     // The object starts at the step (below every row of it, whatever the fence) and is named with
     // this run's fence beside it: a retry of this run overwrites, while an object a run that
@@ -547,11 +597,9 @@ async function pageLoop(
     log.debug('page committed', { rows: pageRows, seq: state.seq, bytes: pageBytes });
     if (!page.more) {
       more = false;
-      if (pending) await pending.catch(() => undefined);
       break;
     }
     more = true;
-    if (stopAfterThis) stopped = stopAfterThis;
   }
   progress.done();
 

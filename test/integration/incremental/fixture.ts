@@ -303,6 +303,8 @@ export function localSpec(
     lakeUri: string;
     cursorTimeZone: string;
     connectTimeoutSeconds: number;
+    /** The page byte budget (spec `pageBytes`); absent: the spec's default. */
+    pageBytes: number;
   }> = {},
   url = fx.url,
 ): { spec: Spec; dir: string; lakeDir: string } {
@@ -324,6 +326,7 @@ export function localSpec(
         cursor: table.cursor ?? 'updated_at',
         writeMode: table.writeMode ?? 'append',
         pageSize: table.pageSize ?? 1000,
+        ...(table.pageBytes !== undefined ? { pageBytes: table.pageBytes } : {}),
         lagSeconds: table.lagSeconds ?? 0,
         lagOnly: table.lagOnly ?? false,
       },

@@ -1,0 +1,174 @@
+/**
+ * Pages read ahead of the commits (engine/incremental/run.ts `readAhead`, decision 0021), on the
+ * real Postgres source and the real file sink: while page N is written, pages N+1 and N+2 are
+ * read (and no further), and pages of big values (closed by the byte budget) keep one page
+ * ahead. Each test holds the first page's write until a read it names has arrived, then checks
+ * the order of read and write events: the engine runs a page's follow-up read in the same turn
+ * as the read's arrival, so an event the rule forbids would already be recorded when the write is
+ * let go.
+ */
+import { rmSync } from 'node:fs';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { incrementalTables } from '../../shared/config/spec.js';
+import type { Sink } from '../../shared/contracts/sink.js';
+import { readAhead } from '../../shared/engine/incremental/run.js';
+import { silentLogger } from '../../shared/observability/log.js';
+import { type OpenPipeline, openPipeline } from '../../shared/pipeline/open.js';
+import { runTable } from '../../shared/pipeline/run-table.js';
+import { lakeRows, latest, localSpec, postgresFixture, type SourceFixture } from './incremental/fixture.js';
+
+/** Events in the order they happened: `read-start 3`, `read-done 3`, `write-start 1`... */
+type Log = string[];
+
+/**
+ * `base` with its page reads and writes logged (numbered from 1 in call order), and the first
+ * write held until `releaseWhen` holds for the log (checked every few milliseconds, for at most
+ * `maxWaitMs`: past it the run fails, saying what never happened).
+ */
+function traced(
+  base: OpenPipeline,
+  log: Log,
+  releaseWhen: (log: Log) => boolean,
+  what: string,
+  maxWaitMs: number,
+): OpenPipeline {
+  let reads = 0;
+  let writes = 0;
+  const sink = new Proxy(base.sink, {
+    get(target, key) {
+      if (key === 'write') {
+        return async (...args: Parameters<Sink['write']>) => {
+          const n = ++writes;
+          log.push(`write-start ${n}`);
+          if (n === 1) {
+            const deadline = Date.now() + maxWaitMs;
+            while (!releaseWhen(log)) {
+              if (Date.now() > deadline) throw new Error(`while page 1 was written, ${what} never happened: ${log.join(', ')}`);
+              await new Promise((r) => setTimeout(r, 5));
+            }
+          }
+          const refs = await target.write(...args);
+          log.push(`write-done ${n}`);
+          return refs;
+        };
+      }
+      const v = Reflect.get(target, key) as unknown;
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+  return {
+    ...base,
+    sink,
+    source: async (name, t) => {
+      const real = await base.source(name, t);
+      return new Proxy(real, {
+        get(target, key) {
+          if (key === 'incrementalBatch') {
+            return async (req: Parameters<NonNullable<typeof real.incrementalBatch>>[0]) => {
+              const n = ++reads;
+              log.push(`read-start ${n}`);
+              const page = await target.incrementalBatch!(req);
+              log.push(`read-done ${n}`);
+              return page;
+            };
+          }
+          const v = Reflect.get(target, key) as unknown;
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      });
+    },
+  };
+}
+
+/** Where `event` is in `log` (it must be there). */
+function at(log: Log, event: string): number {
+  const i = log.indexOf(event);
+  expect(i, `${event} in ${log.join(', ')}`).toBeGreaterThanOrEqual(0);
+  return i;
+}
+
+describe('pages read ahead of the commits', () => {
+  const defaultPages = readAhead.pages;
+  let fx: SourceFixture;
+  const dirs: string[] = [];
+  beforeAll(async () => {
+    fx = await postgresFixture('read_ahead');
+  });
+  afterEach(() => {
+    readAhead.pages = defaultPages;
+  });
+  afterAll(async () => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    await fx?.drop();
+  });
+
+  async function sync(
+    opts: { pageSize: number; pageBytes?: number },
+    releaseWhen: (log: Log) => boolean,
+    what: string,
+  ): Promise<{ log: Log; pages: number; lakeDir: string }> {
+    const { spec, dir, lakeDir } = localSpec(fx, opts);
+    dirs.push(dir);
+    const base = await openPipeline(spec);
+    const log: Log = [];
+    try {
+      const summary = await runTable(
+        spec,
+        incrementalTables(spec)[0]!,
+        traced(base, log, releaseWhen, what, 60_000),
+        { logger: silentLogger },
+      );
+      expect(summary.status).toBe('ok');
+      return { log, pages: summary.pages, lakeDir };
+    } finally {
+      await base.close();
+    }
+  }
+
+  it('reads pages 2 and 3 while page 1 is written, and page 4 only after it is committed', async () => {
+    await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+    await fx.createTable();
+    await fx.insertRange(1, 11, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
+    const { log, pages, lakeDir } = await sync(
+      { pageSize: 2 },
+      (l) => l.includes('read-done 3'),
+      'the read of page 3',
+    );
+    expect(pages).toBe(5);
+    // Two pages ahead of the one written, and no further: page 4 waits for page 1's commit.
+    expect(at(log, 'read-done 3')).toBeLessThan(at(log, 'write-done 1'));
+    expect(at(log, 'read-start 4')).toBeGreaterThan(at(log, 'write-done 1'));
+    // Reads stay one at a time, in order.
+    for (let k = 2; k <= 5; k++) expect(at(log, `read-start ${k}`)).toBeGreaterThan(at(log, `read-done ${k - 1}`));
+    // Writes stay in page order, each after the one before it.
+    for (let k = 2; k <= 5; k++) expect(at(log, `write-start ${k}`)).toBeGreaterThan(at(log, `write-done ${k - 1}`));
+    expect(latest(await lakeRows(lakeDir, fx.table))).toEqual(await fx.rows());
+  });
+
+  it('pages of big values (closed by the byte budget) keep one page ahead', async () => {
+    await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+    await fx.createTable();
+    await fx.insertRange(1, 6, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
+    // Each row is over the 1 MiB budget: a page of one row each.
+    await fx.exec(`UPDATE ${fx.table} SET note = repeat(md5(id::text), 40000)`);
+    const { log, pages, lakeDir } = await sync(
+      { pageSize: 1000, pageBytes: 2 ** 20 },
+      (l) => l.includes('read-done 2'),
+      'the read of page 2',
+    );
+    expect(pages).toBe(5);
+    expect(at(log, 'read-done 2')).toBeLessThan(at(log, 'write-done 1'));
+    expect(at(log, 'read-start 3')).toBeGreaterThan(at(log, 'write-done 1'));
+    expect(latest(await lakeRows(lakeDir, fx.table))).toEqual(await fx.rows());
+  });
+
+  it('one page ahead when readAhead.pages is 1 (the loop before decision 0021)', async () => {
+    readAhead.pages = 1;
+    await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+    await fx.createTable();
+    await fx.insertRange(1, 11, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
+    const { log, pages } = await sync({ pageSize: 2 }, (l) => l.includes('read-done 2'), 'the read of page 2');
+    expect(pages).toBe(5);
+    expect(at(log, 'read-start 3')).toBeGreaterThan(at(log, 'write-done 1'));
+  });
+});
