@@ -43,7 +43,8 @@ function traced(
           if (n === 1) {
             const deadline = Date.now() + maxWaitMs;
             while (!releaseWhen(log)) {
-              if (Date.now() > deadline) throw new Error(`while page 1 was written, ${what} never happened: ${log.join(', ')}`);
+              if (Date.now() > deadline)
+                throw new Error(`while page 1 was written, ${what} never happened: ${log.join(', ')}`);
               await new Promise((r) => setTimeout(r, 5));
             }
           }
@@ -139,9 +140,11 @@ describe('pages read ahead of the commits', () => {
     expect(at(log, 'read-done 3')).toBeLessThan(at(log, 'write-done 1'));
     expect(at(log, 'read-start 4')).toBeGreaterThan(at(log, 'write-done 1'));
     // Reads stay one at a time, in order.
-    for (let k = 2; k <= 5; k++) expect(at(log, `read-start ${k}`)).toBeGreaterThan(at(log, `read-done ${k - 1}`));
+    for (let k = 2; k <= 5; k++)
+      expect(at(log, `read-start ${k}`)).toBeGreaterThan(at(log, `read-done ${k - 1}`));
     // Writes stay in page order, each after the one before it.
-    for (let k = 2; k <= 5; k++) expect(at(log, `write-start ${k}`)).toBeGreaterThan(at(log, `write-done ${k - 1}`));
+    for (let k = 2; k <= 5; k++)
+      expect(at(log, `write-start ${k}`)).toBeGreaterThan(at(log, `write-done ${k - 1}`));
     expect(latest(await lakeRows(lakeDir, fx.table))).toEqual(await fx.rows());
   });
 
@@ -167,7 +170,11 @@ describe('pages read ahead of the commits', () => {
     await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
     await fx.createTable();
     await fx.insertRange(1, 11, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
-    const { log, pages } = await sync({ pageSize: 2 }, (l) => l.includes('read-done 2'), 'the read of page 2');
+    const { log, pages } = await sync(
+      { pageSize: 2 },
+      (l) => l.includes('read-done 2'),
+      'the read of page 2',
+    );
     expect(pages).toBe(5);
     expect(at(log, 'read-start 3')).toBeGreaterThan(at(log, 'write-done 1'));
   });

@@ -486,7 +486,13 @@ async function pageLoop(
         // recorded schema do not change within a run: the write that takes it repeats these
         // very arguments.
         if (rowsRead)
-          opts.sink.prepare?.(writeTarget(state), schema, incrementalStepStart(seq), [next.page!], state.schema);
+          opts.sink.prepare?.(
+            writeTarget(state),
+            schema,
+            incrementalStepStart(seq),
+            [next.page!],
+            state.schema,
+          );
         if (rowsRead && next.more) {
           nextRead = { after: next.next, seq: seq + 1 };
           pump();
