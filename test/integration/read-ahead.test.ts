@@ -11,27 +11,30 @@ import { rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { incrementalTables } from '../../shared/config/spec.js';
 import type { Sink } from '../../shared/contracts/sink.js';
-import { readAhead } from '../../shared/engine/incremental/run.js';
+import { type IncrementalSummary, readAhead } from '../../shared/engine/incremental/run.js';
 import { silentLogger } from '../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../shared/pipeline/open.js';
-import { runTable } from '../../shared/pipeline/run-table.js';
+import { type RunTableOptions, runTable } from '../../shared/pipeline/run-table.js';
 import { lakeRows, latest, localSpec, postgresFixture, type SourceFixture } from './incremental/fixture.js';
 
 /** Events in the order they happened: `read-start 3`, `read-done 3`, `write-start 1`... */
 type Log = string[];
 
-/**
- * `base` with its page reads and writes logged (numbered from 1 in call order), and the first
- * write held until `releaseWhen` holds for the log (checked every few milliseconds, for at most
- * `maxWaitMs`: past it the run fails, saying what never happened).
- */
-function traced(
-  base: OpenPipeline,
-  log: Log,
-  releaseWhen: (log: Log) => boolean,
-  what: string,
-  maxWaitMs: number,
-): OpenPipeline {
+/** How `traced` holds writes. */
+interface Hold {
+  /** The first write waits until this holds for the log (checked every few milliseconds)... */
+  readonly releaseWhen?: (log: Log) => boolean;
+  /** ...which names what it waits for in the failure... */
+  readonly what?: string;
+  /** ...for at most this long: past it the run fails, saying what never happened. */
+  readonly maxWaitMs?: number;
+  /** Every write waits this long first. */
+  readonly everyMs?: number;
+}
+
+/** `base` with its page reads and writes logged (numbered from 1 in call order), writes held by `hold`. */
+function traced(base: OpenPipeline, log: Log, hold: Hold): OpenPipeline {
+  const { releaseWhen, what = '', maxWaitMs = 60_000, everyMs = 0 } = hold;
   let reads = 0;
   let writes = 0;
   const sink = new Proxy(base.sink, {
@@ -40,7 +43,8 @@ function traced(
         return async (...args: Parameters<Sink['write']>) => {
           const n = ++writes;
           log.push(`write-start ${n}`);
-          if (n === 1) {
+          if (everyMs > 0) await new Promise((r) => setTimeout(r, everyMs));
+          if (n === 1 && releaseWhen) {
             const deadline = Date.now() + maxWaitMs;
             while (!releaseWhen(log)) {
               if (Date.now() > deadline)
@@ -108,19 +112,26 @@ describe('pages read ahead of the commits', () => {
     releaseWhen: (log: Log) => boolean,
     what: string,
   ): Promise<{ log: Log; pages: number; lakeDir: string }> {
+    const { log, summary, lakeDir } = await run(opts, { releaseWhen, what });
+    return { log, pages: summary.pages, lakeDir };
+  }
+
+  async function run(
+    opts: { pageSize: number; pageBytes?: number },
+    hold: Hold,
+    runOpts: Partial<RunTableOptions> = {},
+  ): Promise<{ log: Log; summary: IncrementalSummary; lakeDir: string }> {
     const { spec, dir, lakeDir } = localSpec(fx, opts);
     dirs.push(dir);
     const base = await openPipeline(spec);
     const log: Log = [];
     try {
-      const summary = await runTable(
-        spec,
-        incrementalTables(spec)[0]!,
-        traced(base, log, releaseWhen, what, 60_000),
-        { logger: silentLogger },
-      );
+      const summary = await runTable(spec, incrementalTables(spec)[0]!, traced(base, log, hold), {
+        logger: silentLogger,
+        ...runOpts,
+      });
       expect(summary.status).toBe('ok');
-      return { log, pages: summary.pages, lakeDir };
+      return { log, summary, lakeDir };
     } finally {
       await base.close();
     }
@@ -163,6 +174,25 @@ describe('pages read ahead of the commits', () => {
     expect(at(log, 'read-done 2')).toBeLessThan(at(log, 'write-done 1'));
     expect(at(log, 'read-start 3')).toBeGreaterThan(at(log, 'write-done 1'));
     expect(latest(await lakeRows(lakeDir, fx.table))).toEqual(await fx.rows());
+  });
+
+  it('a deadline leaves time to commit the page being written and the two read ahead', async () => {
+    // Every write takes at least HOLD ms, and the time left stays at 2.5 x HOLD: once the first
+    // commit has measured a page (at least HOLD), no read may start (the margin is three pages:
+    // the one being written and two read ahead); the two pages already read are committed.
+    const HOLD = 2000;
+    await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+    await fx.createTable();
+    await fx.insertRange(1, 21, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
+    const { log, summary } = await run(
+      { pageSize: 2 },
+      { everyMs: HOLD },
+      { remainingMs: () => 2.5 * HOLD, safetyMarginMs: 0 },
+    );
+    expect(summary.stopped).toBe('deadline');
+    expect(summary.more).toBe(true);
+    expect(summary.pages).toBe(3);
+    expect(log.filter((e) => e.startsWith('read-start'))).toHaveLength(3);
   });
 
   it('one page ahead when readAhead.pages is 1 (the loop before decision 0021)', async () => {

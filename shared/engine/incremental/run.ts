@@ -141,7 +141,10 @@ export interface IncrementalRunOptions {
   readonly leaseGraceMs?: number;
   /** Time left before the caller's hard deadline (Lambda: context.getRemainingTimeInMillis). */
   readonly remainingMs?: () => number;
-  /** Stop starting pages when less than this is left (raised to 2x the slowest page seen). */
+  /**
+   * Stop starting pages when less than this is left (raised to the slowest page seen times the
+   * pages that may still be committed after a stop: the one being written and those read ahead).
+   */
   readonly safetyMarginMs?: number;
   /** Stop after this many pages (tests, the demo). */
   readonly maxPages?: number;
@@ -428,9 +431,12 @@ async function pageLoop(
     reading = new AbortController();
     return readOnePage(opts, ref, schema, after, incrementalPosPrefix(seq, fence), reading);
   };
+  const depth = Math.max(1, readAhead.pages);
   const timeLeft = () => {
     if (!opts.remainingMs) return true;
-    const margin = Math.max(opts.safetyMarginMs ?? 10_000, 2 * slowestPageMs);
+    // A read refused now leaves the page being written and up to `depth` pages read ahead to
+    // commit, each taking up to the slowest page's time.
+    const margin = Math.max(opts.safetyMarginMs ?? 10_000, (depth + 1) * slowestPageMs);
     return opts.remainingMs() > margin;
   };
   /** Why no further page may start after `done` pages, or undefined when one may. */
@@ -451,7 +457,6 @@ async function pageLoop(
   // keep one page ahead, so memory stays within what decision 0007 bounds. Not even the first
   // page starts when the deadline is already inside the safety margin (or the run was
   // interrupted before it got here).
-  const depth = Math.max(1, readAhead.pages);
   const aheadBudget = table.pageBytes ?? Number.POSITIVE_INFINITY;
   /** Reads started and not yet taken by the loop, in page order. */
   const queue: Promise<PageResult>[] = [];
