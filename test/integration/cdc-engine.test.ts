@@ -317,9 +317,16 @@ describe('CDC engine on the scripted source', () => {
     const stalled = new Promise<void>((r) => {
       resume = r;
     });
+    // B starts only once A holds the lease (A writes only under it): started together, a slow
+    // start of A on a loaded machine let B take the lease first and A run second, unopposed.
+    let aWrites!: () => void;
+    const aHoldsLease = new Promise<void>((r) => {
+      aWrites = r;
+    });
     const written: string[] = [];
     const stale: typeof w.sink = Object.assign(Object.create(w.sink) as typeof w.sink, {
       write: async (...args: Parameters<typeof w.sink.write>) => {
+        aWrites();
         if (++writes === 2) await stalled;
         const refs = await w.sink.write(...args);
         written.push(...refs.map((r) => `A ${r.uri}`));
@@ -344,6 +351,7 @@ describe('CDC engine on the scripted source', () => {
         return refs;
       },
     });
+    await Promise.race([aHoldsLease, a]); // (an A that ends without writing fails below)
     const b = await runEngine({ ...w, script, sink: bSink, owner: 'writer-b', limits: { rows: 25 } });
     expect(b.stopped).toBe('ended');
     expect(b.standbyMs).toBeGreaterThan(0);
