@@ -169,6 +169,25 @@ interface EncodeSettings extends Omit<FlatWriterOptions, 'compressor'> {
   readonly format: LakeFormat;
 }
 
+/**
+ * How objects of `schema` are compressed and who writes them: Node's zlib where it has the codec
+ * (`native`), and tidemark's flat writer where that holds for a flat schema in lake format 1.
+ */
+function writerChoice(
+  schema: RecordBatch['schema'],
+  options: Pick<ParquetWriteOptions, 'compression' | 'format'>,
+): Pick<EncodeSettings, 'native' | 'nativeCodec' | 'flat' | 'format'> {
+  const nativeCodec = pageCompression.testCodec ?? options.compression ?? 'zstd';
+  const native = pageCompression.native && nativeCompressor(nativeCodec) !== undefined;
+  const format = options.format ?? DEFAULT_LAKE_FORMAT;
+  return {
+    native,
+    nativeCodec,
+    flat: native && flatWriter.enabled && format === 1 && isFlat(schema),
+    format,
+  };
+}
+
 /** The slices of one object and its writer settings. */
 function planEncode(
   records: readonly RecordBatch[],
@@ -178,18 +197,12 @@ function planEncode(
   checkCompression(options.compression);
   checkFormat(options.format);
   const large = largeValueColumns(records);
-  const nativeCodec = pageCompression.testCodec ?? options.compression ?? 'zstd';
-  const native = pageCompression.native && nativeCompressor(nativeCodec) !== undefined;
-  const format = options.format ?? DEFAULT_LAKE_FORMAT;
   return {
     schema: records[0]!.schema,
     slices: records.flatMap((r) => sliceRecord(r, ENCODE_SLICE_BYTES)),
     settings: {
       compression: options.compression ?? 'zstd',
-      native,
-      nativeCodec,
-      flat: native && flatWriter.enabled && format === 1 && isFlat(records[0]!.schema),
-      format,
+      ...writerChoice(records[0]!.schema, options),
       maxRowGroupRows: options.maxRowGroupRows ?? DEFAULT_MAX_ROW_GROUP_ROWS,
       maxRowGroupBytes: options.maxRowGroupBytes ?? DEFAULT_MAX_ROW_GROUP_BYTES,
       dictionaryPageBytes: DICTIONARY_PAGE_BYTES,
@@ -620,12 +633,7 @@ export function warmEncoder(
 ): void {
   try {
     const w = encoderWorker();
-    // The flat writer's conditions, as planEncode decides them for the objects to come.
-    const nativeCodec = pageCompression.testCodec ?? options.compression ?? 'zstd';
-    const native = pageCompression.native && nativeCompressor(nativeCodec) !== undefined;
-    const format = options.format ?? DEFAULT_LAKE_FORMAT;
-    if (w && native && flatWriter.enabled && format === 1 && isFlat(schema))
-      w.postMessage({ warm: schemaIpcOf(schema) });
+    if (w && writerChoice(schema, options).flat) w.postMessage({ warm: schemaIpcOf(schema) });
   } catch {
     // The first encode meets the same failure and reports it.
   }

@@ -15,7 +15,14 @@ import { type IncrementalSummary, readAhead } from '../../shared/engine/incremen
 import { silentLogger } from '../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../shared/pipeline/open.js';
 import { type RunTableOptions, runTable } from '../../shared/pipeline/run-table.js';
-import { lakeRows, latest, localSpec, postgresFixture, type SourceFixture } from './incremental/fixture.js';
+import {
+  lakeRows,
+  latest,
+  localSpec,
+  postgresFixture,
+  type SourceFixture,
+  wrapPageReads,
+} from './incremental/fixture.js';
 
 /** Events in the order they happened: `read-start 3`, `read-done 3`, `write-start 1`... */
 type Log = string[];
@@ -61,28 +68,13 @@ function traced(base: OpenPipeline, log: Log, hold: Hold): OpenPipeline {
       return typeof v === 'function' ? v.bind(target) : v;
     },
   });
-  return {
-    ...base,
-    sink,
-    source: async (name, t) => {
-      const real = await base.source(name, t);
-      return new Proxy(real, {
-        get(target, key) {
-          if (key === 'incrementalBatch') {
-            return async (req: Parameters<NonNullable<typeof real.incrementalBatch>>[0]) => {
-              const n = ++reads;
-              log.push(`read-start ${n}`);
-              const page = await target.incrementalBatch!(req);
-              log.push(`read-done ${n}`);
-              return page;
-            };
-          }
-          const v = Reflect.get(target, key) as unknown;
-          return typeof v === 'function' ? v.bind(target) : v;
-        },
-      });
-    },
-  };
+  return wrapPageReads({ ...base, sink }, async (read, req) => {
+    const n = ++reads;
+    log.push(`read-start ${n}`);
+    const page = await read(req);
+    log.push(`read-done ${n}`);
+    return page;
+  });
 }
 
 /** Where `event` is in `log` (it must be there). */

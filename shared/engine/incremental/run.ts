@@ -485,20 +485,13 @@ async function pageLoop(
     const read = readPage(after, seq).then(
       (next) => {
         readRunning = false;
-        const rowsRead = next.page !== undefined && next.page.record.numRows > 0;
-        if (rowsRead) aheadBytes += next.page!.record.data.byteLength;
+        if (next.page === undefined || next.page.record.numRows === 0) return next;
+        aheadBytes += next.page.record.data.byteLength;
         // Encoded at once, while the pages before it are stored and committed. Lake format and
         // recorded schema do not change within a run: the write that takes it repeats these
         // very arguments.
-        if (rowsRead)
-          opts.sink.prepare?.(
-            writeTarget(state),
-            schema,
-            incrementalStepStart(seq),
-            [next.page!],
-            state.schema,
-          );
-        if (rowsRead && next.more) {
+        opts.sink.prepare?.(writeTarget(state), schema, incrementalStepStart(seq), [next.page], state.schema);
+        if (next.more) {
           nextRead = { after: next.next, seq: seq + 1 };
           pump();
         }

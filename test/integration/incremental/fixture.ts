@@ -412,36 +412,49 @@ export function stallFirstRead(
   abortAfter?: Promise<unknown>,
 ): { pipeline: OpenPipeline; release(): Promise<void> } {
   let unlock: (() => Promise<void>) | undefined;
-  const pipeline: OpenPipeline = {
+  const pipeline = wrapPageReads(
+    base,
+    async (read, req) => {
+      unlock ??= await fx.lock(table);
+      const engine = req.signal;
+      if (!abortAfter || !engine) return read(req);
+      const passed = new AbortController();
+      engine.addEventListener('abort', () => void abortAfter.then(() => passed.abort(engine.reason)), {
+        once: true,
+      });
+      return read({ ...req, signal: passed.signal });
+    },
+    table,
+  );
+  return { pipeline, release: async () => unlock?.() };
+}
+
+type PageRead = NonNullable<Awaited<ReturnType<OpenPipeline['source']>>['incrementalBatch']>;
+
+/**
+ * `base` whose sources read pages through `wrap` (given the real read and the request), for
+ * `table` only when it is given; every other method is the real source's.
+ */
+export function wrapPageReads(
+  base: OpenPipeline,
+  wrap: (read: PageRead, req: Parameters<PageRead>[0]) => ReturnType<PageRead>,
+  table?: string,
+): OpenPipeline {
+  return {
     ...base,
     source: async (name, t) => {
       const real = await base.source(name, t);
-      if (t.table !== table) return real;
+      if (table !== undefined && t.table !== table) return real;
       return new Proxy(real, {
         get(target, key) {
-          if (key === 'incrementalBatch') {
-            return async (req: Parameters<NonNullable<typeof real.incrementalBatch>>[0]) => {
-              unlock ??= await fx.lock(table);
-              const engine = req.signal;
-              if (!abortAfter || !engine) return target.incrementalBatch!(req);
-              const passed = new AbortController();
-              engine.addEventListener(
-                'abort',
-                () => void abortAfter.then(() => passed.abort(engine.reason)),
-                {
-                  once: true,
-                },
-              );
-              return target.incrementalBatch!({ ...req, signal: passed.signal });
-            };
-          }
+          if (key === 'incrementalBatch')
+            return (req: Parameters<PageRead>[0]) => wrap((r) => target.incrementalBatch!(r), req);
           const v = Reflect.get(target, key) as unknown;
           return typeof v === 'function' ? v.bind(target) : v;
         },
       });
     },
   };
-  return { pipeline, release: async () => unlock?.() };
 }
 
 /** Polls `probe` until it returns a non-empty list (for at most a minute), and returns it. */

@@ -48,6 +48,7 @@ import {
   runOnce,
   type SourceFixture,
   stallFirstRead,
+  wrapPageReads,
 } from './fixture.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
@@ -647,24 +648,10 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         const spec = localSpec(fx);
         const pipeline = await openPipeline(spec.spec);
         // The real source, with every page read delayed past the timeout: a stalled connection.
-        const stalled: OpenPipeline = {
-          ...pipeline,
-          source: async (name, table) => {
-            const real = await pipeline.source(name, table);
-            return new Proxy(real, {
-              get(target, key) {
-                if (key === 'incrementalBatch') {
-                  return async (req: Parameters<NonNullable<typeof real.incrementalBatch>>[0]) => {
-                    await new Promise((r) => setTimeout(r, 1500));
-                    return target.incrementalBatch!(req);
-                  };
-                }
-                const v = Reflect.get(target, key) as unknown;
-                return typeof v === 'function' ? v.bind(target) : v;
-              },
-            });
-          },
-        };
+        const stalled = wrapPageReads(pipeline, async (read, req) => {
+          await new Promise((r) => setTimeout(r, 1500));
+          return read(req);
+        });
         try {
           const err = await runTable(spec.spec, incrementalTables(spec.spec)[0]!, stalled, {
             logger: silentLogger,
