@@ -178,7 +178,9 @@ describe('pages read ahead of the commits', () => {
     await fx.insertRange(1, 21, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
     const { log, summary } = await run(
       { pageSize: 2 },
-      { everyMs: HOLD },
+      // Page 1's write also waits for page 3's read, so both pages ahead were read before the
+      // first commit however slow the reads are.
+      { everyMs: HOLD, releaseWhen: (l) => l.includes('read-done 3'), what: 'the read of page 3' },
       { remainingMs: () => 2.5 * HOLD, safetyMarginMs: 0 },
     );
     expect(summary.stopped).toBe('deadline');
