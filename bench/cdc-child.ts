@@ -90,7 +90,7 @@ async function decodeOnly(): Promise<Pick<PgCdcBenchReport, 'rows' | 'batches'>>
       slot: config.slot,
       publication: config.publication,
     });
-    await reader.start({ position: undefined, next: new Map() });
+    await reader.start({ position: await reader.initialPosition(), next: new Map() });
     let seen = 0;
     let rows = 0;
     let batches = 0;

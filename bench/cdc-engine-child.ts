@@ -74,7 +74,7 @@ async function readerOnly(
   const server = new ScriptedServer(script, join(config.dir, 'server'));
   const tables = scriptCdcTables(script, { writeMode: 'append' });
   const reader = server.openReader(tables);
-  await reader.start({ position: undefined, next: new Map() });
+  await reader.start({ position: await reader.initialPosition(), next: new Map() });
   let rows = 0;
   let batches = 0;
   const cut = (table: string): void => {

@@ -119,20 +119,15 @@ async function engine(): Promise<
   let durableAt: number | undefined;
   let committedRows = 0;
 
-  // A fresh state has no position: start the reader at the recorded binlog start instead of the end.
+  // A fresh state has no position: the reader's first start begins at the recorded binlog start
+  // instead of the end.
   const streamer: Streamer = {
     async openReader(tables, runtime) {
       const reader = await source.openReader(tables, runtime);
-      const start = (...args: Parameters<Reader['start']>): Promise<void> => {
-        const [from, ...rest] = args;
-        return reader.start(
-          from.position === undefined ? { ...from, position: config.start } : from,
-          ...rest,
-        );
-      };
+      const initialPosition = async (): Promise<SourcePosition> => config.start;
       return new Proxy(reader, {
         get(target, key) {
-          if (key === 'start') return start;
+          if (key === 'initialPosition') return initialPosition;
           const v = Reflect.get(target, key) as unknown;
           return typeof v === 'function' ? v.bind(target) : v;
         },

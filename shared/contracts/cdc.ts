@@ -117,8 +117,11 @@ export interface PendingRows {
 
 /** Where to start: the committed resume point and, per table, the first `__pos` not yet durable. */
 export interface StartFrom {
-  /** Undefined: a first start (the reader's initial position, e.g. a new slot's). */
-  readonly position: SourcePosition | undefined;
+  /**
+   * The committed resume point. Always a position the state holds: a first start takes it from
+   * `Reader.initialPosition` and commits it before it calls `start`.
+   */
+  readonly position: SourcePosition;
   /**
    * Per target table, the first `__pos` NOT yet durable: on replay the reader drops rows of that
    * table whose `__pos` is below it (they are already in the lake). Tables not listed keep all.
@@ -137,6 +140,14 @@ export interface Reader {
    * the same writer's incremental objects (`i`/`j`, kept after a mode change) are never touched.
    */
   readonly positionScheme: string;
+  /**
+   * Where a capture that has no committed position begins (Postgres: the slot's position,
+   * creating the slot; MySQL/MariaDB: the binlog end, file:pos with its GTID position). Reads
+   * nothing of the log. The engine commits the answer to the state BEFORE it calls `start`, so
+   * a process killed at any point after it resumes from there: a MySQL server keeps no replica
+   * position of ours, and "the current end" at the next start would skip every change between.
+   */
+  initialPosition(signal?: AbortSignal): Promise<SourcePosition>;
   /** Begins replication from `from`. Called once before the first `next`. */
   start(from: StartFrom, signal?: AbortSignal): Promise<void>;
   /**

@@ -16,7 +16,10 @@ async function main(): Promise<void> {
   const script = generateScript(JSON.parse(paramsJson) as ScriptParams);
   const server = new ScriptedServer(script, dir);
   const reader = server.openReader(scriptCdcTables(script), { delayMs: Number(delay ?? 0) });
-  await reader.start({ position: await server.confirmed(), next: new Map() });
+  await reader.start({
+    position: (await server.confirmed()) ?? (await reader.initialPosition()),
+    next: new Map(),
+  });
   for (;;) {
     const ev = await reader.next(1000);
     if (ev === undefined) {

@@ -100,7 +100,7 @@ export function parseScriptedPosition(pos: SourcePosition): number {
       `position scheme "${pos.scheme}" is not "${SCRIPTED_SCHEME}": it comes from another reader`,
     );
   }
-  if (!/^(0|[1-9][0-9]{0,14})$/.test(pos.value)) {
+  if (!/^(-1|0|[1-9][0-9]{0,14})$/.test(pos.value)) {
     throw new Error(`scripted position "${pos.value}" is not a step number`);
   }
   return Number(pos.value);
@@ -408,12 +408,17 @@ export class ScriptedReader implements Reader {
     return this.done;
   }
 
+  /** The start of the log (step -1: resume after nothing): the scripted server keeps all of it. */
+  async initialPosition(): Promise<SourcePosition> {
+    return scriptedPosition(-1);
+  }
+
   async start(from: StartFrom, signal?: AbortSignal): Promise<void> {
     signal?.throwIfAborted();
     if (this.started) throw new Error('scripted reader: start called twice');
     if (this.closed) throw new Error('scripted reader: closed');
     this.started = true;
-    const asked = from.position === undefined ? -1 : parseScriptedPosition(from.position);
+    const asked = parseScriptedPosition(from.position);
     const confirmed = await this.server.confirmed();
     const confirmedStep = confirmed === undefined ? -1 : parseScriptedPosition(confirmed);
     let after = asked;
@@ -421,7 +426,7 @@ export class ScriptedReader implements Reader {
       // The log up to the confirmed position is gone (a purged binlog, an advanced slot).
       this.queued = {
         kind: 'gap',
-        reason: `the scripted server's log up to ${confirmed!.display} is gone (confirmed); asked to resume after ${from.position?.display ?? 'the start of the log'}`,
+        reason: `the scripted server's log up to ${confirmed!.display} is gone (confirmed); asked to resume after ${from.position.display ?? from.position.value}`,
         from: from.position,
         to: confirmed,
       };

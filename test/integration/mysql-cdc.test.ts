@@ -424,7 +424,7 @@ describe('mysql cdc: ALTER TABLE ADD COLUMN during capture', () => {
           heartbeatMs: 1000,
           serverId: serverId(),
         });
-        await reader.start({ position: state.position, next: new Map() });
+        await reader.start({ position: state.position ?? (await reader.initialPosition()), next: new Map() });
         const take = () => {
           const b = reader.cut(ref.target);
           if (!b) return;

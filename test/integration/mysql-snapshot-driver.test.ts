@@ -379,7 +379,7 @@ async function startReader(s: MysqlCdcSource, ref: TableRef, schema: Schema): Pr
     heartbeatMs: 1000,
     serverId: nextServerId++,
   })) as MysqlCdcReader;
-  await reader.start({ position: undefined, next: new Map() });
+  await reader.start({ position: await reader.initialPosition(), next: new Map() });
   return reader;
 }
 

@@ -390,7 +390,7 @@ describe('watermarks in a running stream', () => {
         publication: 'tidemark_snapdrv',
       });
       try {
-        await reader.start({ position: undefined, next: new Map() });
+        await reader.start({ position: await reader.initialPosition(), next: new Map() });
         // (d) A transaction before the window, its xid read by the writer.
         const x1 = await sql.begin(async (tx) => {
           await tx`UPDATE snap_stream SET v = 'before' WHERE id = 1`;

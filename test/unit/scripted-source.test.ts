@@ -102,7 +102,10 @@ async function openOn(
 ) {
   const server = new ScriptedServer(script, dir);
   const reader = server.openReader(tables, rowsPerEvent ? { rowsPerEvent } : {});
-  await reader.start({ position: from.position, next: from.next ?? new Map() });
+  await reader.start({
+    position: from.position ?? (await reader.initialPosition()),
+    next: from.next ?? new Map(),
+  });
   return { server, reader, tables };
 }
 
@@ -497,7 +500,7 @@ describe('scripted source: positions, restarts and the server state', () => {
     const fresh = await openOn(script, dir);
     expect(await fresh.reader.next(0)).toMatchObject({
       kind: 'gap',
-      from: undefined,
+      from: scriptedPosition(-1),
       to: scriptedPosition(10),
     });
 
@@ -693,7 +696,7 @@ describe('scripted source: driver registration and throughput', () => {
     const streamer = await d.openCdc();
     const tables = scriptCdcTables(script);
     const reader = (await streamer.openReader(tables, { heartbeatMs: 1000 })) as ScriptedReader;
-    await reader.start({ position: undefined, next: new Map() });
+    await reader.start({ position: await reader.initialPosition(), next: new Map() });
     const { batches } = await drain(reader, tables);
     expect(reconstructLake(batches, { tables: ['public.a', 'public.b'] })).toEqual(expectedLake(script));
   });

@@ -351,10 +351,12 @@ class CdcRun {
       const n = this.state.tables[t.config.target]?.next;
       if (n !== undefined) next.set(t.config.target, n);
     }
-    await this.reader.start({ position: this.state.position, next }, this.stopping.signal);
+    const position = this.state.position;
+    if (position === undefined) throw new Error('cdc: recovery committed no start position');
+    await this.reader.start({ position, next }, this.stopping.signal);
     // A crash between a commit and its ack left the source behind the state: the committed
     // position is durable, so it is acknowledged again first.
-    if (this.state.position) await this.ack(this.state.position);
+    await this.ack(position);
     await this.startSnapshots(captured);
     this.log.info('capturing', {
       tables: captured.length,
@@ -486,17 +488,28 @@ class CdcRun {
       }
       const tables: Record<string, CdcTableState> = {};
       for (const t of this.tables.values()) tables[t.config.target] = this.newEntry(t);
-      await this.commit({ ...this.state, tables });
+      await this.commit({ ...this.state, position: await this.initialPosition(), tables });
       return;
     }
     // A table the state does not know is new to the capture (added to a running pipeline): its
-    // entry, with its snapshot to do, is committed before anything of it is written.
+    // entry, with its snapshot to do, is committed before anything of it is written. A state
+    // without a position (written by a release that committed it only at the first flush) gets
+    // one now, before anything is read.
     const added = [...this.tables.values()].filter((t) => this.state.tables[t.config.target] === undefined);
-    if (added.length > 0) {
+    if (added.length > 0 || this.state.position === undefined) {
       const tables: Record<string, CdcTableState> = { ...this.state.tables };
       for (const t of added) tables[t.config.target] = this.newEntry(t);
-      await this.commit({ ...this.state, tables });
-      this.log.info('tables added to the capture', { tables: added.map((t) => t.config.target) });
+      let position = this.state.position;
+      if (position === undefined) {
+        this.log.warn(
+          "the state holds no resume position (an earlier start never committed one): capturing from the source's start position now",
+          { code: 'CDC_NO_POSITION' },
+        );
+        position = await this.initialPosition();
+      }
+      await this.commit({ ...this.state, position, tables });
+      if (added.length > 0)
+        this.log.info('tables added to the capture', { tables: added.map((t) => t.config.target) });
     }
     for (const t of this.tables.values()) {
       const lake: LakeTable = { table: t.config.target, writer };
@@ -510,6 +523,18 @@ class CdcRun {
           objects: removed.map((r) => r.uri),
         });
     }
+  }
+
+  /**
+   * The reader's start position, to be committed before the reader streams anything (docs/
+   * decisions/0009: the start position is durable before the first event is read).
+   */
+  private async initialPosition(): Promise<SourcePosition> {
+    const position = await this.reader!.initialPosition(this.stopping.signal);
+    this.log.info('first start: the start position is committed before capture begins', {
+      position: position.display ?? position.value,
+    });
+    return position;
   }
 
   private newEntry(t: Captured): CdcTableState {

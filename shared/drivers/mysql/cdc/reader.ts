@@ -307,6 +307,29 @@ export class MysqlCdcReader implements Reader {
   // -------------------------------------------------------------------------------------------
   // Start
 
+  async initialPosition(signal?: AbortSignal): Promise<SourcePosition> {
+    const conn = await this.control();
+    try {
+      const server = await serverIdentity(conn);
+      const status = await binlogStatus(conn);
+      // The GTID position AT that file:pos, not read separately (a commit in between would
+      // make them disagree): MySQL reports it with the status, MariaDB computes it.
+      const [g] =
+        status.executedGtidSet !== undefined
+          ? [[{ g: status.executedGtidSet }]]
+          : await conn
+              .query('SELECT BINLOG_GTID_POS(?, ?) AS g', [status.file, status.pos])
+              .catch(() => [[{ g: '' }]]);
+      signal?.throwIfAborted();
+      const gtid = String((g as { g: unknown }[])[0]?.g ?? '');
+      const at: BinlogPoint = { file: status.file, pos: status.pos, gtid, server, epoch: 0 };
+      this.log?.info('first start: capturing from the current binlog end', { file: at.file, pos: at.pos });
+      return binlogPosition(at);
+    } finally {
+      await conn.end().catch(() => undefined);
+    }
+  }
+
   async start(from: StartFrom, signal?: AbortSignal): Promise<void> {
     if (this.started) throw new Error('mysql cdc reader: start called twice');
     this.started = true;
@@ -317,66 +340,44 @@ export class MysqlCdcReader implements Reader {
     const conn = await this.control();
     let at: BinlogPoint;
     try {
-      // MySQL names a server by its server_uuid; MariaDB has none, its @@server_id it is.
-      const [idRows] = await conn
-        .query('SELECT @@server_uuid AS id')
-        .catch(() => conn.query('SELECT @@server_id AS id'));
-      this.server = String((idRows as { id: unknown }[])[0]?.id ?? '');
-      if (from.position === undefined) {
-        const status = await binlogStatus(conn);
-        // The GTID position AT that file:pos, not read separately (a commit in between would
-        // make them disagree): MySQL reports it with the status, MariaDB computes it.
-        const [g] =
-          status.executedGtidSet !== undefined
-            ? [[{ g: status.executedGtidSet }]]
-            : await conn
-                .query('SELECT BINLOG_GTID_POS(?, ?) AS g', [status.file, status.pos])
-                .catch(() => [[{ g: '' }]]);
-        const gtid = String((g as { g: unknown }[])[0]?.g ?? '');
-        at = { file: status.file, pos: status.pos, gtid, server: this.server, epoch: 0 };
-        this.log?.info('first start: capturing from the current binlog end', { file: at.file, pos: at.pos });
-      } else {
-        at = parseBinlogPosition(from.position);
-        const [g] = await conn.query('SELECT @@GLOBAL.gtid_binlog_pos AS g').catch(() => [[]]);
-        const current = (g as { g?: unknown }[])[0]?.g;
-        if (at.server !== '' && at.server !== this.server) {
-          // Another server: its file:pos mean nothing here, but its binlog may hold the stored
-          // GTID position (a promoted replica with log_slave_updates). Then resume by GTID in a
-          // new coordinate epoch, so every __pos from here sorts after every earlier one.
-          const why = failoverRefusal(at.gtid, typeof current === 'string' ? current : '');
-          if (why !== undefined) {
-            this.queueGap(
-              `the stored binlog position belongs to server ${at.server}, but the source is now server ${this.server} (failover or a replaced server): its binlog coordinates do not apply, and it cannot resume by GTID (${why})`,
-              from.position,
-              undefined,
-            );
-            return;
-          }
-          const to = { server: this.server, gtid: at.gtid, epoch: at.epoch + 1 };
-          this.log?.warn(
-            'the binlog coordinates changed: resuming by GTID on another server in a new epoch',
-            {
-              from: { server: at.server, file: at.file, pos: at.pos, gtid: at.gtid, epoch: at.epoch },
-              to,
-              epoch: to.epoch,
-            },
-          );
-          this.resumeGtid = at.gtid;
-          this.failoverFrom = from.position;
-          at = { ...at, server: this.server, epoch: to.epoch };
-        }
-        const reset =
-          this.resumeGtid === undefined && typeof current === 'string'
-            ? gtidWentBack(at.gtid, current)
-            : undefined;
-        if (reset) {
+      this.server = await serverIdentity(conn);
+      at = parseBinlogPosition(from.position);
+      const [g] = await conn.query('SELECT @@GLOBAL.gtid_binlog_pos AS g').catch(() => [[]]);
+      const current = (g as { g?: unknown }[])[0]?.g;
+      if (at.server !== '' && at.server !== this.server) {
+        // Another server: its file:pos mean nothing here, but its binlog may hold the stored
+        // GTID position (a promoted replica with log_slave_updates). Then resume by GTID in a
+        // new coordinate epoch, so every __pos from here sorts after every earlier one.
+        const why = failoverRefusal(at.gtid, typeof current === 'string' ? current : '');
+        if (why !== undefined) {
           this.queueGap(
-            `the server's binlog GTID position ${current || '(empty)'} is behind the stored one (${reset}): its binlogs were reset (RESET MASTER) or it is another server, so the stored file:pos does not apply`,
+            `the stored binlog position belongs to server ${at.server}, but the source is now server ${this.server} (failover or a replaced server): its binlog coordinates do not apply, and it cannot resume by GTID (${why})`,
             from.position,
             undefined,
           );
           return;
         }
+        const to = { server: this.server, gtid: at.gtid, epoch: at.epoch + 1 };
+        this.log?.warn('the binlog coordinates changed: resuming by GTID on another server in a new epoch', {
+          from: { server: at.server, file: at.file, pos: at.pos, gtid: at.gtid, epoch: at.epoch },
+          to,
+          epoch: to.epoch,
+        });
+        this.resumeGtid = at.gtid;
+        this.failoverFrom = from.position;
+        at = { ...at, server: this.server, epoch: to.epoch };
+      }
+      const reset =
+        this.resumeGtid === undefined && typeof current === 'string'
+          ? gtidWentBack(at.gtid, current)
+          : undefined;
+      if (reset) {
+        this.queueGap(
+          `the server's binlog GTID position ${current || '(empty)'} is behind the stored one (${reset}): its binlogs were reset (RESET MASTER) or it is another server, so the stored file:pos does not apply`,
+          from.position,
+          undefined,
+        );
+        return;
       }
     } finally {
       await conn.end().catch(() => undefined);
@@ -396,11 +397,6 @@ export class MysqlCdcReader implements Reader {
       }
     this.floor = at;
     await this.startStreaming(at, from.position);
-    // A first start's position lives only in this process until the engine commits it: hand it
-    // over as progress at once (the server keeps no replica position, unlike a Postgres slot),
-    // so a restart after an idle first run resumes here instead of at a later binlog end.
-    if (from.position === undefined && this.streamError === undefined)
-      this.events.push({ kind: 'progress', position: binlogPosition(at) });
   }
 
   private control(): Promise<mysql.Connection> {
@@ -1077,6 +1073,13 @@ export class MysqlCdcReader implements Reader {
   }
 }
 
+/** The server's identity in positions: MySQL's @@server_uuid; MariaDB has none, its @@server_id. */
+async function serverIdentity(conn: mysql.Connection): Promise<string> {
+  const [rows] = await conn
+    .query('SELECT @@server_uuid AS id')
+    .catch(() => conn.query('SELECT @@server_id AS id'));
+  return String((rows as { id: unknown }[])[0]?.id ?? '');
+}
 /** `SHOW BINARY LOG STATUS` (MySQL 8.2+) or `SHOW MASTER STATUS`. */
 async function binlogStatus(
   conn: mysql.Connection,

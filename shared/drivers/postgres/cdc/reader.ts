@@ -291,29 +291,41 @@ export class PgCdcReader implements Reader {
     await this.startStreaming(startLsn, signal);
   }
 
-  /** The LSN to stream from, creating the slot on a first start; undefined when a gap is queued. */
-  private async prepareSlot(position: SourcePosition | undefined): Promise<bigint | undefined> {
+  /**
+   * A first start's position: the slot's, creating it. A slot that already exists (a first
+   * start that created it and died before committing its position) is used from where it is:
+   * nothing acknowledged it, so it still holds every change since it was created.
+   */
+  async initialPosition(): Promise<SourcePosition> {
     const slot = this.opts.slot;
     const info = await this.slotInfo();
-    if (position === undefined) {
-      if (!info) {
-        const [row] = await this.catalog((sql) =>
-          sql.unsafe<{ lsn: string }[]>(
-            "SELECT lsn::text AS lsn FROM pg_create_logical_replication_slot($1, 'pgoutput')",
-            [slot],
-          ),
-        );
-        this.log?.info('created the replication slot', { slot, lsn: row?.lsn });
-        return parseLsn(row!.lsn);
-      }
-      this.checkSlotUsable(info, undefined);
-      if (info.lost) return this.queueGap(info.lost, undefined, undefined);
-      this.log?.warn('the replication slot already exists on a first start: capturing from its position', {
-        slot,
-        confirmedFlushLsn: info.confirmed,
-      });
-      return info.confirmed ? parseLsn(info.confirmed) : 0n;
+    if (!info) {
+      const [row] = await this.catalog((sql) =>
+        sql.unsafe<{ lsn: string }[]>(
+          "SELECT lsn::text AS lsn FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+          [slot],
+        ),
+      );
+      this.log?.info('created the replication slot', { slot, lsn: row?.lsn });
+      return lsnPosition(parseLsn(row!.lsn));
     }
+    this.checkSlotUsable(info, undefined);
+    if (info.lost)
+      throw new SourceError(
+        'CDC_SLOT_INVALID',
+        `${info.lost}; drop it (SELECT pg_drop_replication_slot('${slot}')) so a first start creates it anew`,
+      );
+    this.log?.warn('the replication slot already exists on a first start: capturing from its position', {
+      slot,
+      confirmedFlushLsn: info.confirmed,
+    });
+    return lsnPosition(info.confirmed ? parseLsn(info.confirmed) : 0n);
+  }
+
+  /** The LSN to stream from; undefined when a gap is queued. */
+  private async prepareSlot(position: SourcePosition): Promise<bigint | undefined> {
+    const slot = this.opts.slot;
+    const info = await this.slotInfo();
     const at = parseLsnPosition(position);
     if (!info)
       return this.queueGap(
