@@ -73,6 +73,42 @@ export function defaultCdcImage(): ecs.ContainerImage {
   });
 }
 
+/** The one action ECR authorizes only on `*` (a registry login, not a repository's). */
+export const ECR_LOGIN_ACTION = 'ecr:GetAuthorizationToken';
+
+/**
+ * The task's execution role (ECS pulls the image and writes the logs with it; CDK grants both when
+ * the image asset and the log driver bind): the pull from the bootstrap repository is scoped to
+ * that repository, but `ecr:GetAuthorizationToken` is a registry-wide login that AWS only grants
+ * on `*`. cdk-nag's IAM5 finding `Resource::*` names no action, so the acknowledgement is bound
+ * to that action by a synth check: any other action on `*` in this role fails synth.
+ */
+function acknowledgeEcrLogin(role: iam.IRole): void {
+  acknowledge(
+    role,
+    'AwsSolutions-IAM5[Resource::*]',
+    `${ECR_LOGIN_ACTION} cannot be scoped to a resource: AWS requires "*" for it (it returns a registry login token, not access to a repository). It is the only action this execution role has on "*" (synth fails otherwise); the image pull itself (BatchGetImage, GetDownloadUrlForLayer, BatchCheckLayerAvailability) is granted on the one asset repository.`,
+  );
+  role.node.addValidation({
+    validate: () => {
+      const policy = role.node.tryFindChild('DefaultPolicy') as iam.Policy | undefined;
+      if (!policy) return [];
+      const doc = Stack.of(role).resolve(policy.document.toJSON()) as {
+        Statement?: { Effect: string; Action: string | string[]; Resource: unknown }[];
+      };
+      const wider = (doc.Statement ?? [])
+        .filter((st) => st.Effect === 'Allow' && [st.Resource].flat().includes('*'))
+        .flatMap((st) => [st.Action].flat())
+        .filter((action) => action !== ECR_LOGIN_ACTION);
+      return wider.length === 0
+        ? []
+        : [
+            `the CDC task's execution role allows ${wider.join(', ')} on "*": only ${ECR_LOGIN_ACTION} may be granted on "*" (the IAM5 acknowledgement covers that action alone); scope the others to their resources`,
+          ];
+    },
+  });
+}
+
 /** How the task reaches AWS from its private subnets. */
 export type CdcNetwork = 'nat' | 'endpoints';
 
@@ -90,7 +126,10 @@ export interface CdcServicesProps {
   /** With `network: endpoints`: the subnets' route tables, for the S3/DynamoDB gateway endpoints. */
   readonly routeTableIds: string[];
   readonly image: ecs.ContainerImage;
-  /** The spec file as written; default: the parsed spec as YAML (it parses back to the same spec). */
+  /**
+   * The spec text for the task's environment (app.ts: the file without its comments, so none is
+   * rendered into the template); default: the parsed spec as YAML (it parses back to the same spec).
+   */
   readonly specText?: string;
   readonly alarmTopic?: sns.ITopic;
   /** Alarm when the task's `LagSeconds` stays above this. */
@@ -125,8 +164,9 @@ export class CdcServices extends Construct {
           ];
     if (props.network === 'endpoints') this.#endpoints(props);
 
-    // The spec the task runs, as YAML in its environment (loadDeployableSpec refused ${env:} and
-    // synth warns on inline URLs: credentials come from Secrets Manager at run time).
+    // The spec the task runs, as YAML in its environment (loadDeployableSpec refused ${env:} in its
+    // values, deployedSpecText dropped its comments, and synth warns on inline URLs: credentials
+    // come from Secrets Manager at run time).
     const specYaml = props.specText ?? toYaml(spec);
     const services = new Map<string, ecs.FargateService>();
     for (const source of cdcSources(spec)) {
@@ -174,6 +214,7 @@ export class CdcServices extends Construct {
       },
     });
     this.#grant(taskRole, props, source);
+    acknowledgeEcrLogin(taskDef.obtainExecutionRole());
 
     const service = new ecs.FargateService(this, `${id}-Service`, {
       cluster: this.cluster,

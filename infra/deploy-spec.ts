@@ -4,11 +4,13 @@
  * works through `${env:NAME}` interpolation is refused here, at synth, instead of failing at the
  * first scheduled run.
  *
- * Owns: that one deploy-time rule on the file. Validation itself is `loadSpecFile`'s; this module
- * never rewrites the file (an interpolated copy could put a password into the asset).
+ * Owns: that one deploy-time rule on the file, and the text of the spec the deployment carries
+ * (`deployedSpecText`: the file without its comments). Validation itself is `loadSpecFile`'s; this
+ * module never interpolates the file (an interpolated copy could put a password into the asset).
  */
 import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
+import { isDeepStrictEqual } from 'node:util';
+import { parseDocument, parse as parseYaml, visit } from 'yaml';
 import { loadSpecFile, type Spec } from '../shared/config/spec.js';
 import { ConfigError } from '../shared/contracts/errors.js';
 
@@ -58,4 +60,38 @@ function findEnvReference(value: unknown, path: string): { path: string; name: s
     }
   }
   return undefined;
+}
+
+/**
+ * The spec as the deployment carries it: the same YAML document without its comments, in the CDC
+ * task's environment (`TIDEMARK_SPEC_YAML`, rendered into the CloudFormation template) and in the
+ * Lambda asset. A comment is not the spec: it may hold what the spec must not (a commented-out
+ * URL with its password, an example `${env:NAME}`, which CloudFormation's validation flags as an
+ * embedded parameter), and nothing reads it. Only comments go: keys, values, quoting, anchors
+ * and aliases are re-emitted from the parsed document, lines are never folded, and the result is
+ * checked to parse to the same value as the file.
+ * @throws ConfigError when the text is not one YAML document.
+ * @example
+ * deployedSpecText('pipeline: shop   # the name\n') // 'pipeline: shop\n'
+ */
+export function deployedSpecText(text: string): string {
+  const doc = parseDocument(text);
+  if (doc.errors.length > 0) {
+    throw new ConfigError('', `the spec is not one YAML document: ${doc.errors[0]!.message}`);
+  }
+  doc.commentBefore = null;
+  doc.comment = null;
+  visit(doc, {
+    Node(_, node) {
+      node.commentBefore = null;
+      node.comment = null;
+      node.spaceBefore = false;
+    },
+  });
+  const stripped = doc.toString({ lineWidth: 0 });
+  // The deployment must run the spec that was validated: a difference is a bug here, not the user's.
+  if (!isDeepStrictEqual(parseYaml(stripped), parseYaml(text))) {
+    throw new Error('deployedSpecText: the spec without its comments parses to a different value');
+  }
+  return stripped;
 }

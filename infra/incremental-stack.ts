@@ -94,8 +94,9 @@ export interface TidemarkStackProps extends StackProps {
    */
   readonly bundleDir: string;
   /**
-   * The spec file as written, for the CDC tasks (the Lambda gets the same file in its bundle);
-   * default: the parsed spec as YAML.
+   * The spec text the CDC tasks get in their environment: the app passes the file without its
+   * comments (`deployedSpecText`, the same text as the Lambda bundle's `tidemark.yaml`); default:
+   * the parsed spec as YAML.
    */
   readonly specText?: string;
   /** The CDC task image; default: the repo's Dockerfile as an image asset (Docker at deploy only). */
@@ -494,9 +495,9 @@ export class TidemarkStack extends Stack {
 /**
  * Rules a spec must pass to be deployed, beyond spec validation: state and lake in AWS, and every
  * table's mode served by its source's driver kind (the mode gate, shared/config/modes.ts; static
- * capabilities, nothing is opened: today mysql has no log reader, so its cdc tables are refused
- * here; postgres cdc tables pass). Cheap and independent of the stack, so the app runs it before
- * spending seconds on bundling.
+ * capabilities, nothing is opened: postgres and mysql cdc tables pass, a kind without a log reader
+ * is refused). Cheap and independent of the stack, so the app runs it before spending seconds on
+ * bundling.
  * @throws ConfigError naming the spec field and the fix.
  */
 export function assertDeployableSpec(spec: Spec): void {

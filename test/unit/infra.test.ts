@@ -4,18 +4,21 @@
  * synth-time refusals of specs that cannot be deployed. The Lambda asset is the real esbuild
  * bundle, built once, and checked for the three files the function needs at run time.
  */
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { App } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import * as ecs from 'aws-cdk-lib/aws-ecs';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stringify as toYaml } from 'yaml';
+import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import { bundleHandler } from '../../functions/bundle.js';
 import { REPO_ROOT } from '../../infra/cdc-service.js';
-import { loadDeployableSpec } from '../../infra/deploy-spec.js';
+import { deployedSpecText, loadDeployableSpec } from '../../infra/deploy-spec.js';
 import { assertDeployableSpec, CONTEXT, TidemarkStack } from '../../infra/incremental-stack.js';
 import { parseSpec } from '../../shared/config/spec.js';
 import { ConfigError } from '../../shared/contracts/errors.js';
@@ -23,6 +26,8 @@ import { registerDriver, unregisterDriver } from '../../shared/drivers/registry.
 import { CHECK_AWS_ACTIONS } from '../../shared/pipeline/check.js';
 import { probeKey } from '../../shared/sink/layout.js';
 import { scriptedDriver } from '../harness/scripted-driver.js';
+
+const execFileAsync = promisify(execFile);
 
 const SECRET_ARN = 'arn:aws:secretsmanager:us-east-1:123456789012:secret:shop-reader-AbCdEf';
 
@@ -737,17 +742,46 @@ describe('TidemarkStack (CDC services, with a registered streaming test kind)', 
     expect(dockerfile).toContain('functions/build-cdc.ts');
   });
 
-  it('passes the AwsSolutions cdk-nag pack, every remaining finding acknowledged with a reason', () => {
+  it('passes the AwsSolutions cdk-nag pack over the real image asset, every remaining finding acknowledged with a reason', () => {
+    // The real asset (null: the default image), not the stand-in: its execution role carries the
+    // ECR pull grants that only an asset image adds.
     for (const stack of [
-      stackOf(cdcSpec(), { ...VPC_CONTEXT, [CONTEXT.alarmEmail]: 'ops@example.com' }),
-      stackOf(cdcSpec(), {
-        ...VPC_CONTEXT,
-        [CONTEXT.cdcNetwork]: 'endpoints',
-        [CONTEXT.routeTableIds]: 'rtb-0aaa',
-      }),
+      stackOf(cdcSpec(), { ...VPC_CONTEXT, [CONTEXT.alarmEmail]: 'ops@example.com' }, bundleDir, null),
+      stackOf(
+        cdcSpec(),
+        { ...VPC_CONTEXT, [CONTEXT.cdcNetwork]: 'endpoints', [CONTEXT.routeTableIds]: 'rtb-0aaa' },
+        bundleDir,
+        null,
+      ),
     ]) {
       expectNagClean(stack);
     }
+  });
+
+  it('grants the execution role ecr:GetAuthorizationToken alone on "*" and fails synth on any other action there', () => {
+    const stack = stackOf(cdcSpec(), VPC_CONTEXT, bundleDir, null);
+    const t = Template.fromStack(stack);
+    const execRoles = Object.values(t.findResources('AWS::ECS::TaskDefinition')).map(
+      (d) => d.Properties.ExecutionRoleArn['Fn::GetAtt'][0] as string,
+    );
+    expect(execRoles).toHaveLength(2);
+    for (const role of execRoles) {
+      const statements = roleStatements(t, role);
+      expect(statements.filter((s) => s.Resource === '*').map((s) => s.Action)).toEqual([
+        'ecr:GetAuthorizationToken',
+      ]);
+      const pull = statements.find((s) => actionsOf(s).includes('ecr:BatchGetImage'))!;
+      expect(JSON.stringify(pull.Resource)).toContain('repository/cdk-hnb659fds-container-assets');
+    }
+
+    const wider = stackOf(cdcSpec(), VPC_CONTEXT, bundleDir, null);
+    const service = wider.cdc!.services.get('log')!;
+    service.taskDefinition
+      .obtainExecutionRole()
+      .addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['s3:GetObject'], resources: ['*'] }));
+    expect(() => Template.fromStack(wider)).toThrow(
+      /execution role allows s3:GetObject on "\*": only ecr:GetAuthorizationToken may be granted on "\*"/,
+    );
   });
 });
 
@@ -755,7 +789,8 @@ describe('TidemarkStack (CDC services, with a registered streaming test kind)', 
 function expectNagClean(stack: TidemarkStack): void {
   const report = new AwsSolutionsChecks(undefined, { verbose: true }).validateScope(stack);
   const open = report.violations.map(
-    (v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.resourceLogicalId).join(', ')}`,
+    (v) =>
+      `${v.ruleName}: ${v.violatingResources.map((r) => r.resourceLogicalId ?? r.constructPath).join(', ')}`,
   );
   expect(open).toEqual([]);
 }
@@ -776,5 +811,87 @@ describe('cdk-nag over the incremental-only stack', { timeout: 120_000 }, () => 
         [CONTEXT.alarmEmail]: 'ops@example.com',
       }),
     );
+  });
+});
+
+describe('cdk synth of the deploy example through the app (infra/app.ts)', { timeout: 180_000 }, () => {
+  it('embeds the spec without its comments: no embedded-parameter warning, the same spec in the task and the Lambda asset', async () => {
+    // The example with its commented cdc table switched on, so the task definition embeds the spec.
+    const example = readFileSync(join(REPO_ROOT, 'tidemark.deploy.example.yaml'), 'utf8');
+    const cdcLine = /^( {2})# (- \{ source: app, table: public\.payments, mode: cdc\b.*)$/m;
+    expect(example).toMatch(cdcLine);
+    expect(example).toContain('${env:'); // the comment that CloudFormation would flag
+    const text = example.replace(cdcLine, '$1$2');
+    const specFile = join(work, 'deploy-example-cdc.yaml');
+    writeFileSync(specFile, text);
+    const out = join(work, 'cdk.out');
+    await execFileAsync(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'infra/app.ts')], {
+      cwd: REPO_ROOT,
+      env: {
+        ...process.env,
+        TIDEMARK_SPEC_FILE: specFile,
+        CDK_OUTDIR: out,
+        CDK_CONTEXT_JSON: JSON.stringify({
+          [CONTEXT.vpcId]: 'vpc-0123456789abcdef0',
+          [CONTEXT.subnetIds]: 'subnet-0123456789abcdef0,subnet-0fedcba9876543210',
+        }),
+      },
+    });
+
+    const report = JSON.parse(readFileSync(join(out, 'validation-report.json'), 'utf8')) as {
+      pluginReports: { violations: { ruleName: string; description: string }[] }[];
+    };
+    // Was: E1029 "Found an embedded parameter '${env:}' outside of an 'Fn::Sub'" from the
+    // example's own header comment. With well-formed VPC and subnet ids nothing else is flagged.
+    const violations = report.pluginReports
+      .flatMap((r) => r.violations)
+      .map((v) => `${v.ruleName}: ${v.description}`);
+    expect(violations).toEqual([]);
+
+    const template = Template.fromJSON(
+      JSON.parse(readFileSync(join(out, 'tidemark-shop.template.json'), 'utf8')) as Record<string, unknown>,
+    );
+    const [taskDef] = Object.values(template.findResources('AWS::ECS::TaskDefinition'));
+    const env = taskDef!.Properties.ContainerDefinitions[0].Environment as { Name: string; Value: string }[];
+    const specYaml = env.find((e) => e.Name === 'TIDEMARK_SPEC_YAML')!.Value;
+    expect(specYaml).not.toContain('#');
+    // The same spec: the file and the embedded text parse to the same value.
+    expect(parseYaml(specYaml)).toEqual(parseYaml(text));
+    const lambdaAsset = readdirSync(out)
+      .map((d) => join(out, d, 'tidemark.yaml'))
+      .filter((f) => existsSync(f));
+    expect(lambdaAsset).toHaveLength(1);
+    expect(readFileSync(lambdaAsset[0]!, 'utf8')).toBe(specYaml);
+  });
+});
+
+describe('deployedSpecText', () => {
+  it('drops every comment and keeps the value: anchors, aliases, quoted "#", block scalars, flow collections', () => {
+    const text = [
+      '# c-head',
+      'pipeline: shop   # c-trailing',
+      'sources: &s',
+      '  # c-before-key',
+      '  app: { kind: postgres, secretArn: "arn:x#y" }  # c-flow',
+      'copy: *s',
+      "quoted: 'a # not a comment'",
+      'block: |',
+      '  line # kept, part of the value',
+      '  two',
+      'folded: >-',
+      '  one',
+      '  two',
+      'list:',
+      '  - 1 # c-item',
+      '  # c-between',
+      '  - 2',
+      '# c-tail',
+      '',
+    ].join('\n');
+    const out = deployedSpecText(text);
+    expect(parseYaml(out)).toEqual(parseYaml(text));
+    expect(out).not.toMatch(/c-[a-z]/);
+    expect(out).toContain('&s');
+    expect(out).toContain('*s');
   });
 });
