@@ -10,6 +10,7 @@
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { ConfigError } from '../contracts/errors.js';
 import { registerSecret, registerUrlSecrets } from '../observability/redact.js';
+import { ambiguousUrlProblem } from './source-url.js';
 import type { SourceSpec } from './spec.js';
 
 const cache = new Map<string, Promise<string>>();
@@ -31,13 +32,23 @@ function urlFromRdsSecret(kind: SourceSpec['kind'], s: Record<string, unknown>, 
 /**
  * The connection URL a secret's SecretString holds: the URL itself, or one built from the RDS
  * JSON shape. Registers the secret (the whole text, the password, the URL's secrets) for
- * redaction before anything can fail and quote it.
+ * redaction before anything can fail and quote it. A URL whose host cannot be told from its
+ * password (./source-url.ts) is a ConfigError on `setting` (the source's `secretArn`), as the
+ * same URL in `sources.<name>.url` is refused by the spec.
  */
-export function urlFromSecretString(kind: SourceSpec['kind'], text: string, arn: string): string {
+export function urlFromSecretString(
+  kind: SourceSpec['kind'],
+  text: string,
+  arn: string,
+  setting = 'secretArn',
+): string {
   registerSecret(text.trim());
   if (!text.trimStart().startsWith('{')) {
-    registerUrlSecrets(text.trim());
-    return text.trim();
+    const url = text.trim();
+    registerUrlSecrets(url);
+    const problem = ambiguousUrlProblem(url);
+    if (problem) throw new ConfigError(setting, `the URL in secret ${arn} ${problem}`);
+    return url;
   }
   let secret: Record<string, unknown>;
   try {
@@ -55,8 +66,15 @@ export function urlFromSecretString(kind: SourceSpec['kind'], text: string, arn:
   return url;
 }
 
-/** The connection URL of a source, fetching its secret if it has one. */
-export async function resolveSourceUrl(source: SourceSpec, client?: SecretsManagerClient): Promise<string> {
+/**
+ * The connection URL of a source, fetching its secret if it has one. `name` is the source's name
+ * under `sources`, for the setting an error names.
+ */
+export async function resolveSourceUrl(
+  source: SourceSpec,
+  opts: { readonly name?: string; readonly client?: SecretsManagerClient } = {},
+): Promise<string> {
+  const { name, client } = opts;
   if (source.url) return source.url;
   const arn = source.secretArn!;
   let p = cache.get(arn);
@@ -74,7 +92,7 @@ export async function resolveSourceUrl(source: SourceSpec, client?: SecretsManag
       });
       const text = out.SecretString;
       if (!text) throw new ConfigError('secretArn', `secret ${arn} has no SecretString`);
-      return urlFromSecretString(source.kind, text, arn);
+      return urlFromSecretString(source.kind, text, arn, name ? `sources.${name}.secretArn` : 'secretArn');
     })();
     cache.set(arn, p);
     p.catch(() => cache.delete(arn));

@@ -28,6 +28,7 @@ import { driverKinds } from '../drivers/registry.js';
 import { redact, registerUrlSecrets } from '../observability/redact.js';
 import { checkModes } from './modes.js';
 import { hashedPgName, PG_NAME_MAX } from './pg-names.js';
+import { ambiguousUrlProblem } from './source-url.js';
 
 const identifier = z
   .string()
@@ -287,8 +288,18 @@ const sourceSchema = z
     kind: z.string().superRefine((kind, ctx) => {
       if (!driverKinds().includes(kind)) ctx.addIssue({ code: 'custom', message: `must be ${kindList()}` });
     }),
-    /** Connection URL; may contain ${env:NAME}. Prefer `secretArn` in AWS. */
-    url: z.string().min(1).optional(),
+    /**
+     * Connection URL; may contain ${env:NAME}. Prefer `secretArn` in AWS. Refused when its host
+     * cannot be told from its password (./source-url.ts); the message never quotes it.
+     */
+    url: z
+      .string()
+      .min(1)
+      .superRefine((url, ctx) => {
+        const problem = ambiguousUrlProblem(url);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      })
+      .optional(),
     /** AWS Secrets Manager secret whose SecretString is the URL or an RDS-style JSON secret. */
     secretArn: z.string().startsWith('arn:aws', 'must be a Secrets Manager ARN').optional(),
     connectTimeoutSeconds: z.number().positive().max(300).default(10),

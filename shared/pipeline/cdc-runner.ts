@@ -229,7 +229,7 @@ async function runSource(spec: Spec, name: string, ctx: SourceContext): Promise<
       );
     const heartbeatMs = Math.round(settings.heartbeatSeconds * 1000);
     source = await reg.openCdc({
-      url: await resolveSourceUrl(s),
+      url: await resolveSourceUrl(s, { name }),
       sourceName: `sources.${name}`,
       connectTimeoutMs: s.connectTimeoutSeconds * 1000,
       ...(settings.slot ? { slot: settings.slot } : {}),

@@ -127,7 +127,7 @@ export function openSources(spec: Spec, clock: Clock = Date.now): OpenSources {
         const open = reg.openIncremental.bind(reg);
         p = (async () =>
           open({
-            url: await resolveSourceUrl(s),
+            url: await resolveSourceUrl(s, { name }),
             sourceName: `sources.${name}`,
             connectTimeoutMs: s.connectTimeoutSeconds * 1000,
             lagMs,

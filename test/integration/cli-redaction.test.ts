@@ -1,26 +1,32 @@
 /**
  * Secrets through the real CLI (bin/tidemark.js in a child process), for the passwords that
- * broke redaction before: an un-encoded `@`, un-encoded `: / # ?`, a query-string password, and
- * spaces with unicode. For each, `validate` and a failing `run` over four sources: Postgres and
- * MariaDB at an unreachable 127.0.0.1 port, and the harness servers with a wrong password. No
+ * broke redaction before: percent-encoded `: / # ?`, an un-encoded `:`, a query-string password,
+ * and spaces with unicode. For each, `validate` and a failing `run` over four sources: Postgres
+ * and MariaDB at an unreachable 127.0.0.1 port, and the harness servers with a wrong password. No
  * output may hold a run of >= 4 characters of the password in any spelling that the CLI would
  * not print anyway (test/harness/leaks.ts): "anyway" is the output of the same commands on a
  * spec whose passwords are `***`. The host, port and database stay visible.
  *
- * One URL with an un-encoded `@` in the password also connects, for each driver: they split it at
- * the last `@`, where redaction does.
+ * A user-info with an un-encoded `@ / # ?` (the host cannot be told from the password) is refused
+ * by every command before it connects, naming the setting and the encodings
+ * (shared/config/source-url.ts). Property: generated passwords of `@ / : # ?` and letters, as
+ * written and percent-encoded, through `validate`, `check`, `run` and `cdc` against the harness
+ * servers: no run of 4 characters of any password in any output at all.
+ *
+ * A password with an `@`, percent-encoded, connects for each driver.
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import mysql from 'mysql2/promise';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LEAK_RUN, leakedRuns, spellingsOf } from '../harness/leaks.js';
 import { freshMysqlDatabase } from '../harness/mysql.js';
 import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
-import { leakedRuns, spellingsOf } from '../harness/leaks.js';
 import { testServers } from '../harness/servers.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -43,14 +49,26 @@ interface Source {
   readonly table: string;
 }
 
-/** A spec file over `sources`, one table each (local state and lake). */
-function writeSpec(sources: readonly Source[], opts: { lagOnly?: boolean } = {}): string {
+/**
+ * A spec file over `sources`, one table each (local state and lake): incremental tables, or with
+ * `mode: 'cdc'` cdc tables (each mysql source its own server id).
+ */
+function writeSpec(sources: readonly Source[], opts: { lagOnly?: boolean; mode?: 'cdc' } = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'tidemark-cli-redaction-'));
   const file = join(dir, 'tidemark.yaml');
+  const cdc = opts.mode === 'cdc';
   const spec = {
     pipeline: 'cli-redaction',
     sources: Object.fromEntries(
-      sources.map((s) => [s.name, { kind: s.kind, url: s.url, connectTimeoutSeconds: 10 }]),
+      sources.map((s, i) => [
+        s.name,
+        {
+          kind: s.kind,
+          url: s.url,
+          connectTimeoutSeconds: 10,
+          ...(cdc && s.kind === 'mysql' ? { cdc: { serverId: 28_000 + i } } : {}),
+        },
+      ]),
     ),
     state: { dir: './state' },
     lake: { uri: 'file://./lake' },
@@ -58,11 +76,10 @@ function writeSpec(sources: readonly Source[], opts: { lagOnly?: boolean } = {})
       source: s.name,
       table: s.table,
       target: `${s.name}.orders`,
-      mode: 'incremental',
-      cursor: 'updated_at',
       writeMode: 'append',
-      lagSeconds: 0,
-      lagOnly: opts.lagOnly ?? false,
+      ...(cdc
+        ? { mode: 'cdc', snapshot: 'never' }
+        : { mode: 'incremental', cursor: 'updated_at', lagSeconds: 0, lagOnly: opts.lagOnly ?? false }),
     })),
   };
   // JSON is YAML: every character of the URLs arrives as written.
@@ -83,8 +100,7 @@ interface Case {
 }
 
 const CASES: readonly Case[] = [
-  { title: 'an un-encoded @', written: 'p@ssw0rdQuartz', placement: { at: 'userinfo' } },
-  { title: 'un-encoded : / # ?', written: 'pa:ss/wo#rd?x', placement: { at: 'userinfo' } },
+  { title: 'an un-encoded :', written: 'pa:ss:Wo:rdQuartz', placement: { at: 'userinfo' } },
   {
     title: 'percent-encoded : / # ?',
     written: encodeURIComponent('pa:ss/wo#rd?x'),
@@ -158,6 +174,37 @@ describe('the CLI never prints a password, whatever it contains', () => {
     ];
   }
 
+  /**
+   * For each password (spelled as in the URL), a Postgres and a MariaDB source at the harness
+   * servers, logging in as their user with that (wrong) password: `<prefix><i>` and `<prefix><i>my`.
+   */
+  function sourcesOf(passwords: readonly string[], prefix: string): Source[] {
+    const { pg, mysql: my } = servers();
+    const myDb = my.pathname.slice(1);
+    return passwords.flatMap((written, i): Source[] => [
+      {
+        name: `${prefix}${i}`,
+        kind: 'postgres',
+        url: `postgres://${pg.username}:${written}@${pg.host}${pg.pathname}`,
+        visible: `postgres://${pg.username}:***@${pg.host}${pg.pathname}`,
+        table: 'public.orders',
+      },
+      {
+        name: `${prefix}${i}my`,
+        kind: 'mysql',
+        url: `mysql://${my.username}:${written}@${my.host}${my.pathname}`,
+        visible: `mysql://${my.username}:***@${my.host}${my.pathname}`,
+        table: `${myDb}.orders`,
+      },
+    ]);
+  }
+
+  /** Every run of >= LEAK_RUN characters of a password, in any spelling, found in `output` at all. */
+  function strictRuns(output: string, passwords: readonly string[]): string[] {
+    const secrets = passwords.flatMap((p) => spellingsOf(p)).flatMap((p) => spellingsOf(p));
+    return leakedRuns(output, secrets, '').filter((run) => Array.from(run).length >= LEAK_RUN);
+  }
+
   /** validate, then run, on one spec: everything both printed. */
   function validateAndRun(sources: readonly Source[]) {
     const spec = writeSpec(sources);
@@ -208,7 +255,113 @@ describe('the CLI never prints a password, whatever it contains', () => {
     });
   }
 
-  describe('a password with an un-encoded @ connects: the drivers split at the last @, as redaction does', () => {
+  describe('a user-info with an un-encoded @ / # ? is refused by every command before it connects', () => {
+    /** Every line names the setting and the encodings. */
+    const FIXES = ['"@" as %40', '"/" as %2F', '"#" as %23', '"?" as %3F', '":" in the user as %3A'];
+
+    it("issue 28's trap: one line, the setting and the fix, no part of the password, for every command", () => {
+      const password = 'hunter2@Zq9xK7/tail';
+      const [app] = sourcesOf([password], 'app').filter((s) => s.kind === 'postgres');
+      const specs = { incremental: writeSpec([app!]), cdc: writeSpec([app!], { mode: 'cdc' }) };
+      for (const [command, spec] of [
+        ['validate', specs.incremental],
+        ['check', specs.incremental],
+        ['run', specs.incremental],
+        ['status', specs.incremental],
+        ['check', specs.cdc],
+        ['cdc', specs.cdc],
+      ] as const) {
+        const r = tidemark([command, '-c', spec]);
+        const output = r.stdout + r.stderr;
+        expect(r.code, `${command}: ${output}`).toBe(1);
+        expect(r.stdout, command).toBe('');
+        expect(r.stderr, command).toMatch(
+          /^tidemark: sources\.app0\.url: has an "@" after an un-encoded "@"[^\n]*\n$/,
+        );
+        for (const fix of FIXES) expect(r.stderr, command).toContain(fix);
+        expect(strictRuns(output, [password]), `${command}: ${output}`).toEqual([]);
+      }
+    });
+
+    describe('generated passwords of letters and @ / : # ?, through validate, check, run and cdc (property)', () => {
+      /**
+       * One or two letters, then one of `specials`, repeated: every run of 4 characters holds a
+       * special between letters, which no host, port, timestamp or word of the output does, so a
+       * run found in the output is a leak, not chance. Fixed seed: the same passwords every time.
+       */
+      const generated = (specials: string, numRuns: number) =>
+        fc.sample(
+          fc
+            .array(fc.tuple(fc.stringMatching(/^[A-Za-z]{1,2}$/), fc.constantFrom(...specials)), {
+              minLength: 2,
+              maxLength: 5,
+            })
+            .map((parts) => parts.map(([letters, special]) => letters + special).join(''))
+            .filter((p) => specials === ':' || /[@/#?]/.test(p)),
+          { seed: 28, numRuns },
+        );
+      /** Refused as written: the earlier trial's passwords and generated ones. */
+      const ambiguous = ['p@ssw0rdQuartz', 'pa:ss/wo#rd?x', 'hunter2@Zq9xK7/tail', ...generated('@/:#?', 6)];
+      /** Legal as written: a ':' in the password. */
+      const colons = generated(':', 3);
+      const passwords = [...ambiguous, ...colons];
+      /** Each command's stdout + stderr, by spec. */
+      const outputs = new Map<string, ReturnType<typeof tidemark>>();
+      const commands = (label: string, spec: string, list: readonly string[]) => {
+        for (const command of list) outputs.set(`${label} ${command}`, tidemark([command, '-c', spec]));
+      };
+
+      beforeAll(() => {
+        const written = sourcesOf(ambiguous, 'w');
+        commands('written', writeSpec(written), ['validate', 'check', 'run']);
+        commands('written cdc', writeSpec(written, { mode: 'cdc' }), ['cdc']);
+        // Percent-encoded, and the colon-only ones also as written: these connect, and fail to log in.
+        const legal = [...sourcesOf(passwords.map(encodeURIComponent), 'e'), ...sourcesOf(colons, 'c')];
+        commands('legal', writeSpec(legal), ['validate', 'check', 'run']);
+        commands('legal cdc', writeSpec(legal, { mode: 'cdc' }), ['check', 'cdc']);
+      });
+
+      it('no run of 4 characters of any password, in any spelling, in any output', () => {
+        expect(passwords.length).toBe(12);
+        for (const [what, r] of outputs) {
+          const output = r.stdout + r.stderr;
+          expect(strictRuns(output, passwords), `${what}: ${output}`).toEqual([]);
+        }
+      });
+
+      it('as written, every command refuses the spec, one line per URL with the fix', () => {
+        for (const what of ['written validate', 'written check', 'written run', 'written cdc cdc']) {
+          const r = outputs.get(what)!;
+          expect(r.code, `${what}: ${r.stderr}`).toBe(1);
+          expect(r.stdout, what).toBe('');
+          const lines = r.stderr.trim().split('\n');
+          expect(lines[0], what).toBe(`tidemark: ${ambiguous.length * 2} problems in the spec:`);
+          expect(lines.slice(1).map((l) => l.slice(0, l.indexOf(':')))).toEqual(
+            sourcesOf(ambiguous, 'w').map((s) => `  - sources.${s.name}.url`),
+          );
+          for (const line of lines.slice(1)) for (const fix of FIXES) expect(line).toContain(fix);
+        }
+      });
+
+      it('percent-encoded (and a bare ":" as written), validate passes and every command reaches the servers', () => {
+        const legal = [...sourcesOf(passwords.map(encodeURIComponent), 'e'), ...sourcesOf(colons, 'c')];
+        expect(outputs.get('legal validate')!.code).toBe(0);
+        const run = outputs.get('legal run')!;
+        expect(run.code).toBe(1);
+        for (const s of legal)
+          expect(run.stderr).toMatch(
+            new RegExp(`^tidemark: ${s.name}\\.orders: .*(password|[Aa]ccess denied)`, 'm'),
+          );
+        for (const what of ['legal check', 'legal cdc check', 'legal cdc cdc']) {
+          const r = outputs.get(what)!;
+          expect(r.code, `${what}: ${r.stdout}${r.stderr}`).toBe(1);
+          for (const s of legal) expect(r.stdout + r.stderr, what).toContain(s.name);
+        }
+      });
+    });
+  });
+
+  describe('a password with an @ connects percent-encoded, and is refused un-encoded', () => {
     const password = 'p@ssw0rdQuartz';
     const role = `redact_${randomBytes(4).toString('hex')}`;
     let pgDb: FreshDatabase;
@@ -241,31 +394,50 @@ describe('the CLI never prints a password, whatever it contains', () => {
       await my.end();
     });
 
-    it('runs both tables, and validate shows the user and host but not the password', () => {
+    /** Both sources, with the password spelled `written`. */
+    function sources(written: string): Source[] {
       const pg = new URL(pgDb.url);
       const my = new URL(myDb.url);
-      const sources: Source[] = [
+      return [
         {
           name: 'pg',
           kind: 'postgres',
-          url: `postgres://${role}:${password}@${pg.host}/${pgDb.name}`,
+          url: `postgres://${role}:${written}@${pg.host}/${pgDb.name}`,
           visible: `postgres://${role}:***@${pg.host}/${pgDb.name}`,
           table: 'public.orders',
         },
         {
           name: 'my',
           kind: 'mysql',
-          url: `mysql://${role}:${password}@${my.host}/${myDb.name}`,
+          url: `mysql://${role}:${written}@${my.host}/${myDb.name}`,
           visible: `mysql://${role}:***@${my.host}/${myDb.name}`,
           table: `${myDb.name}.orders`,
         },
       ];
-      const spec = writeSpec(sources, { lagOnly: true });
+    }
+
+    it('un-encoded, validate and run refuse it before connecting, naming each URL and %40', () => {
+      const spec = writeSpec(sources(password), { lagOnly: true });
+      for (const command of ['validate', 'run']) {
+        const r = tidemark([command, '-c', spec]);
+        expect(r.code, r.stderr).toBe(1);
+        expect(r.stdout).toBe('');
+        expect(r.stderr).toMatch(/^tidemark: 2 problems in the spec:\n/);
+        for (const name of ['pg', 'my'])
+          expect(r.stderr).toContain(`  - sources.${name}.url: has an "@" after`);
+        expect(r.stderr).toContain('"@" as %40');
+        expect(leakedRuns(r.stdout + r.stderr, spellingsOf(password), '')).toEqual([]);
+      }
+    });
+
+    it('percent-encoded, runs both tables, and validate shows the user and host but not the password', () => {
+      const encoded = sources(encodeURIComponent(password));
+      const spec = writeSpec(encoded, { lagOnly: true });
       const validate = tidemark(['validate', '-c', spec]);
       const run = tidemark(['run', '-c', spec]);
       const output = [validate.stdout, validate.stderr, run.stdout, run.stderr].join('\n');
-      expect(leakedRuns(output, spellingsOf(password), sources.map((s) => s.visible).join('\n'))).toEqual([]);
-      for (const s of sources) expect(validate.stdout).toContain(JSON.stringify(s.visible));
+      expect(leakedRuns(output, spellingsOf(password), '')).toEqual([]);
+      for (const s of encoded) expect(validate.stdout).toContain(JSON.stringify(s.visible));
       // Log lines go to stderr (checked for leaks above); no error line among them.
       expect(run.stderr).not.toMatch(/^tidemark: /m);
       expect(run.code).toBe(0);

@@ -68,7 +68,12 @@ describe('registered secrets', () => {
   });
 
   it('are registered when a spec is parsed, before it is validated', () => {
-    parseSpec(specWith('postgres://reader:Quartz#Lake?9@db:5432/shop'), { env: {} });
+    parseSpec(specWith('postgres://reader:Quartz:Lake=9@db:5432/shop'), { env: {} });
+    expect(redact('server said: Quartz:Lake=9')).toBe('server said: ***');
+    // Refused (the host cannot be told from the password), and registered all the same.
+    expect(() => parseSpec(specWith('postgres://reader:Quartz#Lake?9@db:5432/shop'), { env: {} })).toThrow(
+      ConfigError,
+    );
     expect(redact('server said: Quartz#Lake?9')).toBe('server said: ***');
     const invalid = { ...specWith('postgres://reader:Basalt!Reef@db/shop'), tables: [] };
     expect(() => parseSpec(invalid, { env: {} })).toThrow(ConfigError);
@@ -82,7 +87,10 @@ describe('registered secrets', () => {
       'postgres://app:Ob%24idian%3ATide%2F7@db:5432/shop',
     );
     expect(redact('echo Ob$idian:Tide/7 and Ob%24idian%3ATide%2F7')).toBe('echo *** and ***');
-    urlFromSecretString('mysql', ' mysql://app:Cobalt@Fjord@db/shop\n', arn);
+    // Refused (test/unit/source-url.test.ts), and registered before that.
+    expect(() => urlFromSecretString('mysql', ' mysql://app:Cobalt@Fjord@db/shop\n', arn)).toThrow(
+      ConfigError,
+    );
     expect(redact('Cobalt@Fjord')).toBe('***');
     const broken = '{"username":"app","password":"Jasper Dune", host:"db"}';
     expect(() => urlFromSecretString('postgres', broken, arn)).toThrow(/is not valid JSON/);
@@ -140,12 +148,25 @@ describe('output paths', () => {
       // The spec's password is registered when the handler parses it. findTable quotes the event's
       // table name; here that name is the password, standing in for a driver that echoes it.
       process.env.TIDEMARK_SPEC = JSON.stringify(
-        specWith('postgres://reader:Onyx#Harbor?5@127.0.0.1:1/shop'),
+        specWith('postgres://reader:Onyx:Harbor=5@127.0.0.1:1/shop'),
       );
-      const thrown = await failure({ table: 'Onyx#Harbor?5' });
+      const thrown = await failure({ table: 'Onyx:Harbor=5' });
       expect(thrown).toBeInstanceOf(ConfigError);
       expect(thrown.message).toContain('no table "***"');
-      expect(thrown.stack).not.toContain('Onyx#Harbor?5');
+      expect(thrown.stack).not.toContain('Onyx:Harbor=5');
+    });
+
+    it('refuses a spec whose URL hides the host in the password, quoting none of it', async () => {
+      await shutdown();
+      process.env.TIDEMARK_SPEC = JSON.stringify(
+        specWith('postgres://reader:hunter2@Zq9xK7/tail@127.0.0.1:1/shop'),
+      );
+      const thrown = await failure({ table: 'public.orders' });
+      expect(thrown).toBeInstanceOf(ConfigError);
+      expect(thrown.message).toMatch(/^sources\.app\.url: has an "@" after an un-encoded/);
+      expect(thrown.message).toContain('"/" as %2F');
+      for (const part of ['hunter2', 'Zq9xK7', 'tail@'])
+        expect(thrown.message + thrown.stack).not.toContain(part);
     });
 
     it('does not quote an inline spec that is not JSON', async () => {

@@ -175,9 +175,10 @@ describe('pipeline spec', () => {
   it('redacts passwords wherever a spec is printed', () => {
     const spec = parseSpec(base());
     expect(JSON.stringify(redactSpec(spec))).not.toContain('secret');
-    // The outside trial: an un-encoded @ printed most of the password, ?password= all of it.
+    // The outside trial: an un-encoded @ printed most of the password (now refused by the spec,
+    // test/unit/source-url.test.ts), ?password= all of it.
     const trial = base();
-    trial.sources.app.url = 'postgres://reader:p@ssw0rdQuartz@db:5432/shop?password=Qu4rtzQuery';
+    trial.sources.app.url = 'postgres://reader:p%40ssw0rdQuartz@db:5432/shop?password=Qu4rtzQuery';
     (trial.lake as Record<string, unknown>).endpoint = 'http://key:s3cretKey@localhost:4566';
     const printed = redactSpec(parseSpec(trial));
     expect(printed.sources.app!.url).toBe('postgres://reader:***@db:5432/shop?password=***');
