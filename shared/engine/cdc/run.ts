@@ -531,7 +531,7 @@ class CdcRun {
    */
   private async initialPosition(): Promise<SourcePosition> {
     const position = await this.reader!.initialPosition(this.stopping.signal);
-    this.log.info('first start: the start position is committed before capture begins', {
+    this.log.info('first start: committing the start position before capture begins', {
       position: position.display ?? position.value,
     });
     return position;
