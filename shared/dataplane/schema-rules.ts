@@ -186,20 +186,30 @@ export function changeAdvice(c: SchemaChange): string | undefined {
   return undefined;
 }
 
+/** A SchemaChangedError's options: the table's mode decides which ways on its message offers. */
+export interface SchemaChangedOptions extends ErrorOptions {
+  /** Default: `cdc` for a change found in the change stream, `incremental` otherwise. */
+  readonly mode?: 'incremental' | 'cdc';
+}
+
 /**
  * A table's schema changed in a way its rules stop on, found at run start, between two pages
  * of a run, or in the change stream. Nothing of the changed read reached the lake; the position
- * stays where it was.
+ * stays where it was. The message offers only the ways on that work for the table's mode: a cdc
+ * table is never reset (`tidemark reset` refuses it), so it is offered `schema accept` under the
+ * CDC task's stopped lease, undoing the change, or a new `target:`.
  */
 export class SchemaChangedError extends TidemarkError {
   override name = 'SchemaChangedError';
+  readonly mode: 'incremental' | 'cdc';
   constructor(
     readonly table: string,
     readonly changes: readonly SchemaChange[],
     readonly where: 'start' | 'page' | 'stream',
     detail?: string,
-    options?: ErrorOptions,
+    options?: SchemaChangedOptions,
   ) {
+    const mode = options?.mode ?? (where === 'stream' ? 'cdc' : 'incremental');
     const what = changes.map(describeChange).join('; ');
     const when =
       where === 'start'
@@ -210,11 +220,16 @@ export class SchemaChangedError extends TidemarkError {
     const widen = changes.some((c) => c.kind === 'widened')
       ? ', or set onWiden: continue on the table for widenings (docs/schema-changes.md)'
       : '';
+    const waysOn =
+      mode === 'cdc'
+        ? `To go on: tidemark schema accept --table ${table} once its tidemark cdc task has stopped (records the current schema in the source's CDC state; the next tidemark cdc resumes the capture with it, and new objects use it), or undo the change at the source, or give the table a new "target:" (a new lake table, loaded afresh)${widen}`
+        : `To go on: tidemark schema accept --table ${table} (records the current schema; new objects use it) or tidemark reset --table ${table} (resync)${widen}`;
     super(
       'SCHEMA_CHANGED',
-      `${table}: the schema changed ${when}: ${what || detail || 'the columns no longer match what was introspected'}${detail && what ? ` (${detail})` : ''}. To go on: tidemark schema accept --table ${table} (records the current schema; new objects use it) or tidemark reset --table ${table} (resync)${widen}`,
+      `${table}: the schema changed ${when}: ${what || detail || 'the columns no longer match what was introspected'}${detail && what ? ` (${detail})` : ''}. ${waysOn}`,
       options,
     );
+    this.mode = mode;
   }
 }
 
@@ -285,10 +300,19 @@ function isLogicalType(t: unknown): t is LogicalType {
   }
 }
 
-/** The canonical text a schema is hashed from: every fact the rules compare, in order. */
+/**
+ * The canonical text a schema is hashed from: what the lake's files carry, in order (each
+ * column's name, lake type and nullability, and the primary key). The source type is left out:
+ * it names the column for messages, and its spelling depends on where it was read, not on the
+ * table. A catalog says `int(11)` (MariaDB), `json`, `float(7,3)` where a MySQL binlog TableMap
+ * says `int`, `longtext`, `float`, for the very same column; a CDC state keeps only this hash,
+ * so a schema recorded from the log must hash like the same table introspected at the next
+ * start. A change of the source type alone keeps the lake type (the rules let it continue), so
+ * the hash has nothing to tell about it.
+ */
 function canonicalText(schema: Schema): string {
   return JSON.stringify([
-    schema.columns.map((c) => [c.name, describeType(c.type), c.nullable, c.sourceType]),
+    schema.columns.map((c) => [c.name, describeType(c.type), c.nullable]),
     schema.primaryKey,
   ]);
 }
@@ -296,9 +320,27 @@ function canonicalText(schema: Schema): string {
 /**
  * A short, stable fingerprint of a schema (64-bit FNV-1a over its canonical text, 16 hex
  * digits): equal schemas hash equal; used to tell "changed" cheaply, never to prove "same".
+ * Schemas that differ only in their columns' source types hash equal (see `canonicalText`).
  */
 export function schemaHash(schema: Schema): string {
-  const text = canonicalText(schema);
+  return fnv1a64(canonicalText(schema));
+}
+
+/**
+ * The hash states written before the source type was left out of `schemaHash` carry (the
+ * source types hashed too). A CDC start accepts a stored hash equal to this one as unchanged,
+ * and the next commit records `schemaHash`: an upgrade does not stop every captured table.
+ */
+export function schemaHashWithSourceTypes(schema: Schema): string {
+  return fnv1a64(
+    JSON.stringify([
+      schema.columns.map((c) => [c.name, describeType(c.type), c.nullable, c.sourceType]),
+      schema.primaryKey,
+    ]),
+  );
+}
+
+function fnv1a64(text: string): string {
   let h = 0xcbf29ce484222325n;
   const prime = 0x100000001b3n;
   const mask = 0xffffffffffffffffn;

@@ -12,8 +12,10 @@ import {
   parseStoredSchema,
   SchemaChangedError,
   schemaHash,
+  schemaHashWithSourceTypes,
   storedSchema,
 } from '../../shared/dataplane/schema-rules.js';
+import { entryWritesSchema } from '../../shared/engine/cdc/state.js';
 
 const scalar: fc.Arbitrary<LogicalType> = fc.oneof(
   fc.constantFrom<LogicalType>(
@@ -201,5 +203,54 @@ describe('schema rules', () => {
       parseStoredSchema({ version: 1, hash: 'x', columns: [{ name: 'a' }], primaryKey: [] }),
     ).toBeUndefined();
     expect(parseStoredSchema('nope')).toBeUndefined();
+  });
+
+  it('hashes a schema the same whatever its source types are spelled (catalog int(11), binlog int), and not otherwise', () => {
+    fc.assert(
+      fc.property(schemaArb, fc.array(fc.string(), { minLength: 8, maxLength: 8 }), (s, spellings) => {
+        const respelled = { ...s, columns: s.columns.map((c, i) => ({ ...c, sourceType: spellings[i]! })) };
+        expect(schemaHash(respelled)).toBe(schemaHash(s));
+        const flipped = {
+          ...s,
+          columns: s.columns.map((c, i) => (i === 0 ? { ...c, nullable: !c.nullable } : c)),
+        };
+        expect(schemaHash(flipped)).not.toBe(schemaHash(s));
+      }),
+    );
+  });
+
+  it("a CDC entry writes a schema when its hash is the schema's, the source-typed hash of older releases, or none", () => {
+    fc.assert(
+      fc.property(schemaArb, (s) => {
+        const entry = (schemaHash?: string) => ({
+          rows: 0,
+          objects: 0,
+          ...(schemaHash ? { schemaHash } : {}),
+        });
+        expect(entryWritesSchema(entry(schemaHash(s)), s)).toBe(true);
+        expect(entryWritesSchema(entry(schemaHashWithSourceTypes(s)), s)).toBe(true);
+        expect(entryWritesSchema(entry(), s)).toBe(true);
+        expect(entryWritesSchema(undefined, s)).toBe(true);
+        const other = { ...s, columns: [...s.columns, col('zz_added', { kind: 'text' })] };
+        expect(entryWritesSchema(entry(schemaHash(other)), s)).toBe(false);
+        expect(entryWritesSchema(entry(schemaHashWithSourceTypes(other)), s)).toBe(false);
+      }),
+    );
+  });
+
+  it('offers a cdc table only the ways on that work for it: no reset', () => {
+    const dropped = compareSchemas(base, { ...base, columns: base.columns.slice(0, 3) });
+    for (const e of [
+      new SchemaChangedError('t', dropped, 'stream'),
+      new SchemaChangedError('t', [], 'start', 'hashes differ', { mode: 'cdc' }),
+    ]) {
+      expect(e.mode).toBe('cdc');
+      expect(e.message).toContain('schema accept --table t');
+      expect(e.message).toContain('target:');
+      expect(e.message).not.toMatch(/\breset\b/);
+    }
+    const incremental = new SchemaChangedError('t', dropped, 'start');
+    expect(incremental.mode).toBe('incremental');
+    expect(incremental.message).toContain('tidemark reset --table t');
   });
 });

@@ -156,6 +156,16 @@ function schemaOf(
   };
 }
 
+/**
+ * A table's columns as information_schema describes them now (ORDINAL_POSITION order, mapped by
+ * types.ts), without the result-set probe: the binlog reader describes columns a TableMap names
+ * for the first time with them.
+ */
+export async function catalogColumns(db: MysqlSession, source: string): Promise<ColumnInfo[]> {
+  const { database, table } = splitTableName(source);
+  return (await readCatalog(db, (await db.server()).flavor, database, table)).columns;
+}
+
 /** A table's columns (ORDINAL_POSITION order, mapped by types.ts), indexes and primary key, from information_schema. */
 async function readCatalog(
   db: MysqlSession,

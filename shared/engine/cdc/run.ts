@@ -64,7 +64,9 @@ import {
   type CdcTableState,
   cdcStateKey,
   ddlEvent,
+  entryWritesSchema,
   initialCdcState,
+  lastSchemaStop,
   parseCdcState,
   withEvent,
 } from './state.js';
@@ -428,14 +430,18 @@ class CdcRun {
       const lake = cdcLakeSchema(schema);
       const stored = this.state.tables[config.target];
       const recorded = storedSchema(lake, stored?.schemaVersion ?? 1);
-      if (stored?.schemaHash !== undefined && stored.schemaHash !== recorded.hash) {
+      if (!entryWritesSchema(stored, lake)) {
         // The state keeps only the hash (the full schema is in the objects' footers): the rules
-        // cannot tell what changed while the capture was down, so the operator must look.
+        // cannot tell what changed while the capture was down, so the operator must look. The
+        // hash leaves source types out, so a schema the stream recorded (binlog `int`) matches
+        // the catalog's (`int(11)`) here.
+        const stop = lastSchemaStop(this.state, config.target);
         throw new SchemaChangedError(
           config.target,
           [],
           'start',
-          `its schema hash is ${recorded.hash}, the state says the table wrote ${stored.schemaHash}`,
+          `its schema hash is ${recorded.hash}, the state says the table wrote ${stored?.schemaHash}${stop ? `; the capture stopped at ${stop.at} on: ${stop.detail}` : ''}`,
+          { mode: 'cdc' },
         );
       }
       // A table keeps the format its entry records; an entry that records none and never wrote an

@@ -13,6 +13,8 @@
 import type { DestructiveDDL, SourcePosition } from '../../contracts/cdc.js';
 import { TidemarkError } from '../../contracts/errors.js';
 import type { LakeFormat } from '../../contracts/lake-format.js';
+import type { Schema } from '../../dataplane/schema.js';
+import { schemaHash, schemaHashWithSourceTypes } from '../../dataplane/schema-rules.js';
 import type { TableSnapshot } from './snapshot.js';
 
 /** Entries kept in the event log. */
@@ -103,4 +105,20 @@ export function withEvent(state: CdcState, event: CdcStreamEvent): CdcState {
 /** The state log entry of a destructive DDL. */
 export function ddlEvent(ddl: DestructiveDDL, at: string): CdcStreamEvent {
   return { at, kind: ddl.kind, table: ddl.table, detail: ddl.detail };
+}
+
+/**
+ * Whether a table's entry says it writes `lake` (its CDC lake schema): the entry keeps only
+ * `schemaHash`, so the hashes are compared. An entry without a hash (written before hashes were
+ * recorded) says nothing, and matches; so does a hash written by a release that still hashed the
+ * source types (`schemaHashWithSourceTypes`), for the same lake schema.
+ */
+export function entryWritesSchema(entry: CdcTableState | undefined, lake: Schema): boolean {
+  const stored = entry?.schemaHash;
+  return stored === undefined || stored === schemaHash(lake) || stored === schemaHashWithSourceTypes(lake);
+}
+
+/** The newest schema stop the state's event log holds for `target`, if any. */
+export function lastSchemaStop(state: CdcState, target: string): CdcStreamEvent | undefined {
+  return state.events?.findLast((e) => e.kind === 'schema' && e.table === target);
 }

@@ -53,11 +53,12 @@ import { type Batch, newBatch, type WriteMode } from '../../../dataplane/batch.j
 import { BatchEncoder, type ColumnWriter } from '../../../dataplane/encoder.js';
 import { Op, type OpCode } from '../../../dataplane/metadata.js';
 import type { Schema } from '../../../dataplane/schema.js';
-import { compareSchemas, schemaHash } from '../../../dataplane/schema-rules.js';
+import { compareSchemas } from '../../../dataplane/schema-rules.js';
 import { binlogFileIndex, mysqlPosition } from '../../../position/position.js';
 import { StreamQueue } from '../../cdc-queue.js';
 import { streamSchema } from '../../cdc-schema.js';
-import type { ColumnInfo, TablePlan } from '../introspect.js';
+import { MysqlSession } from '../connect.js';
+import { type ColumnInfo, catalogColumns, type TablePlan } from '../introspect.js';
 import { type InfoColumn, mapColumn } from '../types.js';
 import { GTID_MICROS, installGtidCommitMicros } from './gtid-commit.js';
 import { addGtid, type GtidSet, parseGtidSet, renderGtidSet } from './gtid-set.js';
@@ -172,6 +173,11 @@ interface TableState {
   mapKey: string;
   /** The row-image plan of the last TableMap entry under `infos` (./row-image.ts). */
   rowPlan: { entry: TableMapEntry; infos: ColumnInfo[]; plan: RowPlan | string } | undefined;
+  /**
+   * The catalog's description of the columns the next TableMap names for the first time, read
+   * just before it is decoded (`describeNewColumns`); empty otherwise.
+   */
+  described: ReadonlyMap<string, ColumnInfo>;
 }
 
 /** ER_MASTER_FATAL_ERROR_READING_BINLOG: the requested binlog (or GTID state) is gone. */
@@ -185,6 +191,8 @@ export class MysqlCdcReader implements Reader {
   readonly positionScheme = 'm';
   private zongji: ZongJi | undefined;
   private readonly tables = new Map<string, TableState>();
+  /** The catalog connection `describeNewColumns` reads through, opened on first use. */
+  private catalog: MysqlSession | undefined;
   private readonly bySource = new Map<string, TableState>();
   private readonly clock: () => number;
   private readonly ingestTs: () => bigint;
@@ -292,6 +300,7 @@ export class MysqlCdcReader implements Reader {
         swap: undefined,
         mapKey: '',
         rowPlan: undefined,
+        described: new Map(),
       };
       state.writers = writersOf(state.encoder);
       state.appenders = appendersOf(infos, t.ref.source);
@@ -615,6 +624,7 @@ export class MysqlCdcReader implements Reader {
         await this.queue.wait(left, signal);
         continue;
       }
+      if (ev.getTypeName() === 'TableMap') await this.describeNewColumns(ev as TableMapEvent);
       const out = this.decode(ev);
       this.releaseMarks();
       if (out) return out;
@@ -815,7 +825,7 @@ export class MysqlCdcReader implements Reader {
     if (!cols || cols.length !== ev.columnCount) return undefined;
     const prior = t.swap?.all ?? t.all;
     const all = cols.map((c): ColumnInfo => {
-      const before = prior.find((p) => p.name === c.COLUMN_NAME);
+      const before = prior.find((p) => p.name === c.COLUMN_NAME) ?? t.described.get(c.COLUMN_NAME);
       const info = columnFromMap(c, before);
       return before && sameShape(before, info) ? before : info;
     });
@@ -827,7 +837,8 @@ export class MysqlCdcReader implements Reader {
     const schema = streamSchema(old, kept);
     t.signature = signature;
     const changes = compareSchemas(old, schema);
-    if (schemaHash(old) === schemaHash(schema) || changes.length === 0) {
+    // No change the rules see (the hash would not tell a source-type change, which they do).
+    if (changes.length === 0) {
       // Same lake schema (a source-type-only change or a column left out): new facts, same encoder.
       t.all = all;
       if (!t.swap) {
@@ -841,6 +852,49 @@ export class MysqlCdcReader implements Reader {
     t.swap = { schema, infos: kept, all };
     if (t.encoder.rowCount === 0) this.applySwap(t);
     return { kind: 'schema', table: t.target, schema, changes };
+  }
+
+  /**
+   * A TableMap naming columns the table did not have: their description is the catalog's, read
+   * now, wherever it reads the same way as the binlog's (`sameShape`; onTableMap decides). The
+   * binlog's own says less than the catalog: `int` for `int(11)`, `longtext` for MariaDB's
+   * `json`, fixed `binary(16)` for `uuid`; a column described from it would not be the column
+   * the next start introspects (another source type, for UUID/INET another lake type), and its
+   * schema hash would not match. The catalog may have moved on since this point of the log: a
+   * column it no longer has, or has with another shape, keeps the binlog's description.
+   */
+  private async describeNewColumns(ev: TableMapEvent): Promise<void> {
+    const t = this.bySource.get(`${ev.schemaName}.${ev.tableName}`);
+    if (!t) return;
+    const prior = t.swap?.all ?? t.all;
+    const names = ev.columnNames ?? [];
+    // The common case, one TableMap per transaction naming the same columns: no set, no query.
+    if (names.length === prior.length && names.every((n, i) => prior[i]!.name === n)) {
+      if (t.described.size > 0) t.described = new Map();
+      return;
+    }
+    const known = new Set(prior.map((c) => c.name));
+    const fresh = new Set(names.filter((n) => !known.has(n)));
+    t.described = new Map();
+    if (fresh.size === 0) return;
+    try {
+      this.catalog ??= new MysqlSession({
+        url: this.opts.url,
+        sourceName: this.opts.sourceName,
+        connectTimeoutMs: this.opts.connectTimeoutMs,
+        applicationName: 'tidemark-cdc',
+      });
+      const columns = await catalogColumns(this.catalog, t.source);
+      t.described = new Map(columns.filter((c) => fresh.has(c.name)).map((c) => [c.name, c]));
+    } catch (e) {
+      this.log?.warn(
+        `${t.source}: reading the catalog's description of new columns failed; the binlog's is used`,
+        {
+          error: e instanceof Error ? e.message : String(e),
+          columns: [...fresh],
+        },
+      );
+    }
   }
 
   private applySwap(t: TableState): void {
@@ -1053,6 +1107,7 @@ export class MysqlCdcReader implements Reader {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.catalog?.close().catch(() => undefined);
     const z = this.zongji;
     this.zongji = undefined;
     if (z) {
