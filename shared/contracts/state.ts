@@ -8,6 +8,8 @@
  *   holds an unexpired lease; it then stores the value with version + 1 in ONE atomic step.
  * - `acquire` takes the lease only when it is free, expired, or already ours; `takeOver` also
  *   when it is held by one exact owner the caller proved dead.
+ * - `note` writes only keys the lease protocol never touched, unconditionally (a record beside the
+ *   state, such as a CDC source's last failure), and never a key that has a lease or a version.
  * - Every acquisition (`acquire`, `takeOver`) hands out the key's next fence number, one more
  *   than any the key ever had, stored with the record (not in the value); renew and commit keep
  *   it, release keeps it too, so a fence is never handed out twice (cursor-rules.ts).
@@ -75,6 +77,14 @@ export interface CursorStore {
   commit(key: string, req: CommitRequest): Promise<StateRecord>;
   /** Gives the lease up if we hold it; a no-op otherwise. */
   release(key: string, owner: string): Promise<void>;
+  /**
+   * Stores `value` under `key` with no lease and no version check: the last note wins. For a
+   * record of what happened that must be written when no lease can be had (a CDC source's last
+   * failure, docs/decisions/0022), never for a cursor. A key the lease protocol ever used (a
+   * lease, a fence or a committed version) is refused with StateError `STATE_KEY_LEASED` and left
+   * untouched, so a note can never replace a commit. `load` reads a note as version 0, no lease.
+   */
+  note(key: string, value: StateValue): Promise<void>;
 }
 
 /**

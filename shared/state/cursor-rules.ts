@@ -20,6 +20,8 @@
  *   version is not `expectedVersion`). A win stores the value with version + 1.
  * - release: drops the lease if its owner is the caller (live or not); otherwise nothing.
  * - The version only moves on commit; a lease change never touches it.
+ * - note: stores a value with no lease and no version check (last note wins), only on a key that
+ *   never had a lease, a fence or a committed version; otherwise STATE_KEY_LEASED, untouched.
  * - Fence: every successful acquire and takeOver (a re-acquire by the holder included) sets the
  *   key's fence to its last fence + 1 and puts it on the new lease; a key never acquired, or
  *   stored before fences existed, has last fence 0, so its next acquisition gets 1. renew and
@@ -178,4 +180,20 @@ export function decideCommit(key: string, state: StoredState, req: CommitRequest
 export function decideRelease(state: StoredState, owner: string): StoredState | undefined {
   if (state.lease === undefined || state.lease.owner !== owner) return undefined;
   return { ...state, lease: undefined };
+}
+
+/**
+ * Applies `note`: allowed only on a key the lease protocol never used (no lease, no fence, no
+ * committed version), so a note never replaces a commit nor a commit's lease. Returns the new
+ * state: version 0, the value, no lease.
+ */
+export function decideNote(key: string, state: StoredState, value: StateValue): StoredState {
+  if (state.lease !== undefined || state.fence > 0 || state.version > 0) {
+    throw new StateError(
+      'STATE_KEY_LEASED',
+      key,
+      `${key} is a state key under the lease protocol (version ${state.version}, fence ${state.fence}); a note may not replace it, nothing was written`,
+    );
+  }
+  return { version: 0, value, lease: undefined, fence: 0 };
 }

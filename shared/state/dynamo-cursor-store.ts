@@ -3,7 +3,8 @@
  *
  * Owns: the items of its table (partition key `pk`, a string) and their attributes
  *   version (N)          commit counter; 0 until the first commit
- *   value (S)            the state value as JSON; absent until the first commit
+ *   value (S)            the state value as JSON; absent until the first commit (or `note`,
+ *                        on a key of notes only: version 0, never a lease or a fence)
  *   leaseOwner (S)       absent when nobody holds the lease
  *   leaseExpiresAt (N)   epoch ms (injected clock) after which anyone may take the lease
  *   fence (N)            the last fence handed out (cursor-rules.ts): `ADD fence :one` in the
@@ -53,6 +54,7 @@ import {
   decideAcquire,
   decideCommit,
   decideRenew,
+  decideNote,
   decideTakeOver,
   type StoredState,
   serializeValue,
@@ -295,6 +297,26 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
   /** One conditional UpdateItem; undefined when the condition failed (nothing was written). */
   async #update(
     key: string,
+  async note(key: string, value: StateValue): Promise<void> {
+    const text = serializeValue(key, value);
+    for (let attempt = 1; ; attempt++) {
+      const updated = await this.#update(key, {
+        UpdateExpression: 'SET version = :zero, #value = :value, updatedAt = :now',
+        // Prevents a note from replacing a cursor: a key that ever had a lease (a fence), has one
+        // now, or has a committed version belongs to the lease protocol, and only `commit` under
+        // the lease may write it. A key of notes only has none of them, so the last note wins.
+        ConditionExpression:
+          'attribute_not_exists(pk) OR (attribute_not_exists(leaseOwner) AND attribute_not_exists(fence) AND (attribute_not_exists(version) OR version = :zero))',
+        ExpressionAttributeNames: { '#value': 'value' },
+        ExpressionAttributeValues: { ':zero': num(0), ':value': { S: text }, ':now': num(this.#clock()) },
+      });
+      if (updated !== undefined) return;
+      // Throws STATE_KEY_LEASED like the other stores; a key that reads as free is tried again.
+      decideNote(key, await this.#read(key), value);
+      if (attempt >= MAX_CONDITION_ATTEMPTS) throw contended(key, 'note');
+    }
+  }
+
     input: Omit<UpdateItemCommandInput, 'TableName' | 'Key' | 'ReturnValues'>,
   ): Promise<StoredState | undefined> {
     try {

@@ -50,6 +50,7 @@ import {
   checkTtl,
   decideAcquire,
   decideCommit,
+  decideNote,
   decideRelease,
   decideRenew,
   decideTakeOver,
@@ -240,6 +241,14 @@ export class FileCursorStore implements CursorStore, CursorStoreProbe {
     await this.#withLock(key, async (lock) => {
       const next = decideRelease(await this.#read(key), owner);
       if (next !== undefined) await this.#write(key, next, lock);
+    });
+  }
+
+  async note(key: string, value: StateValue): Promise<void> {
+    const text = serializeValue(key, value);
+    await this.#withLock(key, async (lock) => {
+      const next = decideNote(key, await this.#read(key), JSON.parse(text) as StateValue);
+      await this.#write(key, next, lock);
     });
   }
 

@@ -7,12 +7,20 @@
  * through JSON, as the other stores store it, and comes out as a copy), never reads the wall
  * clock (time comes from the injected Clock).
  */
-import type { Clock, CommitRequest, CursorStore, Lease, StateRecord } from '../contracts/state.js';
+import type {
+  Clock,
+  CommitRequest,
+  CursorStore,
+  Lease,
+  StateRecord,
+  StateValue,
+} from '../contracts/state.js';
 import {
   checkOwner,
   checkTtl,
   decideAcquire,
   decideCommit,
+  decideNote,
   decideRelease,
   decideRenew,
   decideTakeOver,
@@ -72,6 +80,11 @@ export class MemCursorStore implements CursorStore {
   async release(key: string, owner: string): Promise<void> {
     const next = decideRelease(this.#get(key), owner);
     if (next !== undefined) this.#states.set(key, next);
+  }
+
+  async note(key: string, value: StateValue): Promise<void> {
+    const text = serializeValue(key, value);
+    this.#states.set(key, decideNote(key, this.#get(key), JSON.parse(text) as StateValue));
   }
 
   #get(key: string): StoredState {

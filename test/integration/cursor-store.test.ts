@@ -501,6 +501,48 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
     ((await store.load(key)).value as Record<string, unknown>).extra = 1;
     expect((await store.load(key)).value).toEqual({ list: [1, 2] });
   });
+
+  it('note: writes a key of notes with no lease, the last note wins, load reads it as version 0', async () => {
+    const { store, key } = await started('note');
+    await store.note(key, { at: 't1', code: 'A' });
+    expect(await store.load(key)).toEqual({
+      key,
+      version: 0,
+      value: { at: 't1', code: 'A' },
+      lease: undefined,
+    });
+    await store.note(key, { at: 't2', code: 'B' });
+    expect(await store.load(key)).toEqual({
+      key,
+      version: 0,
+      value: { at: 't2', code: 'B' },
+      lease: undefined,
+    });
+    await rejection(() => store.note(key, { big: 'x'.repeat(MAX_STATE_VALUE_BYTES) }), StateError);
+    expect((await store.load(key)).value).toEqual({ at: 't2', code: 'B' });
+  });
+
+  it('note: refuses (STATE_KEY_LEASED) a key with a live or released lease or a commit, and changes nothing', async () => {
+    const { store, key } = await started('note-leased');
+    const held = await store.acquire(key, 'A', TTL);
+    const refused = async () => {
+      const before = await store.load(key);
+      const e = await rejection(() => store.note(key, { zombie: true }), StateError);
+      expect(e.code).toBe('STATE_KEY_LEASED');
+      expect(await store.load(key)).toEqual(before);
+    };
+    await refused();
+    await store.commit(key, { owner: 'A', expectedVersion: held.version, value: { seq: 1 } });
+    await refused();
+    await store.release(key, 'A');
+    await refused();
+    // Acquired and released without a commit: its fence still marks it as the lease protocol's.
+    const { key: other } = await started('note-fenced');
+    await store.acquire(other, 'A', TTL);
+    await store.release(other, 'A');
+    const e = await rejection(() => store.note(other, { zombie: true }), StateError);
+    expect(e.code).toBe('STATE_KEY_LEASED');
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
