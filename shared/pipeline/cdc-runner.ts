@@ -14,7 +14,9 @@
  * FlushBytes, Errors, Active/Standby.
  *
  * One source failing stops the others (they drain: flush, commit, ack, release) and the run
- * rethrows its error: a task with a failed source is replaced, not left half running.
+ * rethrows its error: a task with a failed source is replaced, not left half running. The
+ * failure is also recorded as the source's last one (shared/engine/cdc/failure.ts), failed starts
+ * included, for `tidemark status`.
  *
  * Owns wiring and watching only. Never holds protocol logic; the engine does.
  */
@@ -24,6 +26,7 @@ import { ConfigError, TidemarkError } from '../contracts/errors.js';
 import type { Sink } from '../contracts/sink.js';
 import type { Clock, CursorStore } from '../contracts/state.js';
 import { driver } from '../drivers/registry.js';
+import { cdcFailure, recordCdcFailure } from '../engine/cdc/failure.js';
 import { type CdcSummary, type CdcTableConfig, runCdc } from '../engine/cdc/run.js';
 import { type CdcState, parseCdcState } from '../engine/cdc/state.js';
 import type { Logger } from '../observability/log.js';
@@ -297,6 +300,11 @@ async function runSource(spec: Spec, name: string, ctx: SourceContext): Promise<
     board.update(name, { state: 'failing', error: { code, message } });
     log.error('the capture failed', { code, error: e });
     log.metric('Errors', 1, 'Count', dims);
+    // For `tidemark status`, failed starts included: a note beside the state, written without
+    // the lease (the failure may come before it was taken or after it was lost).
+    await recordCdcFailure(ctx.store, spec.pipeline, name, cdcFailure(e, ctx.clock())).catch((err: unknown) =>
+      log.warn('recording the failure for tidemark status failed', { error: err }),
+    );
     throw e;
   } finally {
     clearInterval(heartbeat);

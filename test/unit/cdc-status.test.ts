@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ObjectRef, Sink } from '../../shared/contracts/sink.js';
 import type { CursorStore, Lease, StateValue } from '../../shared/contracts/state.js';
+import { type CdcFailure, cdcFailure, cdcFailureKey } from '../../shared/engine/cdc/failure.js';
 import type { CdcState } from '../../shared/engine/cdc/state.js';
 import { cdcStatus } from '../../shared/engine/cdc/status.js';
 import type { HolderLiveness } from '../../shared/state/lease-owner.js';
@@ -20,10 +21,14 @@ function status(
     liveness?: HolderLiveness;
     objects?: Record<string, ObjectRef[]>;
     tables?: string[];
+    /** The source's recorded last failure (key `cdcfail#shop#pg`). */
+    failure?: CdcFailure;
   } = {},
 ) {
   const store = {
     async load(key: string) {
+      if (key === cdcFailureKey('shop', 'pg'))
+        return { key, version: 0, value: opts.failure as StateValue | undefined, lease: undefined };
       return { key, version: value ? 3 : 0, value: value as StateValue | undefined, lease: opts.lease };
     },
   } as unknown as CursorStore;
@@ -68,6 +73,7 @@ describe('cdcStatus', () => {
       lastCommitAt: null,
       sinceLastCommitSeconds: null,
       events: [],
+      lastFailure: null,
       lease: { held: false, owner: null, alive: null },
     });
     expect(s.tables.map((t) => [t.table, t.captured, t.next, t.rows, t.stopped])).toEqual([
@@ -234,5 +240,59 @@ describe('cdcStatus', () => {
     await expect(status({ tables: null } as unknown as CdcState).run()).rejects.toMatchObject({
       code: 'STATE_CORRUPT',
     });
+  });
+});
+
+describe('cdcStatus: the last failure', () => {
+  const failure: CdcFailure = {
+    at: iso(60),
+    code: 'CDC_WAL_LEVEL',
+    message: 'sources.pg: wal_level is replica; set wal_level = logical and restart the server',
+  };
+  const committed = (secondsAgo: number): CdcState => ({ lastCommitAt: iso(secondsAgo), tables: {} });
+
+  it('a failed first start (no state at all) shows it', async () => {
+    expect((await status(undefined, { failure }).run()).lastFailure).toEqual(failure);
+  });
+
+  it('a failure after the last commit shows it; one in the same millisecond too (a stop commits, then throws)', async () => {
+    expect((await status(committed(120), { failure }).run()).lastFailure).toEqual(failure);
+    expect((await status(committed(60), { failure }).run()).lastFailure).toEqual(failure);
+  });
+
+  it('a commit after the failure supersedes it: null', async () => {
+    expect((await status(committed(59), { failure }).run()).lastFailure).toBeNull();
+  });
+
+  it('a recorded value that is not a failure is none', async () => {
+    const junk = { at: 3 } as unknown as CdcFailure;
+    expect((await status(committed(120), { failure: junk }).run()).lastFailure).toBeNull();
+  });
+});
+
+describe('cdcFailure: what is recorded of an error', () => {
+  const AT = Date.parse('2026-12-07T14:00:00Z');
+
+  it('the code, the first line and the further lines as detail, at the given time', () => {
+    const e = Object.assign(new Error('first line; the fix\n  - one\n  - two'), { code: 'CONFIG_INVALID' });
+    expect(cdcFailure(e, AT)).toEqual({
+      at: '2026-12-07T14:00:00.000Z',
+      code: 'CONFIG_INVALID',
+      message: 'first line; the fix',
+      detail: '- one\n  - two',
+    });
+  });
+
+  it('an error without a code is UNEXPECTED; a thrown non-error is its text', () => {
+    expect(cdcFailure(new Error('boom'), AT)).toMatchObject({ code: 'UNEXPECTED', message: 'boom' });
+    expect(cdcFailure('text', AT)).toMatchObject({ code: 'UNEXPECTED', message: 'text' });
+  });
+
+  it('is bounded, and holds no secret (redacted before it is recorded)', () => {
+    const long = cdcFailure(new Error(`${'x'.repeat(5000)}\n${'y'.repeat(5000)}`), AT);
+    expect(long.message.length).toBeLessThanOrEqual(1000);
+    expect(long.detail!.length).toBeLessThanOrEqual(2000);
+    const url = cdcFailure(new Error('cannot connect to postgres://app:Zq9xK7secret@db:5432/app'), AT);
+    expect(url.message).not.toContain('Zq9xK7secret');
   });
 });

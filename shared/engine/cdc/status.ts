@@ -2,7 +2,8 @@
  * What `tidemark status` reports for one CDC source, read from its `cdc#<pipeline>#<source>`
  * state item (shared/engine/cdc/state.ts) and its writer's objects in the lake: where the stream
  * resumes, when it last committed, who holds the source's lease and so whether anyone captures
- * now (`active`) or nobody does (`idle`), the recent gaps and destructive DDL of the stream, and
+ * now (`active`) or nobody does (`idle`), the recent gaps and destructive DDL of the stream, its
+ * last failure while no commit came after it (a failed start included: ./failure.ts), and
  * per table of the spec its `next`, rows, objects, last flush and lag, schema version, whether it
  * is stopped (with the event that stopped it, when the log still has one), and this writer's
  * objects of it in the lake. A spec table the state has no entry for is `captured: false`.
@@ -17,6 +18,7 @@ import type { Sink } from '../../contracts/sink.js';
 import type { CursorStore } from '../../contracts/state.js';
 import type { HolderLiveness } from '../../state/lease-owner.js';
 import { type LeaseStatus, leaseStatus } from '../incremental/status.js';
+import { type CdcFailure, cdcFailureKey, failureIsCurrent, parseCdcFailure } from './failure.js';
 import { type CdcStreamEvent, type CdcTableState, cdcStateKey, parseCdcState } from './state.js';
 
 export interface CdcTableStatus {
@@ -83,6 +85,11 @@ export interface CdcSourceStatus {
   readonly lease: LeaseStatus;
   /** The state's event log (gaps, truncates, destructive DDL, stopping schema changes), newest last. */
   readonly events: readonly CdcStreamEvent[];
+  /**
+   * The source's last failure (a failed start included: ./failure.ts), while nothing was
+   * committed after it; null when none is recorded or a later start committed.
+   */
+  readonly lastFailure: CdcFailure | null;
   readonly tables: readonly CdcTableStatus[];
 }
 
@@ -105,6 +112,7 @@ export async function cdcStatus(opts: CdcStatusOptions): Promise<CdcSourceStatus
   const key = cdcStateKey(opts.pipeline, opts.source);
   const record = await opts.store.load(key);
   const state = parseCdcState(record.value);
+  const failure = parseCdcFailure((await opts.store.load(cdcFailureKey(opts.pipeline, opts.source))).value);
   const events = state.events ?? [];
   const seconds = (iso: string | undefined) =>
     iso === undefined || Number.isNaN(Date.parse(iso)) ? null : Math.round((now - Date.parse(iso)) / 1000);
@@ -157,6 +165,7 @@ export async function cdcStatus(opts: CdcStatusOptions): Promise<CdcSourceStatus
     sinceLastCommitSeconds: seconds(state.lastCommitAt),
     lease,
     events,
+    lastFailure: failure && failureIsCurrent(failure, state.lastCommitAt) ? failure : null,
     tables,
   };
 }
