@@ -53,8 +53,8 @@ import {
   checkTtl,
   decideAcquire,
   decideCommit,
-  decideRenew,
   decideNote,
+  decideRenew,
   decideTakeOver,
   type StoredState,
   serializeValue,
@@ -294,9 +294,6 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
     });
   }
 
-  /** One conditional UpdateItem; undefined when the condition failed (nothing was written). */
-  async #update(
-    key: string,
   async note(key: string, value: StateValue): Promise<void> {
     const text = serializeValue(key, value);
     for (let attempt = 1; ; attempt++) {
@@ -317,6 +314,9 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
     }
   }
 
+  /** One conditional UpdateItem; undefined when the condition failed (nothing was written). */
+  async #update(
+    key: string,
     input: Omit<UpdateItemCommandInput, 'TableName' | 'Key' | 'ReturnValues'>,
   ): Promise<StoredState | undefined> {
     try {
