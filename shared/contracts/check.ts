@@ -69,6 +69,8 @@ export interface Preflight {
  * publication; MySQL: serverId and binlogRetentionHours).
  */
 export interface CdcPreflightSettings {
+  /** The pipeline checked (Postgres: a publication or slot another pipeline marked is refused). */
+  readonly pipeline?: string;
   readonly slot?: string;
   readonly publication?: string;
   readonly serverId?: number;

@@ -95,11 +95,13 @@ export function newBatch(b: NewBatch): Batch {
 
 /**
  * Refuses an upsert table without a primary key: upsert could not identify the row a change
- * replaces, a silent correctness bug. Catches discovered tables that declare no key.
+ * replaces, a silent correctness bug. A configuration refusal (`UPSERT_NO_KEY`), which `check`
+ * and every run's start make before anything is written; the sink keeps it as a last guard.
  */
 export function requireUpsertKey(table: string, writeMode: WriteMode, schema: Schema): void {
   if (writeMode === 'upsert' && schema.primaryKey.length === 0) {
-    throw new BatchError(
+    throw new TidemarkError(
+      'UPSERT_NO_KEY',
       `table ${table} is configured with writeMode: upsert but has no primary key; add a primary key or use writeMode: append`,
     );
   }

@@ -6,7 +6,7 @@
  * queries: the driver plans the keyset (or catches its refusal) and passes the outcome in.
  */
 import { type CheckItem, failed, passed, warned } from '../contracts/check.js';
-import type { TidemarkError } from '../contracts/errors.js';
+import { SourceError, type TidemarkError } from '../contracts/errors.js';
 import type { Warning } from '../contracts/source.js';
 
 /** What a driver's keyset planner returned for a table, in the shape both drivers share. */
@@ -59,4 +59,19 @@ export function keysetLines(o: KeysetOutcome): CheckItem[] {
     items.push(failed('cursor', refusal));
   }
   return items;
+}
+
+/**
+ * A CDC start's refusal from its preflight lines: the first line of `ids` that failed, thrown as
+ * the source error `tidemark check` showed for it (same code, same words and fix), so a start
+ * never fails with a raw server error where check had a line. Lines of other ids are left to
+ * the run (warnings, and what the reader judges itself).
+ */
+export function refuseFailedPreconditions(
+  source: string,
+  lines: readonly CheckItem[],
+  ids: ReadonlySet<string>,
+): void {
+  const fail = lines.find((l) => l.status === 'fail' && ids.has(l.check));
+  if (fail) throw new SourceError(fail.code ?? 'CDC_PRECONDITION', `${source}: ${fail.message}`);
 }

@@ -27,12 +27,13 @@ import {
   tableTarget,
 } from '../config/spec.js';
 import { type CheckItem, type CheckStatus, failed, passed, type TablePreflight } from '../contracts/check.js';
-import type { TidemarkError } from '../contracts/errors.js';
+import { TidemarkError } from '../contracts/errors.js';
 import type { TableRef } from '../contracts/source.js';
 import type { Clock } from '../contracts/state.js';
-import { BatchError, requireUpsertKey } from '../dataplane/batch.js';
-import { findColumn } from '../dataplane/schema.js';
+import { requireUpsertKey } from '../dataplane/batch.js';
+import { findColumn, type Schema } from '../dataplane/schema.js';
 import { type ClosableIncrementalSource, driver } from '../drivers/registry.js';
+import { cdcTableAccepted, cdcTableRefusals } from '../engine/cdc/preconditions.js';
 import { NullCursorError } from '../engine/incremental/run.js';
 import { redact } from '../observability/redact.js';
 import { findModeChanges } from './mode-change.js';
@@ -238,6 +239,7 @@ async function checkCdcSource(
     const { slot, publication, serverId, binlogRetentionHours } = cdcSettings(spec, name);
     return src.preflightCdcSource(
       {
+        pipeline: spec.pipeline,
         ...(slot ? { slot } : {}),
         ...(publication ? { publication } : {}),
         ...(serverId !== undefined ? { serverId } : {}),
@@ -248,9 +250,15 @@ async function checkCdcSource(
   });
   const lines: CheckLine[] = sourceItems.map((item) => ({ ...item, scope: 'source' as const, subject }));
   for (const [i, t] of tables.entries()) {
-    const items = await withSource(sources, name, read, 'table', async (src) =>
-      src.preflightCdcTable ? src.preflightCdcTable(preflightTables[i]!) : [],
-    );
+    const items = await withSource(sources, name, read, 'table', async (src) => {
+      const driverLines = src.preflightCdcTable ? await src.preflightCdcTable(preflightTables[i]!) : [];
+      // A driver's failed `key` line already says upsert needs a key (MySQL's CDC_NO_PRIMARY_KEY).
+      const keyFailed = driverLines.some((l) => l.check === 'key' && l.status === 'fail');
+      const engineLines = (await cdcTableLines(t, src)).filter(
+        (l) => !(keyFailed && l.code === 'UPSERT_NO_KEY'),
+      );
+      return [...driverLines, ...engineLines];
+    });
     const target = tableTarget(t);
     lines.push(
       ...items.map((item) => ({
@@ -262,6 +270,24 @@ async function checkCdcSource(
     );
   }
   return lines;
+}
+
+/**
+ * The engine's rules for a cdc table (shared/engine/cdc/preconditions.ts): the refusals a CDC
+ * start makes before it records anything, in its own words; nothing when the table cannot be
+ * read (the driver's `table` line says why).
+ */
+async function cdcTableLines(t: CdcTableSpec, src: ClosableIncrementalSource): Promise<CheckItem[]> {
+  let schema: Schema;
+  try {
+    ({ schema } = await src.introspect({ source: t.table, target: tableTarget(t), exclude: t.exclude }));
+  } catch {
+    return [];
+  }
+  const rules = { target: tableTarget(t), writeMode: t.writeMode, snapshot: t.snapshot };
+  const refusals = cdcTableRefusals(rules, schema);
+  if (refusals.length === 0) return [passed('writeMode', cdcTableAccepted(rules, schema))];
+  return refusals.map((e) => failed(e.code === 'CDC_SNAPSHOT_NO_KEY' ? 'snapshot' : 'writeMode', e));
 }
 
 /**
@@ -316,7 +342,7 @@ async function checkTable(t: IncrementalTableSpec, src: ClosableIncrementalSourc
   const at = items.findIndex((i) => i.check === 'cursor');
   items.splice(at < 0 ? items.length : at + 1, 0, ...extra.map((item) => withoutSubject(item, t.table)));
   try {
-    // Throws the run's own refusal (BATCH_INVALID) when upsert has no key to collapse by.
+    // Throws the run's own refusal (UPSERT_NO_KEY) when upsert has no key to collapse by.
     requireUpsertKey(tableTarget(t), t.writeMode, schema);
     items.push(
       passed(
@@ -327,7 +353,7 @@ async function checkTable(t: IncrementalTableSpec, src: ClosableIncrementalSourc
       ),
     );
   } catch (e) {
-    if (!(e instanceof BatchError)) throw e;
+    if (!(e instanceof TidemarkError) || e.code !== 'UPSERT_NO_KEY') throw e;
     items.push(failed('writeMode', e));
   }
   return items;

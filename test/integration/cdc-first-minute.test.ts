@@ -29,6 +29,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import type mysql from 'mysql2/promise';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
+import { defaultCdcName } from '../../shared/config/spec.js';
 import { type CdcState, parseCdcState } from '../../shared/engine/cdc/state.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { freshMysqlDatabase } from '../harness/mysql.js';
@@ -399,8 +400,7 @@ const EXPECTED_KILLS = [
 
 describe.each(['mysql', 'postgres'] as const)('the first minute of a %s capture, killed', (kind) => {
   const open = async (pipeline: string) => {
-    const db =
-      kind === 'mysql' ? await mysqlDb() : await pgDb(() => [`tidemark_${pipeline.replaceAll('-', '_')}_db`]);
+    const db = kind === 'mysql' ? await mysqlDb() : await pgDb(() => [defaultCdcName(pipeline, 'db')]);
     cleanup.push(() => db.close());
     return db;
   };

@@ -293,6 +293,7 @@ describe('MySQL CDC preflight on MariaDB', () => {
         ['sources.my', 'snapshot'],
         [`${db.name}.keyed`, 'table'],
         [`${db.name}.keyed`, 'key'],
+        [`${db.name}.keyed`, 'writeMode'],
         [`${db.name}.nokey`, 'table'],
         [`${db.name}.nokey`, 'key'],
         ['state', 'dir'],

@@ -401,8 +401,10 @@ describe('preflightCdcSource', () => {
     try {
       const items = await preflightCdcSource(sql, { slot, publication: 'pub_pf_slot', tables: [] });
       const s = line(items, 'slot');
-      expect(s.status).toBe('ok');
+      // No capture reads it: a warning, since the server keeps its WAL until one does.
+      expect(s).toMatchObject({ status: 'warn', code: 'CDC_SLOT_IDLE' });
       expect(s.message).toContain(`slot "${slot}" exists (pgoutput, inactive, wal_status reserved`);
+      expect(s.message).toContain('no capture reads it');
       expect(s.message).toMatch(/confirmed_flush_lsn [0-9A-F]+\/[0-9A-F]+/);
       expect(s.message).toContain('of WAL retained behind restart_lsn');
       expect(line(items, 'slots').message).toContain(`slot "${slot}" exists`);
@@ -549,10 +551,13 @@ describe('tidemark check with postgres cdc tables (in process, hand-built spec)'
         ['sources.app', 'watermarks', 'ok'],
         ['public.keyed12', 'table', 'ok'],
         ['public.keyed12', 'toast', 'ok'],
+        ['public.keyed12', 'writeMode', 'ok'],
         ['public.log12', 'table', 'ok'],
         ['public.log12', 'toast', 'ok'],
+        ['public.log12', 'writeMode', 'ok'],
         ['public.nopk12', 'table', 'ok'],
         ['public.nopk12', 'toast', 'ok'],
+        ['public.nopk12', 'writeMode', 'ok'],
         ['state', 'dir', 'ok'],
         ['lake', 'dir', 'ok'],
       ]);

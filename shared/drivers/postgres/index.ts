@@ -196,12 +196,14 @@ export class PostgresSource
     settings: CdcPreflightSettings,
     tables: readonly CdcPreflightTable[],
   ): Promise<CheckItem[]> {
-    const { slot, publication } = settings;
+    const { slot, publication, pipeline } = settings;
     if (!slot || !publication) return [failed('slot', new Error('no slot or publication name resolved'))];
     const published = tables.map((t) => ({ source: t.source, insertOnly: t.insertOnly }));
+    const source = this.db.endpoint.source;
+    const owner = pipeline ? { pipeline, source, slot } : undefined;
     try {
-      return await this.guard(this.db.endpoint.source, (sql) =>
-        preflightCdcSource(sql, { slot, publication, tables: published }),
+      return await this.guard(source, (sql) =>
+        preflightCdcSource(sql, { slot, publication, tables: published, ...(owner ? { owner } : {}) }),
       );
     } catch (e) {
       return [failed('cdc', e)];

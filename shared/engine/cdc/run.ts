@@ -58,6 +58,7 @@ import { positionAfter } from '../../position/position.js';
 import { durableStep, recoverUncommitted } from '../durable-step.js';
 import { takeLease } from '../lease.js';
 import { AckTracker } from './ack.js';
+import { cdcTableRefusals } from './preconditions.js';
 import { type ChunkLanding, newTableSnapshot, type SnapshotSettings, Snapshotter } from './snapshot.js';
 import {
   type CdcState,
@@ -427,6 +428,10 @@ class CdcRun {
         target: config.target,
         exclude: config.exclude,
       });
+      // Refused before anything of the table is recorded or created (state entry, publication,
+      // slot), in the words `tidemark check` uses: a fixed spec then starts as if new.
+      const [refusal] = cdcTableRefusals(config, schema);
+      if (refusal) throw refusal;
       const lake = cdcLakeSchema(schema);
       const stored = this.state.tables[config.target];
       const recorded = storedSchema(lake, stored?.schemaVersion ?? 1);
@@ -502,9 +507,26 @@ class CdcRun {
     // without a position (written by a release that committed it only at the first flush) gets
     // one now, before anything is read.
     const added = [...this.tables.values()].filter((t) => this.state.tables[t.config.target] === undefined);
-    if (added.length > 0 || this.state.position === undefined) {
+    // A table now configured `snapshot: never` whose snapshot is not complete (e.g. recorded by a
+    // start that was then refused): its snapshot is dropped, and only changes are captured.
+    const unsnapshotted = [...this.tables.values()].filter((t) => {
+      const s = this.state.tables[t.config.target]?.snapshot;
+      return t.config.snapshot !== 'initial' && s !== undefined && s.state !== 'complete';
+    });
+    if (added.length > 0 || unsnapshotted.length > 0 || this.state.position === undefined) {
       const tables: Record<string, CdcTableState> = { ...this.state.tables };
       for (const t of added) tables[t.config.target] = this.newEntry(t);
+      for (const t of unsnapshotted) {
+        const { snapshot: _dropped, ...entry } = tables[t.config.target]!;
+        tables[t.config.target] = entry;
+        this.log.warn(
+          "snapshot: never: the table's unfinished snapshot is dropped; only its changes are captured",
+          {
+            code: 'CDC_SNAPSHOT_DROPPED',
+            table: t.config.target,
+          },
+        );
+      }
       let position = this.state.position;
       if (position === undefined) {
         this.log.warn(

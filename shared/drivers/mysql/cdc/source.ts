@@ -12,11 +12,16 @@ import type { CdcRuntime, CdcTable, Reader } from '../../../contracts/cdc.js';
 import { TidemarkError } from '../../../contracts/errors.js';
 import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
 import type { Schema } from '../../../dataplane/schema.js';
+import { refuseFailedPreconditions } from '../../preflight-lines.js';
 import type { CdcSourceSettings, ClosableCdcSource } from '../../registry.js';
 import { MysqlSession, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
 import { type MysqlSnapshotOptions, MysqlSnapshotSource } from '../snapshot.js';
+import { preflightCdcSource } from './preflight.js';
 import { MysqlCdcReader } from './reader.js';
+
+/** The preflight lines a start refuses on when they fail: what no binlog stream can do without. */
+const START_PRECONDITIONS = new Set(['log_bin', 'binlog_format', 'binlog_row_image', 'replication']);
 
 export class MysqlCdcSource implements ClosableCdcSource, Introspector {
   private readonly db: MysqlSession;
@@ -45,6 +50,13 @@ export class MysqlCdcSource implements ClosableCdcSource, Introspector {
     for (const t of tables)
       if (!this.plans.has(t.ref.source)) await this.introspect({ source: t.ref.source });
     const serverId = runtime.serverId ?? this.settings.serverId;
+    // The binlog settings and grants a stream needs, in the words `tidemark check` uses.
+    if (serverId !== undefined) {
+      const lines = await this.guard(() =>
+        preflightCdcSource(this.db, { serverId, binlogRetentionHours: 0, tables: [] }),
+      );
+      refuseFailedPreconditions(this.settings.sourceName, lines, START_PRECONDITIONS);
+    }
     const reader = new MysqlCdcReader(
       {
         url: this.settings.url,

@@ -15,6 +15,7 @@ import { SourceError } from '../../../contracts/errors.js';
 import type { Sql } from '../connect.js';
 import { quoteIdent } from '../types.js';
 import {
+  type PublicationOwner,
   type PublicationPlan,
   type PublishedTable,
   type PublishedTableInfo,
@@ -29,6 +30,8 @@ export interface CdcPreflightOptions {
   readonly slot: string;
   readonly publication: string;
   readonly tables: readonly PublishedTable[];
+  /** The capture checked: another capture's publication or slot of the same name is refused. */
+  readonly owner?: PublicationOwner;
 }
 
 /** The source-wide CDC lines; never throws (a statement that fails is that line's `fail`). */
@@ -39,7 +42,7 @@ export async function preflightCdcSource(sql: Sql, opts: CdcPreflightOptions): P
     await step('replication', () => replicationRole(sql)),
     await step('slots', () => freeSlots(sql, opts.slot)),
     await step('senders', () => freeSenders(sql)),
-    await step('slot', () => slotLine(sql, opts.slot)),
+    await slotItem(sql, opts.slot),
     await walKeepLine(sql, opts.slot),
     ...(await publicationLines(sql, opts)),
     await watermarkLine(sql),
@@ -211,6 +214,24 @@ async function readSlot(sql: Sql, slot: string): Promise<SlotRow | undefined> {
   return row;
 }
 
+/**
+ * The `slot` line; a warning for a slot no reader is attached to: it retains WAL until a
+ * capture reads it again (a first start that failed, a task that is down, a source dropped from
+ * the spec), which the disk pays for.
+ */
+async function slotItem(sql: Sql, slot: string): Promise<CheckItem> {
+  const item = await step('slot', () => slotLine(sql, slot));
+  if (item.status !== 'ok') return item;
+  const s = await readSlot(sql, slot).catch(() => undefined);
+  if (!s || s.active) return item;
+  return {
+    ...item,
+    status: 'warn',
+    code: 'CDC_SLOT_IDLE',
+    message: `${item.message}: no capture reads it, and the server keeps its WAL until one does; run tidemark cdc, or drop the slot (SELECT pg_drop_replication_slot('${slot}');) if this source is no longer captured`,
+  };
+}
+
 async function slotLine(sql: Sql, slot: string): Promise<string> {
   const s = await readSlot(sql, slot);
   if (!s) return `slot "${slot}" does not exist yet: it will be created on first start`;
@@ -267,7 +288,7 @@ async function walKeepLine(sql: Sql, slot: string): Promise<CheckItem> {
 async function publicationLines(sql: Sql, opts: CdcPreflightOptions): Promise<CheckItem[]> {
   let plan: PublicationPlan;
   try {
-    plan = await planPublications(sql, opts.publication, opts.tables);
+    plan = await planPublications(sql, opts.publication, opts.tables, opts.owner);
   } catch (e) {
     return [failed('publication', e)];
   }

@@ -25,7 +25,7 @@ import { hashedPgName, PG_NAME_MAX } from '../../../config/pg-names.js';
 import { SourceError } from '../../../contracts/errors.js';
 import type { Sql } from '../connect.js';
 import { splitTableName } from '../introspect.js';
-import { quoteIdent } from '../types.js';
+import { quoteIdent, quoteLiteral } from '../types.js';
 
 /** A spec table as the publications see it. */
 export interface PublishedTable {
@@ -78,6 +78,34 @@ export interface PublicationPlan {
   readonly tables: ReadonlyMap<string, PublishedTableInfo>;
 }
 
+/**
+ * The capture a publication belongs to. tidemark marks the publications it creates with a
+ * comment naming it (`tidemark pipeline=<p> source=<s> slot=<slot>`): it alters only the tables
+ * of a publication marked as its own, only adds to one it did not create, and refuses a spec
+ * whose publication or slot another capture's mark names.
+ */
+export interface PublicationOwner {
+  readonly pipeline: string;
+  readonly source: string;
+  readonly slot: string;
+}
+
+const MARK = /^tidemark pipeline=(\S+) source=(\S+) slot=(\S+)$/;
+
+/** The comment that marks a publication as `owner`'s. */
+export function ownerMark(owner: PublicationOwner): string {
+  return `tidemark pipeline=${owner.pipeline} source=${owner.source} slot=${owner.slot}`;
+}
+
+/** The owner a publication's comment names; undefined for an unmarked publication. */
+export function parseOwnerMark(comment: string | null | undefined): PublicationOwner | undefined {
+  const m = MARK.exec(comment ?? '');
+  return m ? { pipeline: m[1]!, source: m[2]!, slot: m[3]! } : undefined;
+}
+
+const sameCapture = (a: PublicationOwner, b: PublicationOwner) =>
+  a.pipeline === b.pipeline && a.source === b.source;
+
 const PUBLISH_ALL = 'insert, update, delete, truncate';
 const PUBLISH_INSERT = 'insert';
 
@@ -113,6 +141,7 @@ interface PublicationRow {
   pubviaroot: boolean;
   owns: boolean;
   owner: string;
+  mark: string | null;
 }
 
 interface PublishedRow {
@@ -140,9 +169,11 @@ export async function planPublications(
   sql: Sql,
   publication: string,
   tables: readonly PublishedTable[],
+  owner?: PublicationOwner,
 ): Promise<PublicationPlan> {
   const ctx = await context(sql);
   const problems: SourceError[] = [];
+  if (owner) problems.push(...(await clashes(sql, publication, owner)));
   const found: FoundTable[] = [];
   for (const t of tables) {
     const r = await readTable(sql, t);
@@ -164,7 +195,7 @@ export async function planPublications(
   const publications: PublicationStatus[] = [];
   for (const w of wanted) {
     const existing = await readPublication(sql, w.name, ctx.version);
-    const p = planOne(w.name, w.publish, w.tables, existing, ctx);
+    const p = planOne(w.name, w.publish, w.tables, existing, ctx, owner);
     if (p.problem) problems.push(p.problem);
     if (p.status) publications.push(p.status);
   }
@@ -190,9 +221,10 @@ export async function ensurePublications(
   sql: Sql,
   publication: string,
   tables: readonly PublishedTable[],
+  owner?: PublicationOwner,
 ): Promise<PublicationSetup> {
   for (let attempt = 0; ; attempt++) {
-    const plan = await planPublications(sql, publication, tables);
+    const plan = await planPublications(sql, publication, tables, owner);
     if (plan.problems[0]) throw plan.problems[0];
     try {
       if (plan.statements.length > 0)
@@ -293,7 +325,8 @@ function identityRefusal(t: FoundTable): SourceError | undefined {
 async function readPublication(sql: Sql, name: string, version: number): Promise<Existing | undefined> {
   const [row] = await sql.unsafe<PublicationRow[]>(
     `SELECT p.oid::text AS oid, p.puballtables, p.pubinsert, p.pubupdate, p.pubdelete, p.pubtruncate, p.pubviaroot,
-            pg_has_role(p.pubowner, 'USAGE') AS owns, pg_get_userbyid(p.pubowner)::text AS owner
+            pg_has_role(p.pubowner, 'USAGE') AS owns, pg_get_userbyid(p.pubowner)::text AS owner,
+            obj_description(p.oid, 'pg_publication') AS mark
      FROM pg_publication p WHERE p.pubname = $1`,
     [name],
   );
@@ -324,6 +357,34 @@ async function readPublication(sql: Sql, name: string, version: number): Promise
   };
 }
 
+/**
+ * Another capture's marks that name this capture's publication (or its insert-only twin) or slot:
+ * two captures sharing either would take each other's tables out, or each other's changes.
+ */
+async function clashes(sql: Sql, publication: string, owner: PublicationOwner): Promise<SourceError[]> {
+  const rows = await sql.unsafe<{ name: string; mark: string | null }[]>(
+    `SELECT p.pubname::text AS name, obj_description(p.oid, 'pg_publication') AS mark FROM pg_publication p`,
+  );
+  const ours = new Set([publication, insertOnlyPublicationName(publication)]);
+  const found: SourceError[] = [];
+  for (const r of rows) {
+    const other = parseOwnerMark(r.mark);
+    if (!other || sameCapture(other, owner)) continue;
+    const shared = [
+      ours.has(r.name) ? `publication "${r.name}"` : '',
+      other.slot === owner.slot ? `slot "${owner.slot}"` : '',
+    ].filter(Boolean);
+    if (shared.length === 0) continue;
+    found.push(
+      new SourceError(
+        'CDC_NAME_CLASH',
+        `${shared.join(' and ')} belong(s) to pipeline "${other.pipeline}" source "${other.source}" (publication "${r.name}"), not to pipeline "${owner.pipeline}" source "${owner.source}": set ${owner.source}.cdc.publication and slot to names of this capture's own`,
+      ),
+    );
+  }
+  return found;
+}
+
 /** The statements (and the refusal, if any) that make publication `name` hold exactly `tables`. */
 function planOne(
   name: string,
@@ -331,14 +392,16 @@ function planOne(
   tables: readonly FoundTable[],
   existing: Existing | undefined,
   ctx: Context,
+  owner?: PublicationOwner,
 ): { status?: PublicationStatus; problem?: SourceError } {
   const q = quoteIdent(name);
   const list = tables.map((t) => t.qualified).join(', ');
   const options = `publish = '${publish}', publish_via_partition_root = true`;
   const sources = tables.map((t) => t.source);
+  const mark = owner ? [`COMMENT ON PUBLICATION ${q} IS ${quoteLiteral(ownerMark(owner))}`] : [];
   if (!existing) {
     if (tables.length === 0) return {};
-    const statements = [`CREATE PUBLICATION ${q} FOR TABLE ${list} WITH (${options})`];
+    const statements = [`CREATE PUBLICATION ${q} FOR TABLE ${list} WITH (${options})`, ...mark];
     const notOwned = tables.filter((t) => !t.owned).map((t) => t.source);
     const problem =
       ctx.mayCreate && notOwned.length === 0
@@ -372,7 +435,14 @@ function planOne(
   const want = new Set(sources);
   const have = new Set(existing.tables.map((t) => t.source));
   const sameTables = !existing.narrowed && want.size === have.size && [...want].every((s) => have.has(s));
-  if (!sameTables) {
+  const marked = parseOwnerMark(existing.mark);
+  if (owner && !(marked && sameCapture(marked, owner)) && !sameTables) {
+    // Not created by this capture (by hand, or by a release before the marks): tables are only
+    // ever added to it, never taken out; another capture's publication was refused by `clashes`.
+    const missing = tables.filter((t) => !have.has(t.source));
+    if (missing.length === 0) return { status: { name, state: 'matches', statements, tables: sources } };
+    statements.push(`ALTER PUBLICATION ${q} ADD TABLE ${missing.map((t) => t.qualified).join(', ')}`);
+  } else if (!sameTables) {
     statements.push(
       tables.length > 0
         ? `ALTER PUBLICATION ${q} SET TABLE ${list}`
@@ -388,6 +458,8 @@ function planOne(
     existing.pubviaroot;
   // An empty publication nobody reads keeps whatever options it has.
   if (!sameOptions && tables.length > 0) statements.push(`ALTER PUBLICATION ${q} SET (${options})`);
+  // An unmarked publication that holds exactly this capture's tables becomes its own.
+  if (owner && !marked && sameTables && existing.owns) statements.push(...mark);
   if (statements.length === 0) return { status: { name, state: 'matches', statements, tables: sources } };
   const added = tables.filter((t) => !have.has(t.source) && !t.owned).map((t) => t.source);
   const problem =

@@ -12,12 +12,28 @@ import { SourceError, TidemarkError } from '../../../contracts/errors.js';
 import type { SnapshotOptions, SnapshotSource } from '../../../contracts/snapshot.js';
 import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
 import type { Schema } from '../../../dataplane/schema.js';
+import { refuseFailedPreconditions } from '../../preflight-lines.js';
 import type { CdcSourceSettings, ClosableCdcSource } from '../../registry.js';
 import { PgConnection, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
 import { PgSnapshotSource } from '../snapshot.js';
+import { preflightCdcSource } from './preflight.js';
 import { ensurePublications } from './publication.js';
 import { PgCdcReader } from './reader.js';
+
+/**
+ * The preflight lines a start refuses on when they fail: the server's settings and the role's
+ * rights, and the publication plan. (The `slot` line's lost or foreign slot is the reader's to
+ * judge: a lost slot of a running capture is a gap, handled by `onPositionLost`.)
+ */
+const START_PRECONDITIONS = new Set([
+  'wal_level',
+  'version',
+  'replication',
+  'slots',
+  'senders',
+  'publication',
+]);
 
 export class PostgresCdcSource implements ClosableCdcSource, Introspector {
   private readonly db: PgConnection;
@@ -48,13 +64,17 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
         'CDC_CONFIG',
         `${this.settings.sourceName}: a Postgres cdc source needs a slot and a publication name`,
       );
-    const setup = await this.guard((sql) =>
-      ensurePublications(
-        sql,
-        publication,
-        tables.map((t) => ({ source: t.ref.source, insertOnly: t.insertOnly === true })),
-      ),
+    // The server-wide preconditions, in the words `tidemark check` uses, before anything is
+    // created (a publication made by a start the server then refuses would be left behind).
+    const published = tables.map((t) => ({ source: t.ref.source, insertOnly: t.insertOnly === true }));
+    // The capture's mark on what it creates (a reader opened outside a pipeline marks nothing).
+    const pipeline = runtime.dims?.pipeline;
+    const owner = pipeline ? { pipeline, source: this.settings.sourceName, slot } : undefined;
+    const lines = await this.guard((sql) =>
+      preflightCdcSource(sql, { slot, publication, tables: published, owner }),
     );
+    refuseFailedPreconditions(this.settings.sourceName, lines, START_PRECONDITIONS);
+    const setup = await this.guard((sql) => ensurePublications(sql, publication, published, owner));
     for (const s of setup.executed) runtime.log?.info('publication updated', { statement: s });
     for (const t of tables)
       if (!this.plans.has(t.ref.source)) await this.introspect({ source: t.ref.source });
