@@ -9,7 +9,10 @@
  *   - `writeMode: upsert` without a key: UPSERT_NO_KEY in check and at the start, never
  *     BATCH_INVALID at a flush;
  *   - two pipelines given the same publication name: the second is refused (CDC_NAME_CLASH),
- *     naming both pipelines, by check and by cdc; the first's publication keeps its tables.
+ *     naming both pipelines, by check and by cdc; the first's publication keeps its tables;
+ *   - a server with wal_level=replica (a private embedded PostgreSQL): `tidemark cdc` refuses
+ *     with check's CDC_WAL_LEVEL line and fix, not the raw server error, and creates no
+ *     publication; `status` then shows the failure.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,8 +21,10 @@ import { join } from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultCdcName } from '../../shared/config/spec.js';
+import { startEmbeddedPostgres } from '../../shared/local/embedded-postgres.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
+import { TEMPLATE_ROOT } from '../harness/templates.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const BIN = join(ROOT, 'bin', 'tidemark.js');
@@ -61,7 +66,13 @@ interface TableLine {
 }
 
 /** A spec of pipeline `pipeline` in `dir`; `publication` overrides the default name. */
-function spec(dir: string, pipeline: string, tables: readonly TableLine[], publication?: string): string {
+function spec(
+  dir: string,
+  pipeline: string,
+  tables: readonly TableLine[],
+  publication?: string,
+  url = db.url,
+): string {
   const cdc = publication ? `, cdc: { publication: ${publication} }` : '';
   const path = join(dir, `${pipeline}.yaml`);
   writeFileSync(
@@ -69,7 +80,7 @@ function spec(dir: string, pipeline: string, tables: readonly TableLine[], publi
     [
       `pipeline: ${pipeline}`,
       'sources:',
-      `  db: { kind: postgres, url: "${db.url}"${cdc} }`,
+      `  db: { kind: postgres, url: "${url}"${cdc} }`,
       `state: { dir: ${join(dir, 'state')} }`,
       `lake: { uri: "file://${join(dir, 'lake')}" }`,
       'tables:',
@@ -228,5 +239,43 @@ describe('a refused CDC start leaves nothing behind, and check says it first', (
     // The first pipeline still starts on it.
     expect((await captureOnce(first)).code).toBe(0);
     expect(await publicationTables(publication)).toEqual(['keyed']);
+  }, 300_000);
+
+  it('wal_level=replica: the start refuses in the words of check, creates nothing, and status shows it', async () => {
+    const server = await startEmbeddedPostgres({
+      durable: false,
+      templateRoot: TEMPLATE_ROOT,
+      settings: { wal_level: 'replica' },
+    });
+    try {
+      const sql = postgres(server.url, { max: 1, onnotice: () => undefined });
+      try {
+        await sql.unsafe('CREATE TABLE t (id INT PRIMARY KEY)');
+        const dir = newDir();
+        const pipeline = `replica-${Math.random().toString(36).slice(2, 8)}`;
+        const path = spec(
+          dir,
+          pipeline,
+          [{ table: 't', writeMode: 'upsert', snapshot: 'never' }],
+          undefined,
+          server.url,
+        );
+        const source = checkLines(path, 'sources.db');
+        expect(source.wal_level).toMatchObject({ status: 'fail', code: 'CDC_WAL_LEVEL' });
+        const run = cli('cdc', '-c', path);
+        expect(run.code).not.toBe(0);
+        expect(run.out).toContain('CDC_WAL_LEVEL');
+        expect(run.out).toContain('set wal_level = logical and restart');
+        expect(run.out).not.toContain('logical decoding requires');
+        const pubs = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_publication`;
+        expect(pubs[0]!.n).toBe(0);
+        const status = cli('status', '-c', path, '--json');
+        expect(status.out).toContain('CDC_WAL_LEVEL');
+      } finally {
+        await sql.end();
+      }
+    } finally {
+      await server.stop();
+    }
   }, 300_000);
 });
