@@ -1,6 +1,6 @@
 /**
  * What every `tidemark` command shares: the exit codes, the usage error (exit 2), the spec
- * argument and the one-line rendering of an error.
+ * argument and how an error is printed (a short headline, its details on the lines after it).
  */
 import { existsSync } from 'node:fs';
 import { loadSpecFile, type Spec } from '../../shared/config/spec.js';
@@ -54,6 +54,85 @@ export function specArg(values: { config?: string | undefined }): Spec {
 export function oneLine(e: unknown): string {
   if (e instanceof ConfigError && e.problems.length > 1) return redact(e.message);
   return redact(e instanceof Error ? (e.message.split('\n')[0] ?? e.name) : String(e));
+}
+
+/**
+ * The longest first line an error prints, `tidemark: ` included: a headline a terminal shows
+ * whole and a log search matches on. What does not fit follows on indented lines.
+ */
+export const HEADLINE_MAX = 200;
+
+/**
+ * A reason as the CLI prints it on stderr: `tidemark: <headline>` of at most HEADLINE_MAX
+ * characters, then the rest of the reason's first line on lines indented by two spaces, cut at
+ * its clause boundaries (`; `, `. `, then `, `, then a space; never inside parentheses or quotes),
+ * then the reason's further lines as they are (a spec's problem list). Every error message stays
+ * whole in `--json` output and the state; only its printing is cut. Secrets are hidden
+ * (`redact`). Ends with a newline.
+ */
+export function errorText(reason: string): string {
+  const PREFIX = 'tidemark: ';
+  // Hidden before the cut, so no secret is split across two lines.
+  const [first = '', ...more] = redact(reason).split('\n');
+  const head = `${PREFIX}${first}`;
+  const cut =
+    head.length > HEADLINE_MAX ? cutPoint(head, HEADLINE_MAX, 'headline', PREFIX.length) : undefined;
+  const headline = cut ? head.slice(0, cut.end).trimEnd() : head;
+  const details = cut ? cutAtClauses(head.slice(cut.next).trim(), HEADLINE_MAX - 2).map((d) => `  ${d}`) : [];
+  return `${[headline, ...details, ...more].join('\n')}\n`;
+}
+
+/** An error's printed lines (errorText of oneLine). */
+export function errorLines(e: unknown): string {
+  return errorText(oneLine(e));
+}
+
+/** `text` in lines of at most `max` characters, each ending at the last clause boundary that fits. */
+function cutAtClauses(text: string, max: number): string[] {
+  const lines: string[] = [];
+  let rest = text.trim();
+  while (rest.length > max) {
+    const { end, next } = cutPoint(rest, max, 'detail');
+    lines.push(rest.slice(0, end).trimEnd());
+    rest = rest.slice(next).trimStart();
+  }
+  if (rest) lines.push(rest);
+  return lines;
+}
+
+/**
+ * Where to cut `s` so that its first line has at most `max` characters: after the last `; `
+ * (a headline drops the semicolon, a detail line keeps it) or sentence end `. ` (not `e.g. `)
+ * that fits, else after the last `, `, else at the last space, else at `max`; none before `from`
+ * (the `tidemark: ` prefix). Boundaries inside parentheses or double quotes do not
+ * count: a headline never ends half-way through an aside or a quoted name.
+ */
+function cutPoint(
+  s: string,
+  max: number,
+  line: 'headline' | 'detail',
+  from = 0,
+): { end: number; next: number } {
+  let clause: { end: number; next: number } | undefined;
+  let comma: { end: number; next: number } | undefined;
+  let space: { end: number; next: number } | undefined;
+  let depth = 0;
+  let quoted = false;
+  for (let i = 0; i < s.length && i <= max; i++) {
+    const c = s[i];
+    if (c === '"') quoted = !quoted;
+    else if (c === '(' || c === '[') depth++;
+    else if ((c === ')' || c === ']') && depth > 0) depth--;
+    if (s[i + 1] !== ' ') continue;
+    if (c === ' ' || i <= from) continue;
+    const top = depth === 0 && !quoted;
+    if (top && c === ';' && i + 1 <= max) clause = { end: line === 'headline' ? i : i + 1, next: i + 2 };
+    else if (top && c === '.' && i + 1 <= max && !/\b(e\.g|i\.e|etc|vs)$/.test(s.slice(0, i)))
+      clause = { end: i + 1, next: i + 2 };
+    else if (top && c === ',' && i + 1 <= max) comma = { end: i + 1, next: i + 2 };
+    else if (i + 1 <= max) space = { end: i + 1, next: i + 2 };
+  }
+  return clause ?? comma ?? space ?? { end: max, next: max };
 }
 
 /** An error as `--json` output carries it: its documented code (a usage error is CONFIG_INVALID). */

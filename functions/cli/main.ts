@@ -4,8 +4,10 @@
  * show status, reset a table, and the embedded demo behind `npm start`. One file per command in
  * commands/.
  *
- * A thin shell over shared/: parse arguments, call, print. Exit 0 on success; on error one line
- * `tidemark: <reason>` on stderr and the exit code of args.ts `EXIT` (listed in the usage text).
+ * A thin shell over shared/: parse arguments, call, print. Exit 0 on success; on error a headline
+ * `tidemark: <reason>` on stderr, at most args.ts `HEADLINE_MAX` characters (a longer reason's
+ * details on indented lines after it), and the exit code of args.ts `EXIT` (listed in the usage
+ * text). A closed stdout or stderr ends the process quietly (below).
  * Every error it prints, and the spec `validate` prints, passes through `redact`
  * (shared/observability/redact.ts).
  */
@@ -18,7 +20,7 @@ import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { redact } from '../../shared/observability/redact.js';
 import { repoRoot } from '../root.js';
-import { exitCodeOf, oneLine, UsageError } from './args.js';
+import { errorLines, exitCodeOf, UsageError } from './args.js';
 import { cmdCdc } from './commands/cdc.js';
 import { cmdCheck } from './commands/check.js';
 import { cmdInvoke } from './commands/invoke.js';
@@ -87,7 +89,7 @@ commands:
 
 exit codes:
   0    success
-  1    an error (one line on stderr: tidemark: <reason>)
+  1    an error (on stderr: tidemark: <reason>, its details indented after it)
   2    usage error
   75   another run holds a table's lease (run: that table was skipped; unlock: refused)
   130  run stopped by Ctrl-C (SIGINT), 143 by SIGTERM, after committing what was durable
@@ -139,13 +141,24 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
+// A reader that stops early (`tidemark status | head -1`) closes the pipe. That ends the command
+// at once and quietly, as SIGPIPE ends other tools, with the exit code it had so far (0, unless
+// it had already failed): never a stack trace, never a failure of its own. Stopping is as safe as
+// a kill at that point (the state holds only what was committed).
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+    process.exit(Number(process.exitCode ?? 0));
+  });
+}
+
 main(process.argv.slice(2)).catch((e: unknown) => {
+  // The code first: a closed stderr ends the process on the write below, with this code.
+  process.exitCode = exitCodeOf(e);
   if (e instanceof UsageError) {
-    process.stderr.write(`tidemark: ${oneLine(e)}\n\n${USAGE}`);
-    process.exitCode = 2;
+    process.stderr.write(`${errorLines(e)}\n${USAGE}`);
     return;
   }
-  process.stderr.write(`tidemark: ${oneLine(e)}\n`);
+  process.stderr.write(errorLines(e));
   if (process.env.TIDEMARK_DEBUG) process.stderr.write(`${redact(inspect(e))}\n`);
-  process.exitCode = exitCodeOf(e);
 });

@@ -60,7 +60,8 @@ export function classifyAwsError(err: unknown, ctx: AwsCallContext): AwsFailure 
   if ((e.code && NETWORK_CODES.has(e.code)) || name === 'TimeoutError' || name === 'RequestTimeout') {
     return {
       kind: 'UNREACHABLE',
-      message: `no ${ctx.service} endpoint answered ${where} (${e.code ?? name}) for ${ctx.resource}; check ${ctx.field}.endpoint and ${ctx.field}.region, and that this network can reach ${ctx.service} (VPC endpoint or NAT in AWS; the emulator running locally)`,
+      // The fix in the first clause: the CLI's headline ends at a clause boundary that fits.
+      message: `no ${ctx.service} endpoint answered ${where} (${e.code ?? name}) for ${ctx.resource}: check ${ctx.field}.endpoint and ${ctx.field}.region; this network must reach ${ctx.service} (a VPC endpoint or NAT in AWS; locally, the emulator running)`,
     };
   }
   if (/region is missing/i.test(message)) {

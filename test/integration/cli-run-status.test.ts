@@ -387,7 +387,10 @@ describe('tidemark run / status / unlock', () => {
     await store.acquire(key, other, 20 * 60_000);
     const refused = await cli(dir, spec, ['unlock', '--table', 'public.elsewhere']);
     expect(refused.code).toBe(75);
-    expect(refused.stderr).toMatch(/cannot check; .*--force/);
+    // The headline says why, the indented line after it how (args.ts errorText).
+    expect(refused.stderr).toMatch(
+      /cannot check\n {2}if you know it is not running, run unlock again with --force/,
+    );
     expect((await store.load(key)).lease?.owner).toBe(other);
     const forced = await cli(dir, spec, ['unlock', '--table', 'public.elsewhere', '--force']);
     expect(forced.code, forced.stderr).toBe(0);

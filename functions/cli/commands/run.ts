@@ -17,7 +17,7 @@ import { createLogger, type Logger } from '../../../shared/observability/log.js'
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
 import { holderLiveness, holderName, parseLeaseOwner } from '../../../shared/state/lease-owner.js';
-import { EXIT, errorObject, specArg, UsageError } from '../args.js';
+import { EXIT, errorObject, errorText, specArg, UsageError } from '../args.js';
 import { leaseText } from '../human-time.js';
 
 /** What `--json` prints for one table (and for an error before any table ran). */
@@ -191,7 +191,7 @@ function report(json: boolean, r: TableResult): void {
     const message = r.error.message.startsWith(prefix)
       ? r.error.message.slice(prefix.length)
       : r.error.message;
-    process.stderr.write(`tidemark: ${r.table}: ${message}\n`);
+    process.stderr.write(errorText(`${r.table}: ${message}`));
   } else if (r.status === 'not-started') {
     console.log(`${r.table}: not started (interrupted)`);
   } else if (r.status === 'skipped') {

@@ -17,7 +17,7 @@ import { incrementalStatus, type TableStatus } from '../../../shared/engine/incr
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { writerId } from '../../../shared/sink/layout.js';
 import { holderLiveness, parseLeaseOwner } from '../../../shared/state/lease-owner.js';
-import { EXIT, errorObject, specArg } from '../args.js';
+import { EXIT, errorObject, errorText, specArg } from '../args.js';
 import { clockText, leaseText, relativeText, spanText, whenText } from '../human-time.js';
 
 const STOPPED: Record<string, string> = {
@@ -60,7 +60,7 @@ async function showTables(values: { config?: string; table?: string }, json: boo
       process.stdout.write(
         `${JSON.stringify({ pipeline: spec.pipeline, ...what, status: 'error', error })}\n`,
       );
-    else process.stderr.write(`tidemark: ${name}: ${error.message}\n`);
+    else process.stderr.write(errorText(`${name}: ${error.message}`));
   };
   try {
     for (const t of tables) {
