@@ -8,6 +8,8 @@
  * Never prints credentials: messages name fields, endpoints, regions and resources only.
  */
 
+import { replyText, WrongServiceError } from './service-guard.js';
+
 /** Where the failed call went, in the spec's words. */
 export interface AwsCallContext {
   /** `DynamoDB`, `S3`, `Secrets Manager`. */
@@ -24,8 +26,56 @@ export interface AwsCallContext {
 
 /** A classified AWS failure: `code` is `<prefix>_<kind>`, documented in docs/errors.md. */
 export interface AwsFailure {
-  readonly kind: 'UNREACHABLE' | 'REGION_MISSING' | 'CREDENTIALS' | 'ACCESS_DENIED' | 'WRONG_REGION' | 'NOT_FOUND';
+  readonly kind:
+    | 'UNREACHABLE'
+    | 'WRONG_SERVICE'
+    | 'REGION_MISSING'
+    | 'CREDENTIALS'
+    | 'ACCESS_DENIED'
+    | 'WRONG_REGION'
+    | 'NOT_FOUND';
   readonly message: string;
+}
+
+/**
+ * The endpoint setting the SDK used, as the operator set it: the spec's field, else the SDK's own
+ * environment variables (it reads `AWS_ENDPOINT_URL_<SERVICE>`, then `AWS_ENDPOINT_URL`), else
+ * none (the regional endpoint).
+ */
+function endpointSetting(ctx: AwsCallContext): string | undefined {
+  if (ctx.endpoint) return `${ctx.field}.endpoint`;
+  const own = `AWS_ENDPOINT_URL_${ctx.service.toUpperCase().replace(/\s+/g, '_')}`;
+  if (process.env[own]) return own;
+  if (process.env.AWS_ENDPOINT_URL) return 'AWS_ENDPOINT_URL';
+  return undefined;
+}
+
+/** An endpoint URL as messages show it: its credentials, if any, dropped. */
+function shownUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    return u.href.replace(/\/$/, '');
+  } catch {
+    return url.replace(/\/\/[^/@]*@/, '//');
+  }
+}
+
+/**
+ * One line, whose start is the headline even when cut (functions/cli/args.ts cuts long lines at
+ * a clause boundary, never inside parentheses or quotes): the setting, its URL, the question; the
+ * reply that gave it away last.
+ */
+function wrongServiceMessage(e: WrongServiceError, ctx: AwsCallContext): string {
+  const setting = endpointSetting(ctx);
+  const url = shownUrl(ctx.endpoint ?? e.url);
+  const reply = `it answered ${replyText(e.status, e.contentType, e.bodyStart)}`;
+  const a = /^(S3|[AEIOU])/.test(ctx.service) ? 'an' : 'a';
+  if (!setting) {
+    return `the ${ctx.service} endpoint ${url} is not ${ctx.service} (a proxy in between? or set ${ctx.field}.endpoint): ${reply}`;
+  }
+  return `${setting} ${url} is not ${ctx.service} (is it ${a} ${ctx.service} endpoint?): ${reply}`;
 }
 
 const NETWORK_CODES = new Set([
@@ -57,6 +107,9 @@ export function classifyAwsError(err: unknown, ctx: AwsCallContext): AwsFailure 
   const message = e.message ?? '';
   const status = e.$metadata?.httpStatusCode;
   const where = ctx.endpoint ? `at ${ctx.endpoint}` : 'at its regional endpoint';
+  if (err instanceof WrongServiceError || name === 'WrongServiceError') {
+    return { kind: 'WRONG_SERVICE', message: wrongServiceMessage(err as WrongServiceError, ctx) };
+  }
   if ((e.code && NETWORK_CODES.has(e.code)) || name === 'TimeoutError' || name === 'RequestTimeout') {
     return {
       kind: 'UNREACHABLE',

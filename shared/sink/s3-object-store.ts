@@ -19,6 +19,7 @@ import {
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
 import { classifyAwsError } from '../aws/errors.js';
+import { guardServiceReplies } from '../aws/service-guard.js';
 import { SinkError } from '../contracts/errors.js';
 import type { ObjectStore, StoredObject } from './object-store.js';
 
@@ -65,6 +66,8 @@ export class S3ObjectStore implements ObjectStore {
         requestChecksumCalculation: 'WHEN_REQUIRED',
         responseChecksumValidation: 'WHEN_REQUIRED',
       });
+    // An endpoint that answers but is not S3 fails as SINK_WRONG_SERVICE, not as a parse error.
+    guardServiceReplies(this.client, 'S3');
   }
 
   uri(key: string): string {
@@ -178,6 +181,8 @@ export class S3ObjectStore implements ObjectStore {
     });
     if (failure) {
       const code = failure.kind === 'NOT_FOUND' ? 'SINK_BUCKET_MISSING' : `SINK_${failure.kind}`;
+      // The endpoint is wrong, not the object: the message names the setting, no key before it.
+      if (failure.kind === 'WRONG_SERVICE') return new SinkError(code, '', failure.message, { cause });
       const message =
         failure.kind === 'NOT_FOUND'
           ? `bucket ${this.bucket} does not exist${this.endpoint ? ` at ${this.endpoint}` : ''}; create it (cdk deploy does) or fix the bucket in lake.uri`

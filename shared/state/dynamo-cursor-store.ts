@@ -38,6 +38,7 @@ import {
   type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { classifyAwsError } from '../aws/errors.js';
+import { guardServiceReplies } from '../aws/service-guard.js';
 import { StateError } from '../contracts/errors.js';
 import type {
   Clock,
@@ -90,6 +91,8 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
 
   constructor(options: DynamoCursorStoreOptions) {
     this.#client = options.client;
+    // An endpoint that answers but is not DynamoDB fails as STATE_WRONG_SERVICE, not as a parse error.
+    guardServiceReplies(this.#client, 'DynamoDB');
     this.#table = options.tableName;
     this.#clock = options.clock ?? Date.now;
     this.#endpoint = options.endpoint;
