@@ -102,10 +102,10 @@ function cutAtClauses(text: string, max: number): string[] {
 
 /**
  * Where to cut `s` so that its first line has at most `max` characters: after the last `; `
- * (a headline drops the semicolon, a detail line keeps it) or sentence end `. ` (not `e.g. `)
- * that fits, else after the last `, `, else at the last space, else at `max`; none before `from`
- * (the `tidemark: ` prefix). Boundaries inside parentheses or double quotes do not
- * count: a headline never ends half-way through an aside or a quoted name.
+ * or sentence end `. ` (not `e.g. `) that fits, else after the last `, `, else at the last
+ * space, else at `max` (a headline drops the `;` or `,` it ends at, a detail line keeps it);
+ * none before `from` (the `tidemark: ` prefix). Boundaries inside parentheses or double quotes
+ * do not count: a headline never ends half-way through an aside or a quoted name.
  */
 function cutPoint(
   s: string,
@@ -129,7 +129,7 @@ function cutPoint(
     if (top && c === ';' && i + 1 <= max) clause = { end: line === 'headline' ? i : i + 1, next: i + 2 };
     else if (top && c === '.' && i + 1 <= max && !/\b(e\.g|i\.e|etc|vs)$/.test(s.slice(0, i)))
       clause = { end: i + 1, next: i + 2 };
-    else if (top && c === ',' && i + 1 <= max) comma = { end: i + 1, next: i + 2 };
+    else if (top && c === ',' && i + 1 <= max) comma = { end: line === 'headline' ? i : i + 1, next: i + 2 };
     else if (i + 1 <= max) space = { end: i + 1, next: i + 2 };
   }
   return clause ?? comma ?? space ?? { end: max, next: max };

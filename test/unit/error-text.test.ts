@@ -18,8 +18,8 @@ function printed(reason: string): string[] {
 
 /** The reason's words and punctuation in order, as the printed lines carry them. */
 function content(text: string): string {
-  // A headline drops the semicolon it ends at; whitespace is where lines were cut.
-  return text.replace(/;/g, '').replace(/\s+/g, '');
+  // A headline drops the semicolon or comma it ends at; whitespace is where lines were cut.
+  return text.replace(/[;,]/g, '').replace(/\s+/g, '');
 }
 
 const word = fc.stringMatching(/^[a-zA-Z0-9_./#-]{1,30}$/);
