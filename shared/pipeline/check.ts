@@ -252,12 +252,14 @@ async function checkCdcSource(
   for (const [i, t] of tables.entries()) {
     const items = await withSource(sources, name, read, 'table', async (src) => {
       const driverLines = src.preflightCdcTable ? await src.preflightCdcTable(preflightTables[i]!) : [];
-      // A driver's failed `key` line already says upsert needs a key (MySQL's CDC_NO_PRIMARY_KEY).
-      const keyFailed = driverLines.some((l) => l.check === 'key' && l.status === 'fail');
-      const engineLines = (await cdcTableLines(t, src)).filter(
-        (l) => !(keyFailed && l.code === 'UPSERT_NO_KEY'),
-      );
-      return [...driverLines, ...engineLines];
+      const engineLines = await cdcTableLines(t, src);
+      // Upsert without a key is the engine's refusal, in the words the start uses: a driver's
+      // failed `key` line saying the same (MySQL's CDC_NO_PRIMARY_KEY) gives way to it.
+      const upsertRefused = engineLines.some((l) => l.code === 'UPSERT_NO_KEY');
+      return [
+        ...driverLines.filter((l) => !(upsertRefused && l.check === 'key' && l.status === 'fail')),
+        ...engineLines,
+      ];
     });
     const target = tableTarget(t);
     lines.push(
