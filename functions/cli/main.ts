@@ -141,14 +141,24 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
+/**
+ * Commands that do work past their output (sync, capture, a local Lambda): a closed pipe cuts
+ * that work short, so they do not end as a success.
+ */
+const WORKING_COMMANDS = new Set(['run', 'cdc', 'invoke', 'demo']);
+/** 128 + SIGPIPE: what a shell reports for a process a closed pipe ended. */
+const EXIT_CLOSED_PIPE = 141;
+
 // A reader that stops early (`tidemark status | head -1`) closes the pipe. That ends the command
-// at once and quietly, as SIGPIPE ends other tools, with the exit code it had so far (0, unless
-// it had already failed): never a stack trace, never a failure of its own. Stopping is as safe as
-// a kill at that point (the state holds only what was committed).
+// at once and quietly, as SIGPIPE ends other tools: never a stack trace. A command whose output
+// was all there was to do exits with the code it had so far (0, unless it had already failed); a
+// working command (run, cdc) was stopped mid-work, which a supervisor or `set -o pipefail` must
+// see: 141. Stopping is as safe as a kill at that point (the state holds only what was committed).
 for (const stream of [process.stdout, process.stderr]) {
   stream.on('error', (e: NodeJS.ErrnoException) => {
     if (e.code !== 'EPIPE') throw e;
-    process.exit(Number(process.exitCode ?? 0));
+    const working = WORKING_COMMANDS.has(process.argv[2] ?? '');
+    process.exit(working && !process.exitCode ? EXIT_CLOSED_PIPE : Number(process.exitCode ?? 0));
   });
 }
 

@@ -10,7 +10,7 @@
  * service's; the body is handed on to the deserializer unchanged otherwise. Judges by the shape
  * every implementation of the protocol shares (AWS, LocalStack, dynalite, s3rver, MinIO), never by
  * vendor headers. Never reads an S3 object's body (GetObject's and HeadObject's replies are the
- * object's own), never retries, never names credentials (the URL it carries is an origin only).
+ * object's own), never names credentials (the URL it carries is an origin only).
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
@@ -85,7 +85,18 @@ export function guardServiceReplies(client: DynamoDBClient | S3Client, service: 
           ? isDynamoReply(response, ok, text)
           : isS3Reply(response, ok, contentType, text, request.method);
       if (fits) return result;
-      throw new WrongServiceError(service, origin(request), response.statusCode, contentType, quote(text));
+      const wrong = new WrongServiceError(
+        service,
+        origin(request),
+        response.statusCode,
+        contentType,
+        quote(text),
+      );
+      // A 5xx may be a gateway in front of the real service (a 502/503 page): the SDK's retry
+      // takes it as transient by its status, and only a reply that stays wrong fails, as this.
+      if (response.statusCode >= 500)
+        Object.assign(wrong, { $metadata: { httpStatusCode: response.statusCode } });
+      throw wrong;
     };
   // 'after' the deserializer is nearer the HTTP handler: the reply is read before it is parsed.
   client.middlewareStack.addRelativeTo(middleware as never, {

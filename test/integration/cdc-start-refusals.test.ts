@@ -63,6 +63,7 @@ interface TableLine {
   table: string;
   writeMode: 'append' | 'upsert';
   snapshot?: 'initial' | 'never';
+  insertOnly?: boolean;
 }
 
 /** A spec of pipeline `pipeline` in `dir`; `publication` overrides the default name. */
@@ -86,7 +87,7 @@ function spec(
       'tables:',
       ...tables.map(
         (t) =>
-          `  - { source: db, table: public.${t.table}, mode: cdc, writeMode: ${t.writeMode}${t.snapshot ? `, snapshot: ${t.snapshot}` : ''} }`,
+          `  - { source: db, table: public.${t.table}, mode: cdc, writeMode: ${t.writeMode}${t.snapshot ? `, snapshot: ${t.snapshot}` : ''}${t.insertOnly ? ', insertOnly: true' : ''} }`,
       ),
       '',
     ].join('\n'),
@@ -277,5 +278,40 @@ describe('a refused CDC start leaves nothing behind, and check says it first', (
     } finally {
       await server.stop();
     }
+  }, 300_000);
+
+  it('a publication made by hand is only added to; a table that must leave it is refused with the statement', async () => {
+    const dir = newDir();
+    const pipeline = `hand-${Math.random().toString(36).slice(2, 8)}`;
+    const publication = `hand_${Math.random().toString(36).slice(2, 8)}`;
+    await admin.unsafe('CREATE TABLE IF NOT EXISTS bystander (id INT PRIMARY KEY)');
+    await admin.unsafe(`CREATE PUBLICATION ${publication} FOR TABLE bystander, other`);
+    // keyed is added; bystander (not captured) stays: tidemark did not put it there.
+    const path = spec(
+      dir,
+      pipeline,
+      [
+        { table: 'keyed', writeMode: 'upsert', snapshot: 'never' },
+        { table: 'other', writeMode: 'upsert', snapshot: 'never' },
+      ],
+      publication,
+    );
+    expect((await captureOnce(path)).code).toBe(0);
+    expect(await publicationTables(publication)).toEqual(['bystander', 'keyed', 'other']);
+    // other moves to the insert-only publication: it must leave this one, which is not tidemark's.
+    spec(
+      dir,
+      pipeline,
+      [
+        { table: 'keyed', writeMode: 'upsert', snapshot: 'never' },
+        { table: 'other', writeMode: 'append', snapshot: 'never', insertOnly: true },
+      ],
+      publication,
+    );
+    const run = cli('cdc', '-c', path);
+    expect(run.code).not.toBe(0);
+    expect(run.out).toContain('CDC_PUBLICATION_FOREIGN');
+    expect(run.out).toContain(`DROP TABLE "public"."other"`);
+    expect(await publicationTables(publication)).toEqual(['bystander', 'keyed', 'other']);
   }, 300_000);
 });

@@ -236,6 +236,31 @@ describe.each(answers)('the S3 lake endpoint answers with %s', (answer) => {
   });
 });
 
+describe('a gateway answering 503 in HTML in front of the endpoint', () => {
+  it('is retried as transient, and only a reply that stays wrong fails, naming the setting', async () => {
+    let requests = 0;
+    const gateway = http.createServer((req, res) => {
+      requests++;
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(503, { 'content-type': 'text/html' });
+        res.end('<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>');
+      });
+    });
+    await new Promise<void>((r) => gateway.listen(0, '127.0.0.1', r));
+    servers.push(gateway);
+    const url = `http://127.0.0.1:${(gateway.address() as { port: number }).port}`;
+    const r = await cli(specWith(dynamoAt(url), fileLake(), 'incremental'), ['status']);
+    expect(r.code).toBe(1);
+    expect(r.headlines).toHaveLength(1);
+    expect(r.headlines[0]).toContain(`state.dynamodb.endpoint ${url} is not DynamoDB`);
+    expect(r.stderr).toContain('HTTP 503');
+    expect(r.stderr).not.toContain('Unexpected token');
+    // The SDK retried it: more requests than the commands status sends.
+    expect(requests).toBeGreaterThan(1);
+  });
+});
+
 describe('an endpoint set by the SDK environment variables', () => {
   it('AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_S3 are named when the spec sets no endpoint', async () => {
     const url = urls.get('a 404 in text')!;

@@ -184,6 +184,7 @@ export async function planPublications(
     const refusal = t.insertOnly ? undefined : identityRefusal(t);
     if (refusal) problems.push(refusal);
   }
+  const captured = new Set(found.map((t) => t.source));
   const wanted = [
     { name: publication, publish: PUBLISH_ALL, tables: found.filter((t) => !t.insertOnly) },
     {
@@ -195,7 +196,7 @@ export async function planPublications(
   const publications: PublicationStatus[] = [];
   for (const w of wanted) {
     const existing = await readPublication(sql, w.name, ctx.version);
-    const p = planOne(w.name, w.publish, w.tables, existing, ctx, owner);
+    const p = planOne(w.name, w.publish, w.tables, existing, ctx, owner, captured);
     if (p.problem) problems.push(p.problem);
     if (p.status) publications.push(p.status);
   }
@@ -392,7 +393,8 @@ function planOne(
   tables: readonly FoundTable[],
   existing: Existing | undefined,
   ctx: Context,
-  owner?: PublicationOwner,
+  owner: PublicationOwner | undefined,
+  captured: ReadonlySet<string>,
 ): { status?: PublicationStatus; problem?: SourceError } {
   const q = quoteIdent(name);
   const list = tables.map((t) => t.qualified).join(', ');
@@ -436,12 +438,22 @@ function planOne(
   const have = new Set(existing.tables.map((t) => t.source));
   const sameTables = !existing.narrowed && want.size === have.size && [...want].every((s) => have.has(s));
   const marked = parseOwnerMark(existing.mark);
+  let foreignProblem: SourceError | undefined;
   if (owner && !(marked && sameCapture(marked, owner)) && !sameTables) {
     // Not created by this capture (by hand, or by a release before the marks): tables are only
     // ever added to it, never taken out; another capture's publication was refused by `clashes`.
     const missing = tables.filter((t) => !have.has(t.source));
-    if (missing.length === 0) return { status: { name, state: 'matches', statements, tables: sources } };
-    statements.push(`ALTER PUBLICATION ${q} ADD TABLE ${missing.map((t) => t.qualified).join(', ')}`);
+    if (missing.length > 0)
+      statements.push(`ALTER PUBLICATION ${q} ADD TABLE ${missing.map((t) => t.qualified).join(', ')}`);
+    // A table this capture takes through its other publication (insertOnly moved) must leave
+    // this one, or its UPDATEs and DELETEs stay published: the operator removes it, or hands the
+    // publication over to tidemark by marking it.
+    const moved = existing.tables.filter((t) => !want.has(t.source) && captured.has(t.source));
+    if (moved.length > 0)
+      foreignProblem = new SourceError(
+        'CDC_PUBLICATION_FOREIGN',
+        `publication ${q} was not created by this capture (no tidemark mark) and holds ${moved.map((t) => t.source).join(', ')}, which the spec now captures through another publication; tidemark never removes a table from a publication it did not create: run ALTER PUBLICATION ${q} DROP TABLE ${moved.map((t) => t.qualified).join(', ')}; or hand it over with COMMENT ON PUBLICATION ${q} IS ${quoteLiteral(ownerMark(owner))};`,
+      );
   } else if (!sameTables) {
     statements.push(
       tables.length > 0
@@ -458,8 +470,8 @@ function planOne(
     existing.pubviaroot;
   // An empty publication nobody reads keeps whatever options it has.
   if (!sameOptions && tables.length > 0) statements.push(`ALTER PUBLICATION ${q} SET (${options})`);
-  // An unmarked publication that holds exactly this capture's tables becomes its own.
-  if (owner && !marked && sameTables && existing.owns) statements.push(...mark);
+  if (foreignProblem)
+    return { status: { name, state: 'alter', statements, tables: sources }, problem: foreignProblem };
   if (statements.length === 0) return { status: { name, state: 'matches', statements, tables: sources } };
   const added = tables.filter((t) => !have.has(t.source) && !t.owned).map((t) => t.source);
   const problem =
