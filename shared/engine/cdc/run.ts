@@ -709,8 +709,12 @@ class CdcRun {
   ): Promise<void> {
     const t = this.tables.get(target);
     if (!t) return;
-    // The rows pending are in the old schema: they go to the lake first.
-    await this.flushTables([t], now);
+    // The rows pending are in the old schema: they go to the lake first, and so does every other
+    // table's, so the committed position reaches the transaction that carried the new schema. A
+    // process killed after this point never replays the table's older schema against the
+    // catalog's newer one (which would read as a column dropped, and stop a table that
+    // `schema accept` then finds nothing to accept for).
+    await this.flushDue(true);
     const verdict = schemaVerdict(changes, t.config.onWiden);
     if (verdict.action === 'stop') {
       await this.commit(
