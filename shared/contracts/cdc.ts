@@ -148,6 +148,13 @@ export interface Reader {
    * position of ours, and "the current end" at the next start would skip every change between.
    */
   initialPosition(signal?: AbortSignal): Promise<SourcePosition>;
+  /**
+   * True when the source keeps this reader's position itself (a Postgres slot: nothing past the
+   * acknowledged position is discarded), so `initialPosition` asked again after a start that
+   * committed none still finds every change since. False for a MySQL/MariaDB binlog, whose
+   * `initialPosition` is the current end.
+   */
+  readonly keepsPosition: boolean;
   /** Begins replication from `from`. Called once before the first `next`. */
   start(from: StartFrom, signal?: AbortSignal): Promise<void>;
   /**

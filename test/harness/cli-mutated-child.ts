@@ -9,12 +9,23 @@
  * as it did before the engine committed `Reader.initialPosition` first. A restart before the
  * first flush then finds no position and begins at the source's current end.
  *
- * The wrapper patches the store's prototype in this process only; production code has no switch.
+ * `position-at-first-flush-unguarded`: the same, and the MySQL reader claims its server keeps the
+ * position (`Reader.keepsPosition`), so the engine's guard against a state without a position is
+ * off too: the restart takes the current binlog end.
+ *
+ * The wrappers patch prototypes in this process only; production code has no switch.
  */
+import { MysqlCdcReader } from '../../shared/drivers/mysql/cdc/reader.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 
 const mutation = process.env.TIDEMARK_TEST_MUTATION;
-if (mutation === 'position-at-first-flush') {
+if (mutation === 'position-at-first-flush-unguarded') {
+  // The engine's own guard off as well: the binlog reader claims the server keeps its position,
+  // so a start that finds no position in the state takes the current binlog end, as releases
+  // before the guard did.
+  Object.defineProperty(MysqlCdcReader.prototype, 'keepsPosition', { get: () => true });
+}
+if (mutation === 'position-at-first-flush' || mutation === 'position-at-first-flush-unguarded') {
   const commit = FileCursorStore.prototype.commit;
   FileCursorStore.prototype.commit = function (this: FileCursorStore, key, req) {
     const value = req.value as { position?: unknown; tables?: Record<string, { next?: string }> };

@@ -332,6 +332,8 @@ function nextBound(next: string | undefined): { step: number; ord: number } {
 export class ScriptedReader implements Reader {
   /** Rows carry `pgPosition`s. */
   readonly positionScheme = 'p';
+  /** The scripted server keeps its whole log. */
+  readonly keepsPosition = true;
   private readonly tables: TableState[] = [];
   /** Script table index -> captured table state (undefined: not captured). */
   private readonly byIndex: (TableState | undefined)[];

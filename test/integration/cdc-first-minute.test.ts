@@ -419,11 +419,35 @@ describe.each(['mysql', 'postgres'] as const)('the first minute of a %s capture,
     'the check detects a start position made durable only at the first flush',
     async () => {
       const pipeline = `fm-${suffix()}`;
-      const s = newScenario(await open(pipeline), pipeline, 'position-at-first-flush');
+      const s = newScenario(await open(pipeline), pipeline, 'position-at-first-flush-unguarded');
       const r = await scenario(s);
       expect(r.kills).toEqual(EXPECTED_KILLS);
       expect(r.missing).toBeGreaterThan(0);
     },
     600_000,
   );
+
+  // With the engine's guard on, a state left without a position stops the next start instead
+  // (CDC_NO_POSITION) on MySQL: the binlog cannot give those changes back. Postgres resumes
+  // from its slot, which still holds them.
+  it('a state an earlier release left without a position: MySQL refuses, Postgres resumes from its slot', async () => {
+    const pipeline = `fm-${suffix()}`;
+    const db = await open(pipeline);
+    const old = newScenario(db, pipeline, 'position-at-first-flush');
+    const spec = writeSpec(old, 60);
+    const first = new Capture(old, spec);
+    await first.waitForLine('"capturing"');
+    await first.kill('SIGKILL');
+    const { state } = await loadState(old);
+    expect(state?.position).toBeUndefined();
+    expect(Object.keys(state?.tables ?? {})).toEqual([db.table]);
+    const now = new Capture({ ...old, mutation: undefined } as Scenario, spec);
+    if (kind === 'mysql') {
+      await expect(now.waitForLine('"capturing"')).rejects.toThrow(/CDC_NO_POSITION/);
+      expect(now.output).toContain('give the tables a new target');
+    } else {
+      await now.waitForLine('"capturing"');
+      expect(await now.kill('SIGTERM')).toBe(0);
+    }
+  }, 300_000);
 });

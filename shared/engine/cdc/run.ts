@@ -529,8 +529,17 @@ class CdcRun {
       }
       let position = this.state.position;
       if (position === undefined) {
+        // Entries without a position: a start by a release that committed it only at the first
+        // flush died before that flush. A source that keeps our position (a Postgres slot)
+        // still holds every change since; one that does not (a binlog) would resume at its
+        // current end and skip them, so that start stops and says so.
+        if (!this.reader!.keepsPosition)
+          throw new TidemarkError(
+            'CDC_NO_POSITION',
+            `${this.opts.sourceName}: the state records its tables since ${this.state.lastCommitAt ?? 'an earlier start'} but no resume position (a start by an earlier release died before its first flush), and this source keeps no position of ours, so the changes since then cannot be read again; give the tables a new target: (snapshot: initial loads their rows), or delete the state item ${this.key} to capture from now on`,
+          );
         this.log.warn(
-          "the state holds no resume position (an earlier start never committed one): capturing from the source's start position now",
+          "the state holds no resume position (an earlier start never committed one): capturing from the slot's position, which still holds every change since",
           { code: 'CDC_NO_POSITION' },
         );
         position = await this.initialPosition();

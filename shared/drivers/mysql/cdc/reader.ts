@@ -189,6 +189,10 @@ const PREFIX_LENGTH = 33; // 'm' + epoch 8 + file 8 + offset 16
 /** Reads one source's captured tables from its binlog (see the module comment). */
 export class MysqlCdcReader implements Reader {
   readonly positionScheme = 'm';
+  /** The binlog keeps no position of ours: a first position is its current end. */
+  get keepsPosition(): boolean {
+    return false;
+  }
   private zongji: ZongJi | undefined;
   private readonly tables = new Map<string, TableState>();
   /** The catalog connection `describeNewColumns` reads through, opened on first use. */

@@ -163,6 +163,8 @@ const UNDEFINED_OBJECT = '42704';
 /** Reads one source's captured tables from its slot (see the module comment). */
 export class PgCdcReader implements Reader {
   readonly positionScheme = 'p';
+  /** The slot keeps our position (see Reader.keepsPosition). */
+  readonly keepsPosition = true;
   private readonly db: PgConnection;
   private repl: Sql | undefined;
   private stream: Duplex | undefined;
