@@ -24,16 +24,20 @@ export interface AwsCallContext {
   readonly endpoint?: string | undefined;
 }
 
+/** What an AWS failure can be classified as; each store's code is `<prefix>_<kind>` (STATE_, SINK_). */
+export const AWS_FAILURE_KINDS = [
+  'UNREACHABLE',
+  'WRONG_SERVICE',
+  'REGION_MISSING',
+  'CREDENTIALS',
+  'ACCESS_DENIED',
+  'WRONG_REGION',
+  'NOT_FOUND',
+] as const;
+
 /** A classified AWS failure: `code` is `<prefix>_<kind>`, documented in docs/errors.md. */
 export interface AwsFailure {
-  readonly kind:
-    | 'UNREACHABLE'
-    | 'WRONG_SERVICE'
-    | 'REGION_MISSING'
-    | 'CREDENTIALS'
-    | 'ACCESS_DENIED'
-    | 'WRONG_REGION'
-    | 'NOT_FOUND';
+  readonly kind: (typeof AWS_FAILURE_KINDS)[number];
   readonly message: string;
 }
 
@@ -138,7 +142,7 @@ export function classifyAwsError(err: unknown, ctx: AwsCallContext): AwsFailure 
     const expected = /expecting '([a-z0-9-]+)'/i.exec(message)?.[1] ?? e.Region;
     return {
       kind: 'WRONG_REGION',
-      message: `${ctx.resource} is in another region${expected ? ` (${expected})` : ''} than the client uses; set ${ctx.field}.region${expected ? `: ${expected}` : ' to the bucket\'s region'}`,
+      message: `${ctx.resource} is in another region${expected ? ` (${expected})` : ''} than the client uses; set ${ctx.field}.region${expected ? `: ${expected}` : " to the bucket's region"}`,
     };
   }
   if (

@@ -9,6 +9,7 @@
  * and the composition root (shared/pipeline/check.ts) do.
  */
 import type { Schema } from '../dataplane/schema.js';
+import type { Code } from './error-codes.js';
 import { TidemarkError } from './errors.js';
 import type { TableRef, TableSpec, Warning } from './source.js';
 
@@ -29,8 +30,12 @@ export interface CheckItem {
   readonly status: CheckStatus;
   /** What was found; on `warn` and `fail` it also names the fix (a GRANT, an index, a spec field). */
   readonly message: string;
-  /** The documented code (docs/errors.md) behind a `warn` or `fail`. */
-  readonly code?: string;
+  /**
+   * The documented code (error-codes.ts, docs/errors.md) behind a `warn` or `fail`: a `fail`
+   * carries the code of the error a run would stop with, a `warn` a warning's code or an error's
+   * whose condition only warns here.
+   */
+  readonly code?: Code;
 }
 
 /** A spec table as a driver's preflight needs it. */

@@ -4,14 +4,15 @@
  * underlying error as `cause`.
  *
  * Owns: error types and their messages. Never logs, never retries: retry decisions are pure
- * functions of these types elsewhere.
+ * functions of these types elsewhere. The codes are the closed list of error-codes.ts.
  */
+import type { ErrorCode } from './error-codes.js';
 
 export class TidemarkError extends Error {
   override name = 'TidemarkError';
-  /** A stable, documented code (docs/errors.md) an operator can search for. */
-  readonly code: string;
-  constructor(code: string, message: string, options?: ErrorOptions) {
+  /** A stable, documented code (error-codes.ts, docs/errors.md) an operator can search for. */
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: ErrorOptions) {
     super(message, options);
     this.code = code;
   }
@@ -105,7 +106,7 @@ export class LeaseLostError extends TidemarkError {
 /** A source could not be reached, refused our credentials, or lacks a privilege. */
 export class SourceError extends TidemarkError {
   override name = 'SourceError';
-  constructor(code: string, message: string, options?: ErrorOptions) {
+  constructor(code: ErrorCode, message: string, options?: ErrorOptions) {
     super(code, message, options);
   }
 }
@@ -154,7 +155,7 @@ function mib(n: number): string {
 export class StateError extends TidemarkError {
   override name = 'StateError';
   constructor(
-    code: string,
+    code: ErrorCode,
     readonly key: string,
     message: string,
     options?: ErrorOptions,
@@ -171,7 +172,7 @@ export class StateError extends TidemarkError {
 export class SinkError extends TidemarkError {
   override name = 'SinkError';
   constructor(
-    code: string,
+    code: ErrorCode,
     readonly target: string,
     message: string,
     options?: ErrorOptions,

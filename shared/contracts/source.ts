@@ -8,6 +8,7 @@
  */
 import type { Batch } from '../dataplane/batch.js';
 import type { Schema } from '../dataplane/schema.js';
+import type { Code } from './error-codes.js';
 
 /** The synchronization modes a source can support. */
 export type Mode = 'cdc' | 'incremental' | 'backfillOnly';
@@ -49,7 +50,8 @@ export type Position = string;
 
 /** A source-level advisory found while introspecting (e.g. "cursor column has no index"). */
 export interface Warning {
-  readonly code: string;
+  /** A warning's code, or an error's whose condition only warns here (error-codes.ts). */
+  readonly code: Code;
   readonly message: string;
 }
 

@@ -6,6 +6,7 @@
  * queries: the driver plans the keyset (or catches its refusal) and passes the outcome in.
  */
 import { type CheckItem, failed, passed, warned } from '../contracts/check.js';
+import { isErrorCode } from '../contracts/error-codes.js';
 import { SourceError, type TidemarkError } from '../contracts/errors.js';
 import type { Warning } from '../contracts/source.js';
 
@@ -73,5 +74,9 @@ export function refuseFailedPreconditions(
   ids: ReadonlySet<string>,
 ): void {
   const fail = lines.find((l) => l.status === 'fail' && ids.has(l.check));
-  if (fail) throw new SourceError(fail.code ?? 'CDC_PRECONDITION', `${source}: ${fail.message}`);
+  if (fail)
+    throw new SourceError(
+      isErrorCode(fail.code) ? fail.code : 'CDC_PRECONDITION',
+      `${source}: ${fail.message}`,
+    );
 }

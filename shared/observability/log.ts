@@ -12,16 +12,20 @@
  * are not redacted: they hold only names from the code and identifiers from the spec, and a
  * password that happens to equal one must not break a CloudWatch dimension.
  */
+import type { Code } from '../contracts/error-codes.js';
 import { redact } from './redact.js';
 
 export type Level = 'debug' | 'info' | 'warn' | 'error';
 const LEVELS: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
+/** A line's fields; its `code`, when it has one, is a listed code (shared/contracts/error-codes.ts). */
+export type LogFields = Record<string, unknown> & { readonly code?: Code };
+
 export interface Logger {
-  debug(msg: string, fields?: Record<string, unknown>): void;
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
+  debug(msg: string, fields?: LogFields): void;
+  info(msg: string, fields?: LogFields): void;
+  warn(msg: string, fields?: LogFields): void;
+  error(msg: string, fields?: LogFields): void;
   /** Emits metrics (EMF when JSON). `dims` become CloudWatch dimensions. */
   metric(
     name: string,

@@ -30,6 +30,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { DataType, DateUnit, type RecordBatch, Table, TimeUnit, tableToIPC } from 'apache-arrow';
 import type { WriterProperties } from 'parquet-wasm';
+import type { WarningCode } from '../contracts/error-codes.js';
 import {
   DEFAULT_LAKE_FORMAT,
   isLakeFormat,
@@ -461,7 +462,7 @@ function warnFlatFallback(e: unknown): void {
   warnedFlatFallback = true;
   process.emitWarning(
     `Parquet objects are written by parquet-wasm instead of tidemark's own writer: ${e instanceof Error ? e.message : String(e)}`,
-    { code: 'TIDEMARK_FLAT_WRITER_FALLBACK' },
+    { code: 'TIDEMARK_FLAT_WRITER_FALLBACK' satisfies WarningCode },
   );
 }
 
@@ -472,7 +473,7 @@ function warnNativeFallback(e: unknown): void {
   warnedNativeFallback = true;
   process.emitWarning(
     `Parquet pages are compressed inside parquet-wasm instead of by Node's zlib: ${e instanceof Error ? e.message : String(e)}`,
-    { code: 'TIDEMARK_NATIVE_COMPRESSION_FALLBACK' },
+    { code: 'TIDEMARK_NATIVE_COMPRESSION_FALLBACK' satisfies WarningCode },
   );
 }
 

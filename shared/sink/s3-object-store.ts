@@ -20,6 +20,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { classifyAwsError } from '../aws/errors.js';
 import { guardServiceReplies } from '../aws/service-guard.js';
+import type { ErrorCode } from '../contracts/error-codes.js';
 import { SinkError } from '../contracts/errors.js';
 import type { ObjectStore, StoredObject } from './object-store.js';
 
@@ -180,7 +181,7 @@ export class S3ObjectStore implements ObjectStore {
       endpoint: this.endpoint,
     });
     if (failure) {
-      const code = failure.kind === 'NOT_FOUND' ? 'SINK_BUCKET_MISSING' : `SINK_${failure.kind}`;
+      const code: ErrorCode = failure.kind === 'NOT_FOUND' ? 'SINK_BUCKET_MISSING' : `SINK_${failure.kind}`;
       // The endpoint is wrong, not the object: the message names the setting, no key before it.
       if (failure.kind === 'WRONG_SERVICE') return new SinkError(code, '', failure.message, { cause });
       const message =

@@ -39,6 +39,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { classifyAwsError } from '../aws/errors.js';
 import { guardServiceReplies } from '../aws/service-guard.js';
+import type { ErrorCode } from '../contracts/error-codes.js';
 import { StateError } from '../contracts/errors.js';
 import type {
   Clock,
@@ -385,7 +386,10 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
       action,
       endpoint: this.#endpoint,
     });
-    return failure ? new StateError(`STATE_${failure.kind}`, key, failure.message, { cause: err }) : err;
+    if (!failure) return err;
+    // NOT_FOUND names the table (ResourceNotFoundException, answered above): the one resource here.
+    const code: ErrorCode = failure.kind === 'NOT_FOUND' ? 'STATE_TABLE_MISSING' : `STATE_${failure.kind}`;
+    return new StateError(code, key, failure.message, { cause: err });
   }
 
   /** A failed probe as the operator's fix: the classified failure, or a refused conditional write. */
