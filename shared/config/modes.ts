@@ -14,7 +14,20 @@
 import { ConfigError, type ConfigProblem } from '../contracts/errors.js';
 import type { Capabilities } from '../contracts/source.js';
 import { type DriverRegistration, driver } from '../drivers/registry.js';
-import type { Spec } from './spec.js';
+
+/**
+ * The part of a spec the gate judges; a parsed `Spec` (shared/config/spec.ts) is one. Declared
+ * here rather than imported, so the schema module imports the gate and the gate nothing of it.
+ */
+export interface ModeGateSpec {
+  readonly sources: Readonly<Record<string, { readonly kind: string }>>;
+  readonly tables: readonly {
+    readonly source: string;
+    readonly table: string;
+    readonly target?: string | undefined;
+    readonly mode: 'incremental' | 'cdc';
+  }[];
+}
 
 /** What keeps a kind from serving cdc tables, as words; empty when it can. */
 export function cdcMissing(reg: Pick<DriverRegistration, 'capabilities' | 'openCdc'>): string[] {
@@ -28,7 +41,7 @@ export function cdcMissing(reg: Pick<DriverRegistration, 'capabilities' | 'openC
 }
 
 /** Every table the spec's kinds cannot serve in its mode: one problem per table. */
-export function checkModes(spec: Spec): ConfigProblem[] {
+export function checkModes(spec: ModeGateSpec): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
   spec.tables.forEach((t, i) => {
     const source = spec.sources[t.source];
@@ -68,7 +81,7 @@ export function checkModes(spec: Spec): ConfigProblem[] {
 }
 
 /** `checkModes` as a ConfigError listing every refused table (none: returns). */
-export function assertModes(spec: Spec): void {
+export function assertModes(spec: ModeGateSpec): void {
   const [first, ...more] = checkModes(spec);
   if (first) throw new ConfigError(first.path, first.message, { more });
 }
