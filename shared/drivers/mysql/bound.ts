@@ -32,8 +32,7 @@
  */
 import { SourceError } from '../../contracts/errors.js';
 import type { Warning } from '../../contracts/source.js';
-import type { MysqlSession } from './connect.js';
-import { currentAccount } from './introspect.js';
+import { currentAccount, type MysqlSession } from './connect.js';
 
 /** A session whose open transaction holds the bound back, reported as a warning (code `BOUND_HELD`). */
 export interface BoundHolder {

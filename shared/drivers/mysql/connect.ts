@@ -9,7 +9,8 @@
  * fails what runs on it at once (`SOURCE_CONNECTION_LOST`) and is replaced on next use, and an
  * abandoned one is also KILLed at the server. Must never log or embed a password: every message
  * names `user@host:port`, and a URL is only quoted through `redact`
- * (shared/observability/redact.ts).
+ * (shared/observability/redact.ts). Also the session's account as GRANT statements name it
+ * (`currentAccount`), which the bound, introspection and both preflights quote in their fixes.
  */
 import mysql, { type FieldPacket } from 'mysql2';
 import { SourceError } from '../../contracts/errors.js';
@@ -582,6 +583,16 @@ export class MysqlSession {
     this.kills.add(done);
     void done.then(() => this.kills.delete(done));
   }
+}
+
+/** `'user'@'host'` of the session's account, as GRANT statements name it. */
+export async function currentAccount(db: MysqlSession): Promise<string> {
+  const [row] = await db.query<{ account: string }>('SELECT CURRENT_USER() AS account');
+  const account = row?.account ?? 'user@%';
+  const at = account.lastIndexOf('@');
+  const user = at < 0 ? account : account.slice(0, at);
+  const host = at < 0 ? '%' : account.slice(at + 1);
+  return `'${user.replace(/'/g, "''")}'@'${host.replace(/'/g, "''")}'`;
 }
 
 /** Node socket error codes that mean "nothing answered at host:port". */

@@ -21,7 +21,7 @@ import { compareSchemas, type SchemaChange, SchemaChangedError } from '../../dat
 import { isKeyType } from '../../position/key-codec.js';
 import { exclusions, similarNames } from '../page.js';
 import type { TimeBoundType } from './bound.js';
-import type { MysqlSession } from './connect.js';
+import { currentAccount, type MysqlSession } from './connect.js';
 import { type ResultField, ResultSetChanged, resultFieldOf } from './result-fields.js';
 import { type InfoColumn, mapColumn, quoteIdent, type ReadPlan } from './types.js';
 
@@ -300,16 +300,6 @@ export async function schemaChangeOf(
     // The detail says what differs; a failing catalog read must not hide the stop.
   }
   return new SchemaChangedError(target, changes, 'page', detail, { cause: e });
-}
-
-/** `'user'@'host'` of the session's account, as GRANT statements name it. */
-export async function currentAccount(db: MysqlSession): Promise<string> {
-  const [row] = await db.query<{ account: string }>('SELECT CURRENT_USER() AS account');
-  const account = row?.account ?? 'user@%';
-  const at = account.lastIndexOf('@');
-  const user = at < 0 ? account : account.slice(0, at);
-  const host = at < 0 ? '%' : account.slice(at + 1);
-  return `'${user.replace(/'/g, "''")}'@'${host.replace(/'/g, "''")}'`;
 }
 
 /** Refuses a table the account may see but not SELECT from (e.g. only INSERT was granted). */

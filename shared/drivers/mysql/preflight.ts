@@ -18,14 +18,8 @@ import {
 } from '../../contracts/check.js';
 import { keysetLines } from '../preflight-lines.js';
 import { checkTransactionPrivilege, type TimeBoundType, timeBound } from './bound.js';
-import type { MysqlSession } from './connect.js';
-import {
-  currentAccount,
-  introspectTable,
-  type KeysetPlan,
-  keysetPlan,
-  type TablePlan,
-} from './introspect.js';
+import { currentAccount, type MysqlSession } from './connect.js';
+import { introspectTable, type KeysetPlan, keysetPlan, type TablePlan } from './introspect.js';
 
 /** Runs a statement with the source's error translation (connection failures become SourceErrors). */
 export type Guard = <T>(fn: () => Promise<T>) => Promise<T>;

@@ -17,8 +17,8 @@
  */
 import { type CdcPreflightTable, type CheckItem, failed, passed, step } from '../../../contracts/check.js';
 import { SourceError } from '../../../contracts/errors.js';
-import type { MysqlSession } from '../connect.js';
-import { currentAccount, introspectTable, splitTableName } from '../introspect.js';
+import { currentAccount, type MysqlSession } from '../connect.js';
+import { introspectTable, splitTableName } from '../introspect.js';
 
 /** The variables the judging reads (SHOW GLOBAL VARIABLES; absent ones do not exist on that server). */
 export const BINLOG_VARIABLES = [
