@@ -13,66 +13,19 @@
  * (shared/config/modes.ts `checkModes`) lets a table run under CDC on exactly that.
  */
 
-import type { Streamer } from '../contracts/cdc.js';
-import type { CdcPreflight, Preflight } from '../contracts/check.js';
 import type {
-  BatchIncrementalSource,
-  Capabilities,
-  IncrementalSource,
-  Introspector,
-  NullCursorCounter,
-  RowEstimator,
-  WallClockZone,
-} from '../contracts/source.js';
-import type { Clock } from '../contracts/state.js';
+  CdcSourceSettings,
+  ClosableCdcSource,
+  ClosableIncrementalSource,
+  IncrementalSourceSettings,
+} from '../contracts/driver.js';
+import type { Capabilities } from '../contracts/source.js';
 
 /** A registered driver kind: `postgres`, `mysql`, or one added by `registerDriver`. */
 export type DriverKind = string;
 
 /** The kinds every build has. */
 export const BUILTIN_DRIVER_KINDS: readonly DriverKind[] = Object.freeze(['postgres', 'mysql']);
-
-/** Per-table settings a source applies to its reads. */
-export interface IncrementalSourceSettings {
-  readonly url: string;
-  readonly sourceName: string;
-  readonly connectTimeoutMs: number;
-  readonly lagMs: number;
-  readonly lagOnly: boolean;
-  /** See SqlSourceOptions.cursorTimeZone. */
-  readonly cursorTimeZone?: string;
-  readonly clock?: Clock;
-}
-
-/** Per-source settings a change-stream source opens with (resolved from the spec's `cdc:` block). */
-export interface CdcSourceSettings {
-  readonly url: string;
-  readonly sourceName: string;
-  readonly connectTimeoutMs: number;
-  /** Postgres: the replication slot and the publication. */
-  readonly slot?: string;
-  readonly publication?: string;
-  /** MySQL: the server id of the replica connection. */
-  readonly serverId?: number;
-  readonly heartbeatMs: number;
-  readonly clock?: Clock;
-}
-
-/** A source that can serve incremental tables, and be closed. */
-export type ClosableIncrementalSource = Introspector &
-  IncrementalSource &
-  Partial<BatchIncrementalSource> &
-  Partial<NullCursorCounter> &
-  Partial<RowEstimator> &
-  Partial<Preflight> &
-  Partial<CdcPreflight> &
-  Partial<WallClockZone> & { close(): Promise<void> };
-
-/**
- * A source that opens change-stream readers, introspects its captured tables (the engine reads
- * each table's schema at start), and is closed.
- */
-export type ClosableCdcSource = Streamer & Introspector & { close(): Promise<void> };
 
 export interface DriverRegistration {
   readonly kind: DriverKind;

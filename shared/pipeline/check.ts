@@ -27,12 +27,13 @@ import {
   tableTarget,
 } from '../config/spec.js';
 import { type CheckItem, type CheckStatus, failed, passed, type TablePreflight } from '../contracts/check.js';
+import type { ClosableIncrementalSource } from '../contracts/driver.js';
 import { TidemarkError } from '../contracts/errors.js';
 import type { TableRef } from '../contracts/source.js';
 import type { Clock } from '../contracts/state.js';
 import { requireUpsertKey } from '../dataplane/batch.js';
 import { findColumn, type Schema } from '../dataplane/schema.js';
-import { type ClosableIncrementalSource, driver } from '../drivers/registry.js';
+import { driver } from '../drivers/registry.js';
 import { cdcTableAccepted, cdcTableRefusals } from '../engine/cdc/preconditions.js';
 import { NullCursorError } from '../engine/incremental/run.js';
 import { redact } from '../observability/redact.js';

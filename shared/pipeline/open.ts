@@ -10,13 +10,14 @@
  */
 import { resolveSourceUrl } from '../config/secrets.js';
 import type { IncrementalTableSpec, Spec } from '../config/spec.js';
+import type { ClosableIncrementalSource } from '../contracts/driver.js';
 import { TidemarkError } from '../contracts/errors.js';
 import type { Sink, SinkProbe } from '../contracts/sink.js';
 import type { Clock, CursorStore, CursorStoreProbe } from '../contracts/state.js';
 import type { Batch } from '../dataplane/batch.js';
 import { newBatch } from '../dataplane/batch.js';
 import { encodeRows } from '../dataplane/encoder.js';
-import { type ClosableIncrementalSource, driver } from '../drivers/registry.js';
+import { driver } from '../drivers/registry.js';
 import type { RowEncoder } from '../engine/incremental/run.js';
 import { openLakeSink } from '../sink/open-lake.js';
 import { FileCursorStore } from '../state/file-cursor-store.js';

@@ -58,13 +58,14 @@ import type {
   StartFrom,
   Streamer,
 } from '../../shared/contracts/cdc.js';
+import type { ClosableCdcSource } from '../../shared/contracts/driver.js';
 import type { Capabilities } from '../../shared/contracts/source.js';
 import { type Batch, newBatch, type WriteMode } from '../../shared/dataplane/batch.js';
 import { BatchEncoder, type ColumnWriter } from '../../shared/dataplane/encoder.js';
 import type { OpCode } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { compareSchemas, schemaHash } from '../../shared/dataplane/schema-rules.js';
-import type { ClosableCdcSource, DriverRegistration } from '../../shared/drivers/registry.js';
+import type { DriverRegistration } from '../../shared/drivers/registry.js';
 import { parsePgPosition } from '../../shared/position/position.js';
 import {
   cdcSchema,

@@ -9,11 +9,11 @@
  * Owns: the wiring of introspection, reader and snapshot source for one source. Never decodes.
  */
 import type { CdcRuntime, CdcTable, Reader } from '../../../contracts/cdc.js';
+import type { CdcSourceSettings, ClosableCdcSource } from '../../../contracts/driver.js';
 import { TidemarkError } from '../../../contracts/errors.js';
 import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
 import type { Schema } from '../../../dataplane/schema.js';
 import { refuseFailedPreconditions } from '../../preflight-lines.js';
-import type { CdcSourceSettings, ClosableCdcSource } from '../../registry.js';
 import { MysqlSession, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
 import { type MysqlSnapshotOptions, MysqlSnapshotSource } from '../snapshot.js';

@@ -8,12 +8,12 @@
  * Owns: the wiring of introspection, publication, reader and snapshot for one source. Never decodes.
  */
 import type { CdcRuntime, CdcTable, Reader } from '../../../contracts/cdc.js';
+import type { CdcSourceSettings, ClosableCdcSource } from '../../../contracts/driver.js';
 import { SourceError, TidemarkError } from '../../../contracts/errors.js';
 import type { SnapshotOptions, SnapshotSource } from '../../../contracts/snapshot.js';
 import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
 import type { Schema } from '../../../dataplane/schema.js';
 import { refuseFailedPreconditions } from '../../preflight-lines.js';
-import type { CdcSourceSettings, ClosableCdcSource } from '../../registry.js';
 import { PgConnection, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
 import { PgSnapshotSource } from '../snapshot.js';
