@@ -9,11 +9,14 @@
  * - shared/config reaches the drivers only through the registry (the kinds and capabilities it
  *   validates a spec against), never a driver folder;
  * - shared/observability/redact.ts imports nothing, so every layer (drivers and config included)
- *   may use the one redaction without an import cycle.
+ *   may use the one redaction without an import cycle;
+ * - no import circles in shared/, functions/ and infra/, type-only imports included: a type both
+ *   sides need lives where one direction puts it (a contract, the lower module), so each file
+ *   can be read after the files it imports.
  *
  * Imports are read with TypeScript's own pre-processor (static, type-only, re-exports, dynamic
- * `import()` and `require`). The rule checker is first tested on synthetic files, so a broken
- * checker cannot pass silently.
+ * `import()` and `require`). The rule and circle checkers are first tested on synthetic files,
+ * so a broken checker cannot pass silently.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, posix, relative, sep } from 'node:path';
@@ -137,6 +140,63 @@ function violations(files: ReadonlyMap<string, string>): string[] {
   return found;
 }
 
+/**
+ * The import circles among `files`: each set of files that reach each other through their
+ * imports (type-only ones included), sorted, one file importing itself included. A relative
+ * `.js` specifier names the `.ts` file beside it; imports of anything outside `files` are no edge.
+ */
+function importCircles(files: ReadonlyMap<string, string>): string[][] {
+  const graph = new Map<string, string[]>();
+  for (const [file, text] of files) {
+    const targets = importsOf(file, text)
+      .map((edge) => edge.internal?.replace(/\.js$/, '.ts'))
+      .filter((target): target is string => target !== undefined && files.has(target));
+    graph.set(file, [...new Set(targets)]);
+  }
+  // Tarjan's strongly connected components.
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const circles: string[][] = [];
+  const visit = (file: string): void => {
+    index.set(file, index.size);
+    low.set(file, index.get(file)!);
+    stack.push(file);
+    onStack.add(file);
+    for (const target of graph.get(file)!) {
+      if (!index.has(target)) {
+        visit(target);
+        low.set(file, Math.min(low.get(file)!, low.get(target)!));
+      } else if (onStack.has(target)) {
+        low.set(file, Math.min(low.get(file)!, index.get(target)!));
+      }
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const component: string[] = [];
+    let member: string;
+    do {
+      member = stack.pop()!;
+      onStack.delete(member);
+      component.push(member);
+    } while (member !== file);
+    if (component.length > 1 || graph.get(file)!.includes(file)) circles.push(component.sort());
+  };
+  for (const file of graph.keys()) if (!index.has(file)) visit(file);
+  return circles.sort((a, b) => a[0]!.localeCompare(b[0]!));
+}
+
+/**
+ * Circles still there, each with the reason it is not gone yet: the check below fails on any
+ * other circle, and on an entry here that is no circle any more (remove it then).
+ */
+const KNOWN_CIRCLES: ReadonlyMap<string, string> = new Map([
+  [
+    'shared/contracts/cdc.ts shared/contracts/snapshot.ts',
+    'SourcePosition moves out of contracts/cdc.ts into a contract of its own (snapshot.ts imports it from there, cdc.ts re-exports it); deferred while contracts/cdc.ts is being edited for the Reader (issue 29, item 6)',
+  ],
+]);
+
 /** All .ts files under `dir` (repo-relative), skipping node_modules. */
 function sourceFiles(dir: string): Map<string, string> {
   const files = new Map<string, string>();
@@ -217,6 +277,26 @@ describe('the import rule checker', () => {
   });
 });
 
+describe('the import circle checker', () => {
+  it('finds circles through type-only, dynamic and re-export imports, and nothing else', () => {
+    const files = new Map([
+      ['shared/a/one.ts', "import type { Two } from './two.js';"],
+      ['shared/a/two.ts', "import { one } from './one.js';\nimport { leaf } from '../leaf.js';"],
+      ['shared/b/x.ts', "export * from './y.js';"],
+      ['shared/b/y.ts', "const z = await import('./z.js');"],
+      ['shared/b/z.ts', "import type { X } from './x.js';\nimport 'node:fs';"],
+      ['shared/self.ts', "import type { Self } from './self.js';"],
+      ['shared/leaf.ts', "import { external } from '../functions/elsewhere.js';"],
+      ['shared/chain.ts', "import type { One } from './a/one.js';"],
+    ]);
+    expect(importCircles(files)).toEqual([
+      ['shared/a/one.ts', 'shared/a/two.ts'],
+      ['shared/b/x.ts', 'shared/b/y.ts', 'shared/b/z.ts'],
+      ['shared/self.ts'],
+    ]);
+  });
+});
+
 describe('the real source tree', () => {
   const files = sourceFiles('shared');
 
@@ -237,5 +317,12 @@ describe('the real source tree', () => {
 
   it('obeys who-may-import-whom', () => {
     expect(violations(files)).toEqual([]);
+  });
+
+  it('has no import circles, type-only imports included, but the known ones', () => {
+    const all = new Map([...files, ...sourceFiles('functions'), ...sourceFiles('infra')]);
+    const circles = importCircles(all).map((circle) => circle.join(' '));
+    expect(circles.filter((circle) => !KNOWN_CIRCLES.has(circle))).toEqual([]);
+    expect([...KNOWN_CIRCLES.keys()].filter((circle) => !circles.includes(circle))).toEqual([]);
   });
 });
