@@ -20,20 +20,9 @@ import type { Schema } from '../dataplane/schema.js';
 import type { SchemaChange } from '../dataplane/schema-rules.js';
 import type { SnapshotOptions, SnapshotSource } from './snapshot.js';
 import type { TableRef } from './source.js';
+import type { SourcePosition } from './source-position.js';
 
-/**
- * Where a stream resumes: opaque to the engine, owned by the reader kind, JSON-safe so it is
- * stored as is in the state item. `scheme` says which reader kind can parse `value` (a Postgres
- * LSN `16/B374D848`; a MySQL `{gtid, file, pos, server, epoch}` rendered by its reader; the
- * scripted source's step number). Distinct from the per-row `__pos`, which only orders rows.
- */
-export interface SourcePosition {
-  readonly scheme: string;
-  /** The resume point in the reader's own terms (bounded: part of a state item). */
-  readonly value: string;
-  /** Human-readable form for status and logs (e.g. `0/16B3748` or `mysql-bin.000012:4711`). */
-  readonly display?: string;
-}
+export type { SourcePosition } from './source-position.js';
 
 /** A TRUNCATE or other destructive DDL the stream carried (seed 000 `DestructiveDDL`). */
 export interface DestructiveDDL {

@@ -20,8 +20,8 @@
  */
 import type { Batch } from '../dataplane/batch.js';
 import type { Schema } from '../dataplane/schema.js';
-import type { SourcePosition } from './cdc.js';
 import type { TableRef } from './source.js';
+import type { SourcePosition } from './source-position.js';
 
 /**
  * A primary-key range `(after, upTo]` in the database's key order: `after` exclusive, `upTo`
