@@ -21,8 +21,7 @@
  * state holds, and nothing is acknowledged past what is committed: that mutation loses nothing
  * there, as the issue found; the ack order is the Postgres crash suite's mutation.)
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { appendFileSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
@@ -32,15 +31,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { defaultCdcName } from '../../shared/config/spec.js';
 import { type CdcState, parseCdcState } from '../../shared/engine/cdc/state.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
+import { CdcProcess, LINE_DEADLINE_MS } from '../harness/cdc-cli.js';
 import { freshMysqlDatabase } from '../harness/mysql.js';
 import { mysqlClient } from '../harness/mysql-cdc.js';
 import { freshPgDatabase } from '../harness/pg.js';
 
-const ROOT = join(import.meta.dirname, '..', '..');
-const BIN = join(ROOT, 'bin', 'tidemark.js');
-const MUTATED = join(ROOT, 'test', 'harness', 'cli-mutated-child.ts');
-/** Longest a process may take to reach a log line it is waited for (start-up, a loaded machine). */
-const LINE_DEADLINE_MS = 90_000;
 /** Transactions the workload commits while a process captures, before it is killed. */
 const TXNS_PER_KILL = 25;
 const KILLS_UNDER_LOAD = 4;
@@ -209,51 +204,14 @@ function writeSpec(s: Scenario, flushSeconds: number): string {
   return path;
 }
 
-/** One `tidemark cdc` process; its output lines kept, waited on by substring. */
-class Capture {
-  readonly child: ChildProcess;
-  private out = '';
-  private exited: Promise<number | null>;
-
+/** One `tidemark cdc` process of a scenario (the bin, or the mutated CLI), its output kept. */
+class Capture extends CdcProcess {
   constructor(s: Scenario, spec: string) {
-    const args = s.mutation ? ['--import', 'tsx', MUTATED] : [BIN];
-    this.child = spawn(process.execPath, [...args, 'cdc', '-c', spec], {
-      cwd: ROOT,
-      env: { ...process.env, ...(s.mutation ? { TIDEMARK_TEST_MUTATION: s.mutation } : {}) },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    super(spec, {
+      mutation: s.mutation,
+      logFile: join(s.dir, 'captures.log'),
+      cleanup: (fn) => cleanup.push(fn),
     });
-    for (const stream of [this.child.stdout!, this.child.stderr!])
-      stream.on('data', (b: Buffer) => {
-        this.out += b.toString();
-      });
-    this.exited = new Promise((resolve) =>
-      this.child.on('exit', (code) => {
-        appendFileSync(join(s.dir, 'captures.log'), `--- ${this.child.pid} exit ${code}\n${this.out}`);
-        resolve(code);
-      }),
-    );
-    cleanup.push(() => {
-      if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
-    });
-  }
-
-  get output(): string {
-    return this.out;
-  }
-
-  async waitForLine(text: string): Promise<void> {
-    const end = Date.now() + LINE_DEADLINE_MS;
-    while (!this.out.includes(text)) {
-      if (this.child.exitCode !== null)
-        throw new Error(`tidemark cdc exited (${this.child.exitCode}) before "${text}":\n${this.out}`);
-      if (Date.now() > end) throw new Error(`tidemark cdc did not log "${text}" in time:\n${this.out}`);
-      await sleep(20);
-    }
-  }
-
-  async kill(signal: NodeJS.Signals): Promise<number | null> {
-    this.child.kill(signal);
-    return this.exited;
   }
 }
 

@@ -10,7 +10,6 @@
  * transaction that carried the new columns. The kill lands after the schema change was
  * captured (its log line), before any flush of the default 60 s.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,12 +17,11 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { defaultCdcName } from '../../shared/config/spec.js';
+import { CdcProcess } from '../harness/cdc-cli.js';
 import { freshMysqlDatabase } from '../harness/mysql.js';
 import { mysqlClient } from '../harness/mysql-cdc.js';
 import { freshPgDatabase } from '../harness/pg.js';
 
-const ROOT = join(import.meta.dirname, '..', '..');
-const BIN = join(ROOT, 'bin', 'tidemark.js');
 const DEADLINE_MS = 90_000;
 const cleanup: (() => Promise<unknown> | unknown)[] = [];
 afterAll(async () => {
@@ -107,20 +105,8 @@ function writeSpec(dir: string, db: Db, pipeline: string, flushSeconds: number):
   return path;
 }
 
-function capture(spec: string): {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-} {
-  const child = spawn(process.execPath, [BIN, 'cdc', '-c', spec], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
-  cleanup.push(() => child.exitCode === null && child.signalCode === null && child.kill('SIGKILL'));
-  return { child, output: () => out, exited: new Promise((r) => child.on('exit', (code) => r(code))) };
+function capture(spec: string): CdcProcess {
+  return new CdcProcess(spec, { cleanup: (fn) => cleanup.push(fn) });
 }
 
 async function waitFor(what: string, ok: () => boolean | Promise<boolean>, out: () => string): Promise<void> {
@@ -165,7 +151,11 @@ describe.each(['postgres', 'mysql'] as const)('%s: a column added, then a SIGKIL
     await db.exec('CREATE TABLE a (id INT PRIMARY KEY, v INT NOT NULL)');
     await db.exec('CREATE TABLE b (id INT PRIMARY KEY, v INT NOT NULL, n INT)');
     const first = capture(writeSpec(dir, db, pipeline, 60));
-    await waitFor('capturing', () => first.output().includes('"capturing"'), first.output);
+    await waitFor(
+      'capturing',
+      () => first.output.includes('"capturing"'),
+      () => first.output,
+    );
     // b's rows stay pending (60 s flush) and hold the position; a is written before and after
     // its ALTER.
     await db.exec('INSERT INTO b (id, v, n) VALUES (1, 1, 1)');
@@ -173,10 +163,13 @@ describe.each(['postgres', 'mysql'] as const)('%s: a column added, then a SIGKIL
     await db.exec('ALTER TABLE a ADD COLUMN n INT');
     await db.exec('INSERT INTO a (id, v, n) VALUES (3, 3, 3)');
     await db.exec('UPDATE a SET n = 10 WHERE id = 1');
-    await waitFor('the schema change', () => first.output().includes('schema changed'), first.output);
+    await waitFor(
+      'the schema change',
+      () => first.output.includes('schema changed'),
+      () => first.output,
+    );
     // The point: the change was captured, nothing drained.
-    first.child.kill('SIGKILL');
-    await first.exited;
+    await first.kill('SIGKILL');
 
     await db.exec('INSERT INTO a (id, v, n) VALUES (4, 4, 4)');
     await db.exec('INSERT INTO b (id, v, n) VALUES (2, 2, 2)');
@@ -188,11 +181,10 @@ describe.each(['postgres', 'mysql'] as const)('%s: a column added, then a SIGKIL
         second.child.exitCode !== null ||
         ((await lakeRows(dir, target('a'), true).catch(() => [])).length === 4 &&
           (await lakeRows(dir, target('b'), true).catch(() => [])).length === 2),
-      second.output,
+      () => second.output,
     );
-    expect(second.output()).not.toContain('SCHEMA_CHANGED');
-    second.child.kill('SIGTERM');
-    expect(await second.exited, second.output()).toBe(0);
+    expect(second.output).not.toContain('SCHEMA_CHANGED');
+    expect(await second.kill('SIGTERM'), second.output).toBe(0);
     expect(await lakeRows(dir, target('a'), true)).toEqual(await db.rows('a'));
     expect(await lakeRows(dir, target('b'), true)).toEqual(await db.rows('b'));
   }, 300_000);

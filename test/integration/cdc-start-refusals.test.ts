@@ -14,7 +14,7 @@
  *     with check's CDC_WAL_LEVEL line and fix, not the raw server error, and creates no
  *     publication; `status` then shows the failure.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,17 +23,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultCdcName } from '../../shared/config/spec.js';
 import { startEmbeddedPostgres } from '../../shared/local/embedded-postgres.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
+import { BIN, CdcProcess } from '../harness/cdc-cli.js';
 import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
 import { TEMPLATE_ROOT } from '../harness/templates.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const BIN = join(ROOT, 'bin', 'tidemark.js');
 const DEADLINE_MS = 90_000;
 
 let db: FreshDatabase;
 let admin: postgres.Sql;
 const dirs: string[] = [];
-const children: ChildProcess[] = [];
+const cleanups: (() => void)[] = [];
 const slots: string[] = [];
 
 beforeAll(async () => {
@@ -47,7 +47,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const c of cleanups) c();
   for (const slot of slots)
     await admin
       .unsafe(
@@ -145,22 +145,10 @@ async function publicationTables(name: string): Promise<string[]> {
 
 /** Starts `tidemark cdc`, waits for `capturing`, stops it by SIGTERM; its exit code and output. */
 async function captureOnce(path: string): Promise<{ code: number | null; out: string }> {
-  const child = spawn(process.execPath, [BIN, 'cdc', '-c', path], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  let out = '';
-  child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const end = Date.now() + DEADLINE_MS;
-  while (!out.includes('"capturing"') && child.exitCode === null) {
-    if (Date.now() > end) throw new Error(`tidemark cdc did not start capturing in time:\n${out}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  if (child.exitCode === null) child.kill('SIGTERM');
-  return { code: await exited, out };
+  const p = new CdcProcess(path, { cleanup: (fn) => cleanups.push(fn) });
+  await p.waitForLine('"capturing"');
+  const code = await p.kill('SIGTERM');
+  return { code, out: p.output };
 }
 
 describe('a refused CDC start leaves nothing behind, and check says it first', () => {
