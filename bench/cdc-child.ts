@@ -30,6 +30,7 @@ import { silentLogger } from '../shared/observability/log.js';
 import { parseLsn } from '../shared/position/position.js';
 import { FileObjectStore } from '../shared/sink/file-object-store.js';
 import { ParquetSink } from '../shared/sink/parquet-sink.js';
+import { flatWriter } from '../shared/sink/parquet-writer.js';
 import { FileCursorStore } from '../shared/state/file-cursor-store.js';
 import { localOwner } from '../shared/state/lease-owner.js';
 import { type ChildRunReport, reportChildRun } from './child-report.js';
@@ -49,6 +50,8 @@ export interface PgCdcBenchConfig {
   readonly dir: string;
   readonly flushRows: number;
   readonly flushMs: number;
+  /** parquet-wasm writes every object, not tidemark's flat writer (parquet-writer.ts flatWriter). */
+  readonly noFlatWriter?: boolean;
 }
 
 export interface PgCdcBenchReport extends ChildRunReport {
@@ -64,6 +67,7 @@ const SOURCE = 'bench';
 const PIPELINE = 'bench';
 
 const config = JSON.parse(process.argv[2] ?? '') as PgCdcBenchConfig;
+if (config.noFlatWriter) flatWriter.enabled = false;
 const endLsn = config.endLsn === undefined ? undefined : parseLsn(config.endLsn);
 
 function newSource(): PostgresCdcSource {

@@ -25,6 +25,7 @@ import { parseCdcState } from '../shared/engine/cdc/state.js';
 import { silentLogger } from '../shared/observability/log.js';
 import { FileObjectStore } from '../shared/sink/file-object-store.js';
 import { ParquetSink } from '../shared/sink/parquet-sink.js';
+import { flatWriter } from '../shared/sink/parquet-writer.js';
 import { FileCursorStore } from '../shared/state/file-cursor-store.js';
 import { localOwner } from '../shared/state/lease-owner.js';
 import { type ChildRunReport, reportChildRun } from './child-report.js';
@@ -44,6 +45,8 @@ export interface MysqlCdcBenchConfig {
   readonly dir: string;
   readonly flushRows: number;
   readonly flushMs: number;
+  /** parquet-wasm writes every object, not tidemark's flat writer (parquet-writer.ts flatWriter). */
+  readonly noFlatWriter?: boolean;
 }
 
 export interface MysqlCdcBenchReport extends ChildRunReport {
@@ -57,6 +60,7 @@ const SOURCE = 'bench';
 const PIPELINE = 'bench';
 
 const config = JSON.parse(process.argv[2] ?? '') as MysqlCdcBenchConfig;
+if (config.noFlatWriter) flatWriter.enabled = false;
 
 function newSource(): MysqlCdcSource {
   return new MysqlCdcSource({

@@ -21,9 +21,13 @@
  * is >= 0.5x of `mariadb-binlog -v` (printed, never an exit status). When (a) misses it, or with
  * --profile, one extra (a) child runs under --cpu-prof.
  *
+ * Where the children's Node has zstd in zlib (`--node`, Node >= 22.15), (b) also runs with
+ * parquet-wasm writing every object instead of tidemark's flat writer ("parquet-wasm only").
+ *
  * Options: --changes N (default 1000000), --runs N (default 3), --quick (100000 changes, 1 run),
  *          --profile (always profile (a)), --max-binlog-mib N (rotate the binlog every N MiB:
- *          a backlog over several files, for checking the rotation path).
+ *          a backlog over several files, for checking the rotation path), --node PATH (the
+ *          children's Node), --writers (only (b) and (b) parquet-wasm only: issue 29).
  * Owns: the MariaDB it starts (stopped by pid), its temp dir, its child processes.
  * Never tunes the reader, the engine or the sink.
  */
@@ -41,6 +45,8 @@ import type { MysqlCdcBenchConfig, MysqlCdcBenchReport } from './cdc-mysql-child
 import {
   alternate,
   BENCH_DIR,
+  checkWritersOnce,
+  childNodeInfo,
   diskBytes,
   fmtInt,
   machineNote,
@@ -53,7 +59,9 @@ import {
   stopChildrenOnInterrupt,
   summariseProfile,
   timeShell,
+  useChildNode,
   type Variant,
+  writerPairLine,
 } from './support.js';
 
 const CHILD_SCRIPT = join(BENCH_DIR, 'cdc-mysql-child.ts');
@@ -72,6 +80,7 @@ interface Options {
   readonly runs: number;
   readonly profile: boolean;
   readonly maxBinlogMiB: number | undefined;
+  readonly writers: boolean;
 }
 
 function parseOptions(argv: readonly string[]): Options {
@@ -83,6 +92,8 @@ function parseOptions(argv: readonly string[]): Options {
       quick: { type: 'boolean', default: false },
       profile: { type: 'boolean', default: false },
       'max-binlog-mib': { type: 'string' },
+      node: { type: 'string' },
+      writers: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -93,6 +104,7 @@ function parseOptions(argv: readonly string[]): Options {
     return n;
   };
   const quick = values.quick ?? false;
+  useChildNode(values.node);
   return {
     changes: int('--changes', values.changes, quick ? 100_000 : 1_000_000),
     runs: int('--runs', values.runs, quick ? 1 : 3),
@@ -101,6 +113,7 @@ function parseOptions(argv: readonly string[]): Options {
       values['max-binlog-mib'] === undefined
         ? undefined
         : int('--max-binlog-mib', values['max-binlog-mib'], 0),
+    writers: values.writers ?? false,
   };
 }
 
@@ -148,7 +161,15 @@ export async function main(argv: readonly string[]): Promise<void> {
   let db: MariaDbServer | undefined;
   try {
     console.log(`machine: ${machineNote()}`);
-    console.log(`options: changes=${options.changes} runs=${options.runs}; baseline ${binlogTool}`);
+    console.log(
+      `options: changes=${options.changes} runs=${options.runs}${options.writers ? ' writers' : ''}; baseline ${binlogTool}`,
+    );
+    const child = childNodeInfo();
+    if (options.writers && !child.nativeZstd)
+      throw new Error(
+        "--writers: the children's Node has no zstd in zlib, so the flat writer is off anyway; give --node (Node >= 22.15)",
+      );
+    console.log(`children run on Node ${child.version} (${child.path})`);
     const baseDir = join(work, 'mariadb');
     await mkdir(baseDir);
     // As root mariadbd runs as `mysql`, which must be able to enter the temp dir.
@@ -198,6 +219,7 @@ export async function main(argv: readonly string[]): Promise<void> {
       name: string,
       variant: 'decode' | 'engine',
       profDir?: string,
+      noFlatWriter = false,
     ): Promise<Sample> => {
       serverId++;
       const dir = join(work, `run-${serverId}`);
@@ -214,11 +236,13 @@ export async function main(argv: readonly string[]): Promise<void> {
             dir,
             flushRows: FLUSH_ROWS,
             flushMs: 5_000,
+            ...(noFlatWriter ? { noFlatWriter } : {}),
           },
           profDir,
         );
         if (report.rows !== options.changes)
           throw new Error(`${name}: ${report.rows} rows, expected ${options.changes}`);
+        if (variant === 'engine') await checkWritersOnce(name, join(dir, 'lake'));
         const list = reports.get(name) ?? [];
         list.push(report);
         reports.set(name, list);
@@ -240,11 +264,19 @@ export async function main(argv: readonly string[]): Promise<void> {
     const BASE = 'baseline: mariadb-binlog -R -v > /dev/null';
     const A = '(a) MysqlCdcReader -> Arrow, null sink';
     const B = '(b) runCdc -> Parquet zstd file lake + file state';
-    const variants: Variant[] = [
-      { name: BASE, run: () => timeShell(baselineCommand, MARIADB_ENV) },
-      { name: A, run: () => childRun(A, 'decode') },
+    const B_WASM = '(b) parquet-wasm only';
+    const engineVariants: Variant[] = [
       { name: B, run: () => childRun(B, 'engine') },
+      // The lever of tidemark's own writer (parquet-flat.cjs), which needs native pages.
+      ...(child.nativeZstd ? [{ name: B_WASM, run: () => childRun(B_WASM, 'engine', undefined, true) }] : []),
     ];
+    const variants: Variant[] = options.writers
+      ? engineVariants
+      : [
+          { name: BASE, run: () => timeShell(baselineCommand, MARIADB_ENV) },
+          { name: A, run: () => childRun(A, 'decode') },
+          ...engineVariants,
+        ];
     console.log(`\nbaseline command (MYSQL_PWD in the environment): ${redact(baselineCommand)}`);
     await checkBaselineRange(baselineCommand, options.changes);
     console.log(`${options.runs} alternated run(s) per variant, each reader run with its own server id:`);
@@ -279,18 +311,25 @@ export async function main(argv: readonly string[]): Promise<void> {
       );
     }
     console.log(`\n${lines.join('\n')}`);
-    const a = ratioOf.get(A)!;
-    console.log(
-      `\ngate (a) >= ${GATE}x of mariadb-binlog -v: ${a >= GATE ? 'PASS' : 'FAIL'} (${a.toFixed(2)}x); ` +
-        `(b) end to end: ${ratioOf.get(B)!.toFixed(2)}x`,
-    );
+    const a = ratioOf.get(A);
+    if (a !== undefined)
+      console.log(
+        `\ngate (a) >= ${GATE}x of mariadb-binlog -v: ${a >= GATE ? 'PASS' : 'FAIL'} (${a.toFixed(2)}x); ` +
+          `(b) end to end: ${ratioOf.get(B)!.toFixed(2)}x`,
+      );
+    const flat = results.find((r) => r.name === B);
+    const wasm = results.find((r) => r.name === B_WASM);
+    if (flat && wasm) {
+      console.log(`\n${writerPairLine(flat, wasm)}`);
+      console.log(writerPairLine(flat, wasm, 'client CPU s', (x) => x.cpuSeconds));
+    }
     console.log(
       'median s: the child from connect to the last change decoded (a) or durable in the state (b);' +
         ' mariadb-binlog: the whole process. client CPU: user + system of the child (all threads;' +
         ' the Parquet encode worker included) or of mariadb-binlog; the server (binlog dump thread) is not counted.' +
         ' main-thread CPU: the child main thread alone (/proc). peak RSS: the largest of the runs (children only).',
     );
-    if (options.profile || a < GATE) await profileDecode(work, childRun);
+    if (options.profile || (a !== undefined && a < GATE)) await profileDecode(work, childRun);
     console.log(`\nmachine after: ${machineNote()}`);
   } finally {
     await db?.stop();

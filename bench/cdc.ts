@@ -17,8 +17,12 @@
  * the same backlog; ratios are paired per round. The gate for (a) is >= 0.8x of pg_recvlogical
  * (printed, never an exit status). When (a) misses it, one extra (a) child runs under --cpu-prof.
  *
+ * Where the children's Node has zstd in zlib (`--node`, Node >= 22.15), (b) also runs with
+ * parquet-wasm writing every object instead of tidemark's flat writer ("parquet-wasm only").
+ *
  * Options: --changes N (default 1000000), --runs N (default 3), --quick (100000 changes, 1 run),
- *          --profile (always profile (a)), --no-latency.
+ *          --profile (always profile (a)), --no-latency, --node PATH (the children's Node),
+ *          --writers (only (b) and (b) parquet-wasm only: the flat writer's pay-off, issue 29).
  * Owns: the embedded Postgres it starts (stopped by pid), its temp dir, its child processes.
  * Never tunes the reader, the engine or the sink.
  */
@@ -34,6 +38,8 @@ import type { PgCdcBenchConfig, PgCdcBenchReport } from './cdc-child.js';
 import {
   alternate,
   BENCH_DIR,
+  checkWritersOnce,
+  childNodeInfo,
   diskBytes,
   fmtInt,
   machineNote,
@@ -46,7 +52,9 @@ import {
   stopChildrenOnInterrupt,
   summariseProfile,
   timeShell,
+  useChildNode,
   type Variant,
+  writerPairLine,
 } from './support.js';
 
 const CHILD_SCRIPT = join(BENCH_DIR, 'cdc-child.ts');
@@ -62,6 +70,7 @@ interface Options {
   readonly runs: number;
   readonly profile: boolean;
   readonly latency: boolean;
+  readonly writers: boolean;
 }
 
 function parseOptions(argv: readonly string[]): Options {
@@ -73,6 +82,8 @@ function parseOptions(argv: readonly string[]): Options {
       quick: { type: 'boolean', default: false },
       profile: { type: 'boolean', default: false },
       'no-latency': { type: 'boolean', default: false },
+      node: { type: 'string' },
+      writers: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -83,11 +94,13 @@ function parseOptions(argv: readonly string[]): Options {
     return n;
   };
   const quick = values.quick ?? false;
+  useChildNode(values.node);
   return {
     changes: int('--changes', values.changes, quick ? 100_000 : 1_000_000),
     runs: int('--runs', values.runs, quick ? 1 : 3),
     profile: values.profile ?? false,
     latency: !(values['no-latency'] ?? false),
+    writers: values.writers ?? false,
   };
 }
 
@@ -123,7 +136,15 @@ export async function main(argv: readonly string[]): Promise<void> {
   let pg: EmbeddedPostgres | undefined;
   try {
     console.log(`machine: ${machineNote()}`);
-    console.log(`options: changes=${options.changes} runs=${options.runs}; baseline ${recvlogical}`);
+    console.log(
+      `options: changes=${options.changes} runs=${options.runs}${options.writers ? ' writers' : ''}; baseline ${recvlogical}`,
+    );
+    const child = childNodeInfo();
+    if (options.writers && !child.nativeZstd)
+      throw new Error(
+        "--writers: the children's Node has no zstd in zlib, so the flat writer is off anyway; give --node (Node >= 22.15)",
+      );
+    console.log(`children run on Node ${child.version} (${child.path})`);
     pg = await startEmbeddedPostgres({
       durable: false,
       settings: {
@@ -139,7 +160,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     const sql = postgres(url, { max: 1, onnotice: () => {} });
     try {
       const profileA = options.profile;
-      const slotCount = options.runs * 3 + 1; // one per run of each variant, plus the profile run
+      const variantCount = options.writers ? 2 : child.nativeZstd ? 4 : 3;
+      const slotCount = options.runs * variantCount + 1; // one per run of each variant, plus the profile run
       const slots = await setup(sql, slotCount);
       const generated = performance.now();
       await generate(sql, options.changes);
@@ -173,6 +195,7 @@ export async function main(argv: readonly string[]): Promise<void> {
         name: string,
         variant: 'decode' | 'engine',
         profDir?: string,
+        noFlatWriter = false,
       ): Promise<Sample> => {
         const dir = join(work, `run-${slots.length}`);
         await mkdir(dir, { recursive: true });
@@ -190,12 +213,14 @@ export async function main(argv: readonly string[]): Promise<void> {
                 dir,
                 flushRows: FLUSH_ROWS,
                 flushMs: 5_000,
+                ...(noFlatWriter ? { noFlatWriter } : {}),
               },
               profDir,
             ),
           );
           if (report.rows !== options.changes)
             throw new Error(`${name}: ${report.rows} rows, expected ${options.changes}`);
+          if (variant === 'engine') await checkWritersOnce(name, join(dir, 'lake'));
           const list = reports.get(name) ?? [];
           list.push(report);
           reports.set(name, list);
@@ -216,11 +241,21 @@ export async function main(argv: readonly string[]): Promise<void> {
       const BASE = 'baseline: pg_recvlogical -f /dev/null';
       const A = '(a) PgCdcReader -> Arrow, null sink';
       const B = '(b) runCdc -> Parquet zstd file lake + file state';
-      const variants: Variant[] = [
-        { name: BASE, run: () => onSlot(BASE, (slot) => timeShell(baselineCommand(slot))) },
-        { name: A, run: () => childRun(A, 'decode') },
+      const B_WASM = '(b) parquet-wasm only';
+      const engineVariants: Variant[] = [
         { name: B, run: () => childRun(B, 'engine') },
+        // The lever of tidemark's own writer (parquet-flat.cjs), which needs native pages.
+        ...(child.nativeZstd
+          ? [{ name: B_WASM, run: () => childRun(B_WASM, 'engine', undefined, true) }]
+          : []),
       ];
+      const variants: Variant[] = options.writers
+        ? engineVariants
+        : [
+            { name: BASE, run: () => onSlot(BASE, (slot) => timeShell(baselineCommand(slot))) },
+            { name: A, run: () => childRun(A, 'decode') },
+            ...engineVariants,
+          ];
       console.log(`\nbaseline command: ${redact(baselineCommand('<slot>'))}`);
       console.log(`${options.runs} alternated run(s) per variant, each on its own slot:`);
       const results = await alternate(variants, options.runs, (name, sample, round) => {
@@ -257,11 +292,18 @@ export async function main(argv: readonly string[]): Promise<void> {
         );
       }
       console.log(`\n${lines.join('\n')}`);
-      const a = ratioOf.get(A)!;
-      console.log(
-        `\ngate (a) >= ${GATE}x of pg_recvlogical: ${a >= GATE ? 'PASS' : 'FAIL'} (${a.toFixed(2)}x); ` +
-          `(b) end to end: ${ratioOf.get(B)!.toFixed(2)}x`,
-      );
+      const a = ratioOf.get(A);
+      if (a !== undefined)
+        console.log(
+          `\ngate (a) >= ${GATE}x of pg_recvlogical: ${a >= GATE ? 'PASS' : 'FAIL'} (${a.toFixed(2)}x); ` +
+            `(b) end to end: ${ratioOf.get(B)!.toFixed(2)}x`,
+        );
+      const flat = results.find((r) => r.name === B);
+      const wasm = results.find((r) => r.name === B_WASM);
+      if (flat && wasm) {
+        console.log(`\n${writerPairLine(flat, wasm)}`);
+        console.log(writerPairLine(flat, wasm, 'client CPU s', (x) => x.cpuSeconds));
+      }
       console.log(
         'median s: the child from connect to the last change decoded (a) or durable in the state (b);' +
           ' pg_recvlogical: the whole process. client CPU: user + system of the child (all threads;' +
@@ -269,8 +311,8 @@ export async function main(argv: readonly string[]): Promise<void> {
           ' main-thread CPU: the child main thread alone (/proc), the rest is the encode worker, GC and libuv.' +
           " walsender CPU: the slot's walsender process (server side; sampled every 100 ms from /proc, so up to 0.1 s low).",
       );
-      if (profileA || a < GATE) await profileDecode(work, childRun);
-      if (options.latency) {
+      if (profileA || (a !== undefined && a < GATE)) await profileDecode(work, childRun);
+      if (options.latency && !options.writers) {
         for (const s of slots) await sql`SELECT pg_drop_replication_slot(${s})`;
         if (pgbench) await latency(sql, url, pgbench, work);
         else console.log('\nlatency: pgbench not found (apt-get install -y postgresql-client); skipped');

@@ -9,12 +9,13 @@
  *   cdc                 Postgres CDC: PgCdcReader (a) and runCdc -> Parquet (b) vs pg_recvlogical on
  *                       the same slot backlog, and commit-to-durable latency under pgbench
  *                       [--changes N] [--runs N] [--quick] [--profile] [--no-latency]
+ *                       [--node PATH] [--writers: only (b) and (b) with parquet-wasm only]
  *   cdc-mysql           MySQL/MariaDB CDC: MysqlCdcReader (a) and runCdc -> Parquet (b) vs
  *                       mariadb-binlog -R -v over the same binlog range
- *                       [--changes N] [--runs N] [--quick] [--profile]
+ *                       [--changes N] [--runs N] [--quick] [--profile] [--node PATH] [--writers]
  *   snapshot            CDC snapshots (snapshot: initial) of one N-row table, 1/2/4 connections, vs
  *                       psql COPY binary and mariadb --quick SELECT * to /dev/null
- *                       [--rows N] [--runs N] [--quick] [--only pg|mysql]
+ *                       [--rows N] [--runs N] [--quick] [--only pg|mysql] [--node PATH] [--writers]
  *   cli-start           the CLI's start-up, bundled (dist/cli) vs the sources through tsx [--runs N]
  *   mysql-reader        CPU of reading N MariaDB rows: mysql2 rows vs the raw result-set reader
  *                       [--rows N] [--runs N]

@@ -23,6 +23,7 @@ import { parseCdcState } from '../shared/engine/cdc/state.js';
 import { createLogger } from '../shared/observability/log.js';
 import { FileObjectStore } from '../shared/sink/file-object-store.js';
 import { ParquetSink } from '../shared/sink/parquet-sink.js';
+import { flatWriter } from '../shared/sink/parquet-writer.js';
 import { FileCursorStore } from '../shared/state/file-cursor-store.js';
 import { localOwner } from '../shared/state/lease-owner.js';
 import { type ChildRunReport, reportChildRun } from './child-report.js';
@@ -41,6 +42,8 @@ export interface SnapshotBenchConfig {
   readonly connections: number;
   /** An empty directory of this run: state store and lake go under it. */
   readonly dir: string;
+  /** parquet-wasm writes every object, not tidemark's flat writer (parquet-writer.ts flatWriter). */
+  readonly noFlatWriter?: boolean;
 }
 
 export interface SnapshotBenchReport extends ChildRunReport {
@@ -57,6 +60,7 @@ export interface SnapshotBenchReport extends ChildRunReport {
 }
 
 const config = JSON.parse(process.argv[2] ?? '') as SnapshotBenchConfig;
+if (config.noFlatWriter) flatWriter.enabled = false;
 const SOURCE = 'bench';
 const PIPELINE = 'bench';
 const STATE_KEY = `cdc#${PIPELINE}#${SOURCE}`;

@@ -19,9 +19,15 @@
  * the caches; ratios are paired per round (tidemark's time / the baseline's time of the same
  * round). Prints; never asserts a timing (the exit status says only whether something broke).
  *
+ * Where the children's Node has zstd in zlib (`--node`, Node >= 22.15), tidemark at 2 connections
+ * (the spec's default) also runs with parquet-wasm writing every object instead of tidemark's
+ * flat writer ("parquet-wasm only").
+ *
  * Options: --rows N (default 1000000), --runs N (default 3), --quick (200000 rows, 1 run),
  *          --only pg|mysql, --profile (one extra 1-connection run per database under --cpu-prof,
- *          its main thread summarised by component; the Parquet encode worker is not profiled).
+ *          its main thread summarised by component; the Parquet encode worker is not profiled),
+ *          --node PATH (the children's Node), --writers (only tidemark at 2 connections and the
+ *          same with parquet-wasm only, no baseline runs: the flat writer's pay-off, issue 29).
  * Owns: the servers it starts (stopped by their stop(), by pid), its temp dir, its child processes.
  * Never tunes the engine, the drivers or the sink.
  */
@@ -39,6 +45,8 @@ import type { SnapshotBenchConfig, SnapshotBenchReport } from './snapshot-child.
 import {
   alternate,
   BENCH_DIR,
+  checkWritersOnce,
+  childNodeInfo,
   diskBytes,
   fmtInt,
   machineNote,
@@ -50,8 +58,10 @@ import {
   stopChildrenOnInterrupt,
   summariseProfile,
   timeShell,
+  useChildNode,
   type Variant,
   type VariantResult,
+  writerPairLine,
 } from './support.js';
 
 const CHILD_SCRIPT = join(BENCH_DIR, 'snapshot-child.ts');
@@ -71,6 +81,7 @@ interface Options {
   readonly runs: number;
   readonly only: 'pg' | 'mysql' | undefined;
   readonly profile: boolean;
+  readonly writers: boolean;
 }
 
 function parseOptions(argv: readonly string[]): Options {
@@ -82,6 +93,8 @@ function parseOptions(argv: readonly string[]): Options {
       quick: { type: 'boolean', default: false },
       only: { type: 'string' },
       profile: { type: 'boolean', default: false },
+      node: { type: 'string' },
+      writers: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -95,11 +108,13 @@ function parseOptions(argv: readonly string[]): Options {
   if (only !== undefined && only !== 'pg' && only !== 'mysql')
     throw new Error(`--only must be pg or mysql (got ${only})`);
   const quick = values.quick ?? false;
+  useChildNode(values.node);
   return {
     rows: int('--rows', values.rows, quick ? 200_000 : 1_000_000),
     runs: int('--runs', values.runs, quick ? 1 : 3),
     only,
     profile: values.profile ?? false,
+    writers: values.writers ?? false,
   };
 }
 
@@ -141,8 +156,14 @@ export async function main(argv: readonly string[]): Promise<void> {
     console.log(`machine: ${machineNote()}`);
     console.log(
       `options: rows=${options.rows} runs=${options.runs} chunkRows=${CHUNK_ROWS} connections=${CONNECTIONS.join(',')}` +
-        `${options.only ? ` only=${options.only}` : ''}${options.profile ? ' profile' : ''}`,
+        `${options.only ? ` only=${options.only}` : ''}${options.profile ? ' profile' : ''}${options.writers ? ' writers' : ''}`,
     );
+    const child = childNodeInfo();
+    if (options.writers && !child.nativeZstd)
+      throw new Error(
+        "--writers: the children's Node has no zstd in zlib, so the flat writer is off anyway; give --node (Node >= 22.15)",
+      );
+    console.log(`children run on Node ${child.version} (${child.path})`);
     if (wantPg) await postgresSection(options, psql!, work);
     if (wantMy) await mysqlSection(options, mariadb!, work);
     console.log(`\nmachine after: ${machineNote()}`);
@@ -192,8 +213,8 @@ async function postgresSection(options: Options, psql: string, work: string): Pr
       const command = `${shellQuote(psql)} ${shellQuote(url)} -X -q -c ${shellQuote(`COPY (SELECT * FROM ${PG_TABLE}) TO STDOUT (FORMAT binary)`)} > /dev/null`;
       let n = 0;
       const reports: Reports = new Map();
-      const tidemark = (connections: number): Variant => {
-        const name = `tidemark runCdc snapshot, ${connections} connection${connections > 1 ? 's' : ''}`;
+      const tidemark = (connections: number, noFlatWriter = false): Variant => {
+        const name = variantName(connections, noFlatWriter);
         return {
           name,
           run: async () => {
@@ -208,6 +229,7 @@ async function postgresSection(options: Options, psql: string, work: string): Pr
                 chunkRows: CHUNK_ROWS,
                 connections,
                 dir,
+                ...(noFlatWriter ? { noFlatWriter } : {}),
               }));
             } finally {
               await dropSlot(sql, slot);
@@ -223,6 +245,7 @@ async function postgresSection(options: Options, psql: string, work: string): Pr
         rows: options.rows,
         runs: options.runs,
         reports,
+        writers: options.writers,
       });
       if (options.profile) await profileRun(tidemark(1), work);
     } finally {
@@ -232,6 +255,17 @@ async function postgresSection(options: Options, psql: string, work: string): Pr
     await pg?.stop();
   }
 }
+
+/** The tidemark variant's name: its connections, and "parquet-wasm only" without the flat writer. */
+function variantName(connections: number, noFlatWriter: boolean): string {
+  return (
+    `tidemark runCdc snapshot, ${connections} connection${connections > 1 ? 's' : ''}` +
+    (noFlatWriter ? ', parquet-wasm only' : '')
+  );
+}
+
+/** Connections of the writer pair (the spec's default, shared/config/spec.ts). */
+const WRITER_CONNECTIONS = 2;
 
 /** Drops the run's slot once its walsender has let go of it (the child has exited by then). */
 async function dropSlot(sql: postgres.Sql, slot: string): Promise<void> {
@@ -298,8 +332,8 @@ async function mysqlSection(options: Options, client: string, work: string): Pro
       `-e ${shellQuote(`SELECT * FROM ${MY_TABLE}`)} > /dev/null`;
     let serverId = 2000;
     const reports: Reports = new Map();
-    const tidemark = (connections: number): Variant => {
-      const name = `tidemark runCdc snapshot, ${connections} connection${connections > 1 ? 's' : ''}`;
+    const tidemark = (connections: number, noFlatWriter = false): Variant => {
+      const name = variantName(connections, noFlatWriter);
       return {
         name,
         run: () =>
@@ -311,6 +345,7 @@ async function mysqlSection(options: Options, client: string, work: string): Pro
             chunkRows: CHUNK_ROWS,
             connections,
             dir,
+            ...(noFlatWriter ? { noFlatWriter } : {}),
           })),
       };
     };
@@ -322,6 +357,7 @@ async function mysqlSection(options: Options, client: string, work: string): Pro
       rows: options.rows,
       runs: options.runs,
       reports,
+      writers: options.writers,
     });
     if (options.profile) await profileRun(tidemark(1), work);
   } finally {
@@ -339,9 +375,11 @@ async function childRun(
 ): Promise<Sample> {
   const dir = await mkdtemp(join(work, 'run-'));
   try {
-    const report = await runChild(config(dir), profiling);
+    const cfg = config(dir);
+    const report = await runChild(cfg, profiling);
     if (report.rows !== rows)
       throw new Error(`${name}: the snapshot wrote ${report.rows} rows, expected ${rows}`);
+    await checkWritersOnce(`${name} (${cfg.kind})`, join(dir, 'lake'));
     reports.set(name, [...(reports.get(name) ?? []), report]);
     return {
       seconds: report.runSeconds,
@@ -390,16 +428,23 @@ async function compare(args: {
   readonly baselineName: string;
   readonly command: string;
   readonly env: NodeJS.ProcessEnv;
-  readonly tidemark: (connections: number) => Variant;
+  readonly tidemark: (connections: number, noFlatWriter?: boolean) => Variant;
   readonly rows: number;
   readonly runs: number;
   readonly reports: Reports;
+  /** Only the writer pair (--writers). */
+  readonly writers: boolean;
 }): Promise<VariantResult[]> {
   const { baselineName, command, env, rows, reports } = args;
-  const variants: Variant[] = [
-    { name: baselineName, run: () => timeShell(command, env) },
-    ...CONNECTIONS.map((c) => args.tidemark(c)),
-  ];
+  // The lever of tidemark's own writer (parquet-flat.cjs), which needs native pages.
+  const wasmOnly = childNodeInfo().nativeZstd ? [args.tidemark(WRITER_CONNECTIONS, true)] : [];
+  const variants: Variant[] = args.writers
+    ? [args.tidemark(WRITER_CONNECTIONS), ...wasmOnly]
+    : [
+        { name: baselineName, run: () => timeShell(command, env) },
+        ...CONNECTIONS.map((c) => args.tidemark(c)),
+        ...wasmOnly,
+      ];
   console.log(`baseline command: ${redact(command)}`);
   console.log(
     "tidemark: node --import tsx bench/snapshot-child.ts '<config json>' (runCdc, snapshot: initial, fresh state, lake and slot/server id per run)",
@@ -445,6 +490,12 @@ async function compare(args: {
     );
   }
   console.log(`\n${lines.join('\n')}`);
+  const flat = results.find((r) => r.name === variantName(WRITER_CONNECTIONS, false));
+  const wasm = results.find((r) => r.name === variantName(WRITER_CONNECTIONS, true));
+  if (flat && wasm) {
+    console.log(`\n${writerPairLine(flat, wasm)}`);
+    console.log(writerPairLine(flat, wasm, 'client CPU s', (x) => x.cpuSeconds));
+  }
   console.log(
     "\nmedian s: the baseline's whole process; tidemark from the runCdc call to the state commit that says the snapshot is complete" +
       ' (node + tsx start-up not counted). "x baseline time" = median over rounds of (this time / the baseline\'s time in the same round);' +

@@ -43,6 +43,11 @@ export interface BenchOptions {
    * long instead of a dozen, so more of them fit and the machine drifts less within one.
    */
   readonly gate: boolean;
+  /**
+   * Only tidemark's defaults and the same with parquet-wasm writing every object (issue 29: is
+   * the flat writer worth keeping?); needs a children's Node with native zstd (`--node`).
+   */
+  readonly writers: boolean;
 }
 
 /**
@@ -54,6 +59,16 @@ export interface BenchOptions {
 let childNode = process.execPath;
 
 let childNodeSeen: { path: string; version: string; nativeZstd: boolean } | undefined;
+
+/**
+ * The `--node` option of every bench whose children run tidemark: checks the path and makes it
+ * the Node of the children started after this call (runTidemarkChild, runJsonChild).
+ */
+export function useChildNode(path: string | undefined): void {
+  if (path === undefined) return;
+  if (!existsSync(path)) throw new Error(`--node ${path}: no such file; give the path of a node binary`);
+  childNode = path;
+}
 
 /** The children's Node: its version and whether its zlib has zstd (native page compression); asked once. */
 export function childNodeInfo(): { path: string; version: string; nativeZstd: boolean } {
@@ -78,7 +93,8 @@ const USAGE = `options:
   --data-dir DIR  keep the database cluster in DIR and reuse its tables next time
   --node PATH     the Node.js binary that runs the tidemark children (default: this one)
   --quick         100000 rows, 1 run, rss-rows 500000 (a smoke test of the bench itself)
-  --gate          only (a), (b) and tidemark's defaults (the issue gate), e.g. with --runs 9`;
+  --gate          only (a), (b) and tidemark's defaults (the issue gate), e.g. with --runs 9
+  --writers       only tidemark's defaults and "parquet-wasm writer" (needs --node with native zstd)`;
 
 /** Parses the options above; `--quick` sets defaults the other options still override. */
 export function parseBenchOptions(argv: readonly string[]): BenchOptions {
@@ -93,6 +109,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
       node: { type: 'string' },
       quick: { type: 'boolean', default: false },
       gate: { type: 'boolean', default: false },
+      writers: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -106,11 +123,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
   const runs = positiveInt('--runs', values.runs, quick ? 1 : 3);
   const rssRows = values['rss-rows'] === undefined ? rows * 5 : Number(values['rss-rows']);
   if (!Number.isInteger(rssRows) || rssRows < 0) throw new Error('--rss-rows must be a whole number >= 0');
-  if (values.node !== undefined) {
-    if (!existsSync(values.node))
-      throw new Error(`--node ${values.node}: no such file; give the path of a node binary`);
-    childNode = values.node;
-  }
+  useChildNode(values.node);
   return {
     rows,
     runs,
@@ -119,6 +132,7 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
     dataDir: values['data-dir'],
     quick,
     gate: values.gate ?? false,
+    writers: values.writers ?? false,
   };
 }
 
@@ -292,6 +306,36 @@ function pairedRatio(
   return `${mid} [${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}]`;
 }
 
+/**
+ * The flat writer's pay-off, paired per round (issue 29): `flat` (the defaults) and `wasm` (the
+ * same with parquet-wasm writing every object) by `value` (wall seconds unless given), as "wasm /
+ * flat" per round, their median and range, and the share of the wasm run's time the flat writer
+ * saves (1 - flat / wasm, from the median of the flat / wasm ratios).
+ */
+export function writerPairLine(
+  flat: VariantResult,
+  wasm: VariantResult,
+  what = 'wall s',
+  value: (s: Sample) => number | undefined = (s) => s.seconds,
+): string {
+  const ratios: number[] = [];
+  const saved: number[] = [];
+  flat.samples.forEach((s, i) => {
+    const f = value(s);
+    const w = wasm.samples[i] === undefined ? undefined : value(wasm.samples[i]!);
+    if (f === undefined || w === undefined || f <= 0 || w <= 0) return;
+    ratios.push(w / f);
+    saved.push(1 - f / w);
+  });
+  if (ratios.length === 0) return `${what}: no pairs`;
+  const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
+  return (
+    `${what}: parquet-wasm only / defaults per round ${ratios.map((x) => x.toFixed(3)).join(', ')}; ` +
+    `median ${median(ratios).toFixed(3)}x [${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)}]; ` +
+    `the flat writer saves ${pct(median(saved))} of the parquet-wasm run (range ${pct(Math.min(...saved))} to ${pct(Math.max(...saved))})`
+  );
+}
+
 export function fmtInt(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }
@@ -399,7 +443,8 @@ let interruptHooked = false;
  * servers' own exit hooks (shared/local/owned-processes.ts) stop the servers.
  */
 /**
- * Runs a benchmark child (`node --import tsx <script> '<config JSON>'`, under --cpu-prof into
+ * Runs a benchmark child (`node --import tsx <script> '<config JSON>'` on the children's Node
+ * ({@link useChildNode}; default: this one), under --cpu-prof into
  * `profDir` when given) and returns the JSON report it prints as its last stdout line. Killed
  * (its process group) after `timeoutMs`; `label` names it in errors.
  */
@@ -416,7 +461,7 @@ export async function runJsonChild<R>(
     script,
     JSON.stringify(config),
   ];
-  const { code, stdout, stderr } = await runProcess(process.execPath, args, {}, (pid) => {
+  const { code, stdout, stderr } = await runProcess(childNode, args, {}, (pid) => {
     const timer = setTimeout(() => {
       timedOut = true;
       try {
@@ -635,6 +680,35 @@ export async function countLake(dir: string): Promise<{ rows: number; distinctId
     db.closeSync();
   }
 }
+
+/**
+ * Which writer wrote the Parquet objects under `dir`: their distinct `created_by` (DuckDB's
+ * parquet_file_metadata), e.g. "tidemark version 0.1.0 (flat writer)" or parquet-wasm's "parquet-rs
+ * version ...". A check that a writer variant measures what it says.
+ */
+export async function lakeWriters(dir: string): Promise<string[]> {
+  const db = await DuckDBInstance.create(':memory:');
+  try {
+    const c = await db.connect();
+    const glob = join(dir, '**', '*.parquet').replaceAll("'", "''");
+    const reader = await c.runAndReadAll(
+      `SELECT DISTINCT created_by FROM parquet_file_metadata('${glob}') ORDER BY 1`,
+    );
+    const writers = reader.getRows().map((r) => String(r[0]));
+    c.closeSync();
+    return writers;
+  } finally {
+    db.closeSync();
+  }
+}
+
+/** Once per variant name: prints who wrote the objects of its first run under `lake` (see {@link lakeWriters}). */
+export async function checkWritersOnce(name: string, lake: string): Promise<void> {
+  if (writersChecked.has(name)) return;
+  writersChecked.add(name);
+  console.log(`  check ${name}: objects written by ${(await lakeWriters(lake)).join(' + ') || '(none)'}`);
+}
+const writersChecked = new Set<string>();
 
 /**
  * Where the CPU of a `--cpu-prof` profile went, by component: each sample goes to the component
@@ -867,7 +941,8 @@ export function tidemarkVariant(name: string, target: TidemarkTarget, rows: numb
             );
           }
           console.log(
-            `  check ${name}: DuckDB count(*) of the lake = ${fmtInt(lake.rows)}, distinct ids = ${fmtInt(lake.distinctIds)} (ok)`,
+            `  check ${name}: DuckDB count(*) of the lake = ${fmtInt(lake.rows)}, distinct ids = ${fmtInt(lake.distinctIds)} (ok); ` +
+              `written by ${(await lakeWriters(join(dir, 'lake'))).join(' + ')}`,
           );
           verified = true;
         }
@@ -1081,8 +1156,15 @@ export async function compare(args: {
 }): Promise<VariantResult[]> {
   const { options, wire, byHand } = args;
   const tidemark = tidemarkVariants(args.base, options.rows, args.work, args.s3Endpoint);
-  // The defaults are the first variant (tidemarkVariants' order).
-  const variants: Variant[] = [wire, byHand, ...(options.gate ? tidemark.slice(0, 1) : tidemark)];
+  const wasmWriter = tidemark.find((v) => v.name.endsWith(', parquet-wasm writer'));
+  if (options.writers && !wasmWriter)
+    throw new Error(
+      "--writers: the children's Node has no zstd in zlib, so the flat writer is off anyway; give --node (Node >= 22.15)",
+    );
+  // The defaults are the first variant (tidemarkVariants' order). --writers: only the writer pair.
+  const variants: Variant[] = options.writers
+    ? [tidemark[0]!, wasmWriter!]
+    : [wire, byHand, ...(options.gate ? tidemark.slice(0, 1) : tidemark)];
   console.log('\ncommands (URL password redacted):');
   console.log(`  (a) ${redact(wire.command)}`);
   console.log(`  (b) ${redact(byHand.command)}`);
@@ -1099,6 +1181,13 @@ export async function compare(args: {
   console.log(`\n${fmtInt(options.rows)} rows, ${options.runs} alternated run(s) per variant:`);
   const results = await alternateWithLog(variants, options.runs);
   console.log(`\n${resultTable(results, options.rows, wire.name, byHand.name)}`);
+  const flat = results.find((r) => r.name === tidemark[0]!.name);
+  const wasm = results.find((r) => r.name === wasmWriter?.name);
+  if (flat && wasm) {
+    console.log(`\n${writerPairLine(flat, wasm)}`);
+    console.log(writerPairLine(flat, wasm, 'client CPU s', (s) => s.cpuSeconds));
+    console.log(writerPairLine(flat, wasm, 'engine-only s', (s) => s.engineSeconds));
+  }
   console.log(
     '\n"client CPU" = user + system seconds of the client processes (all threads; not the database server).' +
       '\n"time x" = median over rounds of (wall time / the baseline\'s wall time in the same round); lower is better.' +
