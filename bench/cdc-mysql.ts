@@ -44,9 +44,9 @@ import { type MariaDbServer, startMariaDb } from '../test/harness/mariadb-server
 import type { MysqlCdcBenchConfig, MysqlCdcBenchReport } from './cdc-mysql-child.js';
 import {
   alternate,
+  announceChildNode,
   BENCH_DIR,
   checkWritersOnce,
-  childNodeInfo,
   diskBytes,
   fmtInt,
   machineNote,
@@ -164,12 +164,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     console.log(
       `options: changes=${options.changes} runs=${options.runs}${options.writers ? ' writers' : ''}; baseline ${binlogTool}`,
     );
-    const child = childNodeInfo();
-    if (options.writers && !child.nativeZstd)
-      throw new Error(
-        "--writers: the children's Node has no zstd in zlib, so the flat writer is off anyway; give --node (Node >= 22.15)",
-      );
-    console.log(`children run on Node ${child.version} (${child.path})`);
+    const child = announceChildNode(options.writers);
     const baseDir = join(work, 'mariadb');
     await mkdir(baseDir);
     // As root mariadbd runs as `mysql`, which must be able to enter the temp dir.

@@ -37,9 +37,9 @@ import { type EmbeddedPostgres, startEmbeddedPostgres } from '../shared/local/em
 import type { PgCdcBenchConfig, PgCdcBenchReport } from './cdc-child.js';
 import {
   alternate,
+  announceChildNode,
   BENCH_DIR,
   checkWritersOnce,
-  childNodeInfo,
   diskBytes,
   fmtInt,
   machineNote,
@@ -139,12 +139,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     console.log(
       `options: changes=${options.changes} runs=${options.runs}${options.writers ? ' writers' : ''}; baseline ${recvlogical}`,
     );
-    const child = childNodeInfo();
-    if (options.writers && !child.nativeZstd)
-      throw new Error(
-        "--writers: the children's Node has no zstd in zlib, so the flat writer is off anyway; give --node (Node >= 22.15)",
-      );
-    console.log(`children run on Node ${child.version} (${child.path})`);
+    const child = announceChildNode(options.writers);
     pg = await startEmbeddedPostgres({
       durable: false,
       settings: {

@@ -44,6 +44,7 @@ import { type MariaDbServer, startMariaDb } from '../test/harness/mariadb-server
 import type { SnapshotBenchConfig, SnapshotBenchReport } from './snapshot-child.js';
 import {
   alternate,
+  announceChildNode,
   BENCH_DIR,
   checkWritersOnce,
   childNodeInfo,
@@ -158,12 +159,7 @@ export async function main(argv: readonly string[]): Promise<void> {
       `options: rows=${options.rows} runs=${options.runs} chunkRows=${CHUNK_ROWS} connections=${CONNECTIONS.join(',')}` +
         `${options.only ? ` only=${options.only}` : ''}${options.profile ? ' profile' : ''}${options.writers ? ' writers' : ''}`,
     );
-    const child = childNodeInfo();
-    if (options.writers && !child.nativeZstd)
-      throw new Error(
-        "--writers: the children's Node has no zstd in zlib, so the flat writer is off anyway; give --node (Node >= 22.15)",
-      );
-    console.log(`children run on Node ${child.version} (${child.path})`);
+    announceChildNode(options.writers);
     if (wantPg) await postgresSection(options, psql!, work);
     if (wantMy) await mysqlSection(options, mariadb!, work);
     console.log(`\nmachine after: ${machineNote()}`);

@@ -71,6 +71,20 @@ export function useChildNode(path: string | undefined): void {
 }
 
 /** The children's Node: its version and whether its zlib has zstd (native page compression); asked once. */
+/**
+ * The children's Node, printed; with `writers` (the flat writer against parquet-wasm) it must
+ * have zstd in zlib, without which the flat writer is off anyway.
+ */
+export function announceChildNode(writers: boolean): { path: string; version: string; nativeZstd: boolean } {
+  const child = childNodeInfo();
+  if (writers && !child.nativeZstd) throw new Error(WRITERS_NEED_ZSTD);
+  console.log(`children run on Node ${child.version} (${child.path})`);
+  return child;
+}
+
+const WRITERS_NEED_ZSTD =
+  "--writers: the children's Node has no zstd in zlib, so the flat writer is off anyway; give --node (Node >= 22.15)";
+
 export function childNodeInfo(): { path: string; version: string; nativeZstd: boolean } {
   if (childNodeSeen?.path === childNode) return childNodeSeen;
   const out = execFileSync(
@@ -1157,10 +1171,7 @@ export async function compare(args: {
   const { options, wire, byHand } = args;
   const tidemark = tidemarkVariants(args.base, options.rows, args.work, args.s3Endpoint);
   const wasmWriter = tidemark.find((v) => v.name.endsWith(', parquet-wasm writer'));
-  if (options.writers && !wasmWriter)
-    throw new Error(
-      "--writers: the children's Node has no zstd in zlib, so the flat writer is off anyway; give --node (Node >= 22.15)",
-    );
+  if (options.writers && !wasmWriter) throw new Error(WRITERS_NEED_ZSTD);
   // The defaults are the first variant (tidemarkVariants' order). --writers: only the writer pair.
   const variants: Variant[] = options.writers
     ? [tidemark[0]!, wasmWriter!]
