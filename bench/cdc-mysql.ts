@@ -51,6 +51,7 @@ import {
   fmtInt,
   machineNote,
   median,
+  printWriterPair,
   redact,
   runJsonChild,
   runProcess,
@@ -61,7 +62,6 @@ import {
   timeShell,
   useChildNode,
   type Variant,
-  writerPairLine,
 } from './support.js';
 
 const CHILD_SCRIPT = join(BENCH_DIR, 'cdc-mysql-child.ts');
@@ -312,12 +312,10 @@ export async function main(argv: readonly string[]): Promise<void> {
         `\ngate (a) >= ${GATE}x of mariadb-binlog -v: ${a >= GATE ? 'PASS' : 'FAIL'} (${a.toFixed(2)}x); ` +
           `(b) end to end: ${ratioOf.get(B)!.toFixed(2)}x`,
       );
-    const flat = results.find((r) => r.name === B);
-    const wasm = results.find((r) => r.name === B_WASM);
-    if (flat && wasm) {
-      console.log(`\n${writerPairLine(flat, wasm)}`);
-      console.log(writerPairLine(flat, wasm, 'client CPU s', (x) => x.cpuSeconds));
-    }
+    printWriterPair(
+      results.find((r) => r.name === B),
+      results.find((r) => r.name === B_WASM),
+    );
     console.log(
       'median s: the child from connect to the last change decoded (a) or durable in the state (b);' +
         ' mariadb-binlog: the whole process. client CPU: user + system of the child (all threads;' +

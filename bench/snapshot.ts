@@ -52,6 +52,7 @@ import {
   fmtInt,
   machineNote,
   median,
+  printWriterPair,
   redact,
   runJsonChild,
   type Sample,
@@ -62,7 +63,6 @@ import {
   useChildNode,
   type Variant,
   type VariantResult,
-  writerPairLine,
 } from './support.js';
 
 const CHILD_SCRIPT = join(BENCH_DIR, 'snapshot-child.ts');
@@ -486,12 +486,10 @@ async function compare(args: {
     );
   }
   console.log(`\n${lines.join('\n')}`);
-  const flat = results.find((r) => r.name === variantName(WRITER_CONNECTIONS, false));
-  const wasm = results.find((r) => r.name === variantName(WRITER_CONNECTIONS, true));
-  if (flat && wasm) {
-    console.log(`\n${writerPairLine(flat, wasm)}`);
-    console.log(writerPairLine(flat, wasm, 'client CPU s', (x) => x.cpuSeconds));
-  }
+  printWriterPair(
+    results.find((r) => r.name === variantName(WRITER_CONNECTIONS, false)),
+    results.find((r) => r.name === variantName(WRITER_CONNECTIONS, true)),
+  );
   console.log(
     "\nmedian s: the baseline's whole process; tidemark from the runCdc call to the state commit that says the snapshot is complete" +
       ' (node + tsx start-up not counted). "x baseline time" = median over rounds of (this time / the baseline\'s time in the same round);' +

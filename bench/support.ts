@@ -326,6 +326,13 @@ function pairedRatio(
  * flat" per round, their median and range, and the share of the wasm run's time the flat writer
  * saves (1 - flat / wasm, from the median of the flat / wasm ratios).
  */
+/** The flat writer against parquet-wasm, wall time and client CPU, when both variants ran. */
+export function printWriterPair(flat: VariantResult | undefined, wasm: VariantResult | undefined): void {
+  if (!flat || !wasm) return;
+  console.log(`\n${writerPairLine(flat, wasm)}`);
+  console.log(writerPairLine(flat, wasm, 'client CPU s', (x) => x.cpuSeconds));
+}
+
 export function writerPairLine(
   flat: VariantResult,
   wasm: VariantResult,

@@ -151,11 +151,7 @@ describe.each(['postgres', 'mysql'] as const)('%s: a column added, then a SIGKIL
     await db.exec('CREATE TABLE a (id INT PRIMARY KEY, v INT NOT NULL)');
     await db.exec('CREATE TABLE b (id INT PRIMARY KEY, v INT NOT NULL, n INT)');
     const first = capture(writeSpec(dir, db, pipeline, 60));
-    await waitFor(
-      'capturing',
-      () => first.output.includes('"capturing"'),
-      () => first.output,
-    );
+    await first.waitForLine('"capturing"');
     // b's rows stay pending (60 s flush) and hold the position; a is written before and after
     // its ALTER.
     await db.exec('INSERT INTO b (id, v, n) VALUES (1, 1, 1)');
@@ -163,11 +159,7 @@ describe.each(['postgres', 'mysql'] as const)('%s: a column added, then a SIGKIL
     await db.exec('ALTER TABLE a ADD COLUMN n INT');
     await db.exec('INSERT INTO a (id, v, n) VALUES (3, 3, 3)');
     await db.exec('UPDATE a SET n = 10 WHERE id = 1');
-    await waitFor(
-      'the schema change',
-      () => first.output.includes('schema changed'),
-      () => first.output,
-    );
+    await first.waitForLine('schema changed');
     // The point: the change was captured, nothing drained.
     await first.kill('SIGKILL');
 
