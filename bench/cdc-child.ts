@@ -2,7 +2,7 @@
  * One tidemark run of the Postgres CDC bench (bench/cdc.ts) as its own process, so its CPU and
  * peak RSS are its own. Times ONE of
  *
- *   decode    PgCdcReader alone (PostgresCdcSource introspect + openReader) on an existing slot:
+ *   decode    PostgresCdcReader alone (PostgresCdcSource introspect + openReader) on an existing slot:
  *             `next(1000)` in a loop, a table's pending rows cut (and dropped) at 100k, until the
  *             expected rows have arrived at a commit (or a commit/progress reaches `endLsn`)
  *   engine    runCdc with a FileCursorStore and a ParquetSink (zstd) on a file lake, until the

@@ -8,7 +8,7 @@
  *              transactions of 1000 changes; the end of the backlog is pg_current_wal_lsn()
  *   baseline   `pg_recvlogical --start ... -f /dev/null --no-loop --endpos <end>` (Debian's
  *              postgresql-client): the walsender's decode and the wire, nothing else
- *   (a)        PgCdcReader alone into Arrow, batches cut at 100k rows and dropped (bench/cdc-child.ts)
+ *   (a)        PostgresCdcReader alone into Arrow, batches cut at 100k rows and dropped (bench/cdc-child.ts)
  *   (b)        runCdc end to end: FileCursorStore + ParquetSink (zstd) on a file lake, flush at 100k
  *              rows, timed until the state holds every change
  *   latency    runCdc live (flush 1 s) while `pgbench -R 200 -T 20` runs: source commit to durable
@@ -234,7 +234,7 @@ export async function main(argv: readonly string[]): Promise<void> {
         `${shellQuote(recvlogical)} -d ${shellQuote(url)} --slot ${shellQuote(slot)} --start ` +
         `-o proto_version=1 -o publication_names=${PUBLICATION} -f /dev/null --no-loop --endpos ${endLsn}`;
       const BASE = 'baseline: pg_recvlogical -f /dev/null';
-      const A = '(a) PgCdcReader -> Arrow, null sink';
+      const A = '(a) PostgresCdcReader -> Arrow, null sink';
       const B = '(b) runCdc -> Parquet zstd file lake + file state';
       const B_WASM = '(b) parquet-wasm only';
       const engineVariants: Variant[] = [

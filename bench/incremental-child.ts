@@ -10,10 +10,10 @@
 import { writeSync } from 'node:fs';
 import { incrementalTables, parseSpec } from '../shared/config/spec.js';
 import { binaryRows } from '../shared/drivers/mysql/incremental.js';
-import { rawCopy } from '../shared/drivers/postgres/copy-tap.js';
+import { rawCopy } from '../shared/drivers/postgres/wire/copy-tap.js';
+import { readAhead } from '../shared/engine/incremental/run.js';
 import { createLogger } from '../shared/observability/log.js';
 import { openPipeline } from '../shared/pipeline/open.js';
-import { readAhead } from '../shared/engine/incremental/run.js';
 import { runTable } from '../shared/pipeline/run-table.js';
 import { encodeAhead } from '../shared/sink/parquet-sink.js';
 import { flatWriter, pageCompression } from '../shared/sink/parquet-writer.js';

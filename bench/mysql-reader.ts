@@ -13,10 +13,10 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BatchEncoder } from '../shared/dataplane/encoder.js';
 import { Op } from '../shared/dataplane/metadata.js';
-import { MysqlSession } from '../shared/drivers/mysql/connect.js';
+import { MysqlConnection } from '../shared/drivers/mysql/connect.js';
 import { introspectTable } from '../shared/drivers/mysql/introspect.js';
-import { RowRanges, walkRow } from '../shared/drivers/mysql/text-rows.js';
 import { appenderOf, rangeAppenderOf } from '../shared/drivers/mysql/types.js';
+import { RowRanges, walkRow } from '../shared/drivers/mysql/wire/text-rows.js';
 import { startMariaDb } from '../test/harness/mariadb-server.js';
 import { fmtInt, machineNote } from './support.js';
 
@@ -32,7 +32,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   await chmod(work, 0o755);
   await mkdir(join(work, 'db'));
   const db = await startMariaDb({ baseDir: join(work, 'db'), password: 'pw', database: 'm' });
-  const s = new MysqlSession({ url: db.url });
+  const s = new MysqlConnection({ url: db.url });
   try {
     await s.query('SET GLOBAL innodb_buffer_pool_size = 1073741824').catch(() => undefined);
     await s.query(`CREATE TABLE m.t (

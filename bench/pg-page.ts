@@ -18,9 +18,9 @@ import { createHash } from 'node:crypto';
 import { Table, tableToIPC } from 'apache-arrow';
 import { BatchEncoder } from '../shared/dataplane/encoder.js';
 import type { Schema } from '../shared/dataplane/schema.js';
-import { CopyBinaryDecoder, type CopyField } from '../shared/drivers/postgres/copy-binary.js';
-import { CopyTap } from '../shared/drivers/postgres/copy-tap.js';
 import type { WireKind } from '../shared/drivers/postgres/types.js';
+import { CopyBinaryDecoder, type CopyField } from '../shared/drivers/postgres/wire/binary-rows.js';
+import { CopyTap } from '../shared/drivers/postgres/wire/copy-tap.js';
 
 const ROWS = Number(process.argv[2] ?? 1_000_000);
 const ROUNDS = Number(process.argv[3] ?? 7);

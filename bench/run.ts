@@ -6,7 +6,7 @@
  *   big-values          peak RSS of tidemark run on tables of big values vs the page byte budget
  *   cdc-engine          the CDC engine alone on the scripted source (1M changes, 10 tables) vs
  *                       the scripted reader alone: changes/s, client CPU, peak RSS [--runs N] [--quick]
- *   cdc                 Postgres CDC: PgCdcReader (a) and runCdc -> Parquet (b) vs pg_recvlogical on
+ *   cdc                 Postgres CDC: PostgresCdcReader (a) and runCdc -> Parquet (b) vs pg_recvlogical on
  *                       the same slot backlog, and commit-to-durable latency under pgbench
  *                       [--changes N] [--runs N] [--quick] [--profile] [--no-latency]
  *                       [--node PATH] [--writers: only (b) and (b) with parquet-wasm only]

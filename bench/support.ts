@@ -550,7 +550,7 @@ export interface ChildConfig {
   readonly writeMode?: 'append' | 'upsert';
   /** Postgres: read COPY through postgres.js' stream (the TLS path) instead of the socket tap. */
   readonly pgCopyStream?: boolean;
-  /** MySQL/MariaDB: read pages as text rows, not through the binary protocol (mysql/binary-rows.ts). */
+  /** MySQL/MariaDB: read pages as text rows, not through the binary protocol (mysql/wire/binary-rows.ts). */
   readonly mysqlTextRows?: boolean;
   /** Let parquet-wasm compress the pages even where Node's zlib could (parquet-writer.ts pageCompression). */
   readonly wasmCompression?: boolean;
@@ -833,7 +833,7 @@ function componentOf(frame: { functionName: string; url: string }): string {
   if (url.startsWith('wasm://') || url.includes('parquet-wasm') || url.includes('parquet_wasm')) {
     return 'parquet-wasm encode';
   }
-  if (url.includes('/drivers/postgres/copy-binary')) return 'COPY binary decode (driver)';
+  if (url.includes('/drivers/postgres/wire/binary-rows')) return 'COPY binary decode (driver)';
   if (url.includes('/drivers/mysql/cdc/')) return 'binlog reader + appenders (driver)';
   if (url.includes('/drivers/')) return 'driver (other)';
   if (url.includes('/node_modules/postgres/')) return 'postgres.js protocol';
@@ -1065,7 +1065,7 @@ export function tidemarkVariants(
           ),
         ]
       : [
-          // The lever of the binary protocol for page reads (mysql/binary-rows.ts).
+          // The lever of the binary protocol for page reads (mysql/wire/binary-rows.ts).
           tidemarkVariant(
             '(c) tidemark file:// zstd, 50k pages, text rows',
             { ...base, compression: 'zstd', pageSize: 50_000, mysqlTextRows: true },

@@ -48,7 +48,12 @@ export class PageBudget {
  * and at least twice the previous statement's, so a page needs few statements even when the
  * first rows were much bigger than the rest.
  */
-export function rowsToAsk(budget: PageBudget, rest: number, rowBytes: number | undefined, previous: number): number {
+export function rowsToAsk(
+  budget: PageBudget,
+  rest: number,
+  rowBytes: number | undefined,
+  previous: number,
+): number {
   if (!Number.isFinite(budget.pageBytes) || rowBytes === undefined || rowBytes <= 0) return rest;
   const fit = Math.ceil((budget.pageBytes - budget.bytes) / rowBytes);
   return Math.max(1, Math.min(rest, Math.max(fit, 2 * previous)));

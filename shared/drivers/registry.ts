@@ -70,7 +70,7 @@ const postgres: DriverRegistration = {
     recoverablePosition: true,
   }),
   async openIncremental(s) {
-    const { PostgresSource } = await import('./postgres/index.js');
+    const { PostgresSource } = await import('./postgres/source.js');
     return new PostgresSource(sourceOptions(s));
   },
   async openCdc(s) {
@@ -99,7 +99,7 @@ const mysql: DriverRegistration = {
     recoverablePosition: true,
   }),
   async openIncremental(s) {
-    const { MysqlSource } = await import('./mysql/index.js');
+    const { MysqlSource } = await import('./mysql/source.js');
     return new MysqlSource(sourceOptions(s));
   },
   async openCdc(s) {

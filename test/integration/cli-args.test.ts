@@ -70,7 +70,9 @@ describe('tidemark arguments', () => {
       spec,
       JSON.stringify({
         pipeline: 'args',
-        sources: { db: { kind: 'postgres', url: 'postgres://u:pw@127.0.0.1:1/db', connectTimeoutSeconds: 2 } },
+        sources: {
+          db: { kind: 'postgres', url: 'postgres://u:pw@127.0.0.1:1/db', connectTimeoutSeconds: 2 },
+        },
         state: { dir: join(dir, 'state') },
         lake: { uri: `file://${dir}/lake` },
         tables: [{ source: 'db', table: 'public.t', mode: 'incremental', cursor: 'u', writeMode: 'append' }],

@@ -8,13 +8,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshPgDatabase, type FreshDatabase } from '../harness/pg.js';
+import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const BIN = join(ROOT, 'bin', 'tidemark.js');
 
 function tidemark(args: string[], env: NodeJS.ProcessEnv = {}) {
-  const r = spawnSync(process.execPath, [BIN, ...args], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
+  const r = spawnSync(process.execPath, [BIN, ...args], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    timeout: 120_000,
+  });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -80,7 +85,10 @@ describe('tidemark CLI', () => {
     const r = tidemark(['run', '-c', specFile], { CLI_TEST_PG_URL: db.url });
     expect(r.code, r.stderr).toBe(0);
     // stderr (not a TTY here) carries the logs as JSON lines, none of them an error.
-    const logs = r.stderr.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { level: string });
+    const logs = r.stderr
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l) as { level: string });
     expect(logs.filter((l) => l.level === 'error')).toEqual([]);
     expect(r.stdout).toMatch(/public\.orders: 2500 rows in 3 page\(s\).*caught up/);
     const s = tidemark(['status', '-c', specFile], { CLI_TEST_PG_URL: db.url });

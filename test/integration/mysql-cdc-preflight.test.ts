@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSpec, type Spec } from '../../shared/config/spec.js';
 import type { CheckItem } from '../../shared/contracts/check.js';
 import { preflightCdcSource, preflightCdcTable } from '../../shared/drivers/mysql/cdc/preflight.js';
-import { MysqlSession } from '../../shared/drivers/mysql/connect.js';
+import { MysqlConnection } from '../../shared/drivers/mysql/connect.js';
 import { checkPipeline } from '../../shared/pipeline/check.js';
 import { type MariaDbServer, startMariaDb } from '../harness/mariadb-server.js';
 import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';
@@ -27,13 +27,13 @@ const OPTS = { serverId: SERVER_ID, binlogRetentionHours: 24 };
 
 let db: FreshDatabase;
 let admin: mysql.Connection;
-const sessions: MysqlSession[] = [];
+const sessions: MysqlConnection[] = [];
 const servers: MariaDbServer[] = [];
 const dirs: string[] = [];
 const users: string[] = [];
 
-function session(url: string): MysqlSession {
-  const s = new MysqlSession({ url, sourceName: 'sources.my' });
+function session(url: string): MysqlConnection {
+  const s = new MysqlConnection({ url, sourceName: 'sources.my' });
   sessions.push(s);
   return s;
 }

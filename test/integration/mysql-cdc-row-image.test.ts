@@ -1,5 +1,5 @@
 /**
- * The row-image decoder (shared/drivers/mysql/cdc/row-image.ts) against the old path (zongji's
+ * The row-image decoder (shared/drivers/mysql/wire/binlog-rows.ts) against the old path (zongji's
  * parse + cdc/values.ts) on the harness MariaDB: random rows of every type the decoder supports
  * (NULLs, extremes, zero dates, non-ASCII and latin1 text, 2-byte length prefixes, key changes,
  * deletes, an excluded column) are written once, then the same binlog range is read by two

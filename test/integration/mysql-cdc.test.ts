@@ -708,7 +708,7 @@ describe('mysql cdc: every type, CDC lake == incremental lake', () => {
     } finally {
       await cap.stop();
     }
-    // Every row image went through cdc/row-image.ts, none through zongji's parse.
+    // Every row image went through wire/binlog-rows.ts, none through zongji's parse.
     expect(readers.at(-1)!.seen.rawEvents).toBeGreaterThan(0);
     expect(readers.at(-1)!.seen.zongjiEvents).toBe(0);
     const incDir = mkdtempSync(join(tmpdir(), 'tidemark-mycdc-inc-'));

@@ -19,7 +19,7 @@ import { encodeRows } from '../../shared/dataplane/encoder.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
 import { SchemaChangedError } from '../../shared/dataplane/schema-rules.js';
-import { MysqlSource, type MysqlSourceOptions } from '../../shared/drivers/mysql/index.js';
+import { MysqlSource, type MysqlSourceOptions } from '../../shared/drivers/mysql/source.js';
 import { freePort } from '../../shared/local/free-port.js';
 import { decodeKey } from '../../shared/position/key-codec.js';
 import { incrementalPosPrefix } from '../../shared/position/position.js';

@@ -13,23 +13,23 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatchEncoder } from '../../shared/dataplane/encoder.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
+import { MysqlConnection, type RawRow } from '../../shared/drivers/mysql/connect.js';
+import { introspectTable, type TablePlan } from '../../shared/drivers/mysql/introspect.js';
+import { parseValue, rangeAppenderOf } from '../../shared/drivers/mysql/types.js';
 import {
   binaryAppenderOf,
   binaryLayout,
   binaryReadable,
   binaryValueText,
   walkBinaryRow,
-} from '../../shared/drivers/mysql/binary-rows.js';
-import { MysqlSession, type RawRow } from '../../shared/drivers/mysql/connect.js';
-import { introspectTable, type TablePlan } from '../../shared/drivers/mysql/introspect.js';
-import { type ResultField, resultFieldOf } from '../../shared/drivers/mysql/result-fields.js';
-import { RowRanges, walkRow } from '../../shared/drivers/mysql/text-rows.js';
-import { parseValue, rangeAppenderOf } from '../../shared/drivers/mysql/types.js';
+} from '../../shared/drivers/mysql/wire/binary-rows.js';
+import { type ResultField, resultFieldOf } from '../../shared/drivers/mysql/wire/result-fields.js';
+import { RowRanges, walkRow } from '../../shared/drivers/mysql/wire/text-rows.js';
 import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';
 
 let db: FreshDatabase;
 let admin: mysql.Connection;
-let session: MysqlSession;
+let session: MysqlConnection;
 let plan: TablePlan;
 
 const COLUMNS: [name: string, ddl: string][] = [
@@ -139,7 +139,7 @@ beforeAll(async () => {
   await admin.query(
     `CREATE TABLE t (${COLUMNS.map(([n, d]) => `\`${n}\` ${d}`).join(', ')}) CHARACTER SET utf8mb4`,
   );
-  session = new MysqlSession({ url: db.url });
+  session = new MysqlConnection({ url: db.url });
   plan = await introspectTable(session, { source: `${db.name}.t` });
 });
 

@@ -23,12 +23,12 @@ import type { TableRef } from '../../shared/contracts/source.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { binlogAt, type MysqlCdcReader, parseBinlogPosition } from '../../shared/drivers/mysql/cdc/reader.js';
 import { MysqlCdcSource } from '../../shared/drivers/mysql/cdc/source.js';
-import { MysqlSource } from '../../shared/drivers/mysql/index.js';
 import {
   type MysqlChunker,
   type MysqlSnapshotSource,
   needsWatermarkTable,
 } from '../../shared/drivers/mysql/snapshot.js';
+import { MysqlSource } from '../../shared/drivers/mysql/source.js';
 import { binlogFileIndex, incrementalPosPrefix, mysqlPosition } from '../../shared/position/position.js';
 import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';
 import { mysqlClient } from '../harness/mysql-cdc.js';

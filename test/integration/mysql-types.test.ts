@@ -15,7 +15,7 @@ import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { glueType } from '../../shared/dataplane/lake.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
-import { MysqlSource } from '../../shared/drivers/mysql/index.js';
+import { MysqlSource } from '../../shared/drivers/mysql/source.js';
 import { incrementalPosPrefix } from '../../shared/position/position.js';
 import { openLakeSink } from '../../shared/sink/open-lake.js';
 import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';

@@ -45,7 +45,8 @@ const DEFAULT_PAGE_BYTES = 64 * MiB;
  */
 const MULTIPLE = 9;
 const SLACK = 1.25;
-const bound = (baseKiB: number) => baseKiB / 1024 + SLACK * MULTIPLE * ((DEFAULT_PAGE_BYTES + VALUE_BYTES) / MiB);
+const bound = (baseKiB: number) =>
+  baseKiB / 1024 + SLACK * MULTIPLE * ((DEFAULT_PAGE_BYTES + VALUE_BYTES) / MiB);
 
 interface CliRun {
   readonly code: number | null;
@@ -119,7 +120,9 @@ async function lakeMd5s(lakeDir: string): Promise<Map<number, string>> {
   try {
     const c = await db.connect();
     const glob = join(lakeDir, '**', '*.parquet').replaceAll("'", "''");
-    const reader = await c.runAndReadAll(`SELECT id::BIGINT, md5(v) FROM read_parquet('${glob}') ORDER BY id`);
+    const reader = await c.runAndReadAll(
+      `SELECT id::BIGINT, md5(v) FROM read_parquet('${glob}') ORDER BY id`,
+    );
     const out = new Map(reader.getRows().map((r) => [Number(r[0]), String(r[1])]));
     c.closeSync();
     return out;
@@ -199,7 +202,9 @@ describe('tidemark run on 40 MiB values at the default settings', () => {
       pgDb.url,
       (t) => `public.${t}`,
       async () => {
-        const rows = await pg.unsafe<{ id: string; h: string }[]>('SELECT id::text AS id, md5(v) AS h FROM big ORDER BY id');
+        const rows = await pg.unsafe<{ id: string; h: string }[]>(
+          'SELECT id::text AS id, md5(v) AS h FROM big ORDER BY id',
+        );
         return new Map(rows.map((x) => [Number(x.id), x.h]));
       },
       dir,
@@ -212,7 +217,12 @@ describe('tidemark run on 40 MiB values at the default settings', () => {
     myDir = mkdtempSync(join(tmpdir(), 'tidemark-page-bytes-my-'));
     chmodSync(myDir, 0o755);
     mkdirSync(join(myDir, 'db'));
-    my = await startMariaDb({ baseDir: join(myDir, 'db'), password: 'pb', database: 'pb', templateRoot: TEMPLATE_ROOT });
+    my = await startMariaDb({
+      baseDir: join(myDir, 'db'),
+      password: 'pb',
+      database: 'pb',
+      templateRoot: TEMPLATE_ROOT,
+    });
     const admin = await mysql.createConnection({ uri: my.url });
     await admin.query('SET GLOBAL max_allowed_packet = 1073741824');
     await admin.end();
@@ -269,7 +279,9 @@ describe('tidemark run on 40 MiB values at the default settings', () => {
     expect(ok.stdout).toMatch(/2 rows in 2 page\(s\)/);
     expect(parquetFiles(lake)).toHaveLength(3);
     const md5s = await lakeMd5s(lake);
-    const src = await pg.unsafe<{ id: string; h: string }[]>('SELECT id::text AS id, md5(v) AS h FROM rows3 ORDER BY id');
+    const src = await pg.unsafe<{ id: string; h: string }[]>(
+      'SELECT id::text AS id, md5(v) AS h FROM rows3 ORDER BY id',
+    );
     expect(md5s).toEqual(new Map(src.map((x) => [Number(x.id), x.h])));
   });
 });

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSpec, type Spec } from '../../shared/config/spec.js';
-import { PgCdcReader } from '../../shared/drivers/postgres/cdc/reader.js';
+import { PostgresCdcReader } from '../../shared/drivers/postgres/cdc/reader.js';
 import { type CdcState, parseCdcState } from '../../shared/engine/cdc/state.js';
 import { openStateStore } from '../../shared/pipeline/open.js';
 import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
@@ -33,11 +33,14 @@ import {
 } from '../harness/pg-cdc.js';
 import { runOnce } from './incremental/fixture.js';
 
-// Every PgCdcReader this file's captures start, to read its `seen` counters (the registry
+// Every PostgresCdcReader this file's captures start, to read its `seen` counters (the registry
 // imports the same module instance, so a wrapper of `start` sees each reader).
-const readers: PgCdcReader[] = [];
-const originalStart = PgCdcReader.prototype.start;
-PgCdcReader.prototype.start = function (this: PgCdcReader, ...args: Parameters<PgCdcReader['start']>) {
+const readers: PostgresCdcReader[] = [];
+const originalStart = PostgresCdcReader.prototype.start;
+PostgresCdcReader.prototype.start = function (
+  this: PostgresCdcReader,
+  ...args: Parameters<PostgresCdcReader['start']>
+) {
   readers.push(this);
   return originalStart.apply(this, args);
 };
@@ -86,7 +89,7 @@ async function failure(cap: Capture, ms = 60_000): Promise<unknown> {
   }
 }
 
-function readerOf(slot: string): PgCdcReader {
+function readerOf(slot: string): PostgresCdcReader {
   const r = readers.filter((x) => (x as unknown as { opts: { slot: string } }).opts.slot === slot).at(-1);
   if (!r) throw new Error(`no reader of slot ${slot} was started`);
   return r;
@@ -501,9 +504,9 @@ describe.each([
             writeMode: 'append',
             pageSize: 1000,
             lagSeconds: 0,
-          // Every write is committed before this run; other test files' open transactions on the
-          // shared server must not hold the bound back (they did, under a parallel crash test).
-          lagOnly: true,
+            // Every write is committed before this run; other test files' open transactions on the
+            // shared server must not hold the bound back (they did, under a parallel crash test).
+            lagOnly: true,
           },
         ],
       });

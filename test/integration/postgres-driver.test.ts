@@ -22,15 +22,15 @@ import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
 import { SchemaChangedError } from '../../shared/dataplane/schema-rules.js';
 import { connect } from '../../shared/drivers/postgres/connect.js';
+import { introspectTable } from '../../shared/drivers/postgres/introspect.js';
+import { PostgresSource, type PostgresSourceOptions } from '../../shared/drivers/postgres/source.js';
+import { quoteLiteral } from '../../shared/drivers/postgres/types.js';
 import {
   CopyBinaryDecoder,
   type CopyField,
   numericBinaryToText,
-} from '../../shared/drivers/postgres/copy-binary.js';
-import { rawCopy } from '../../shared/drivers/postgres/copy-tap.js';
-import { PostgresSource, type PostgresSourceOptions } from '../../shared/drivers/postgres/index.js';
-import { introspectTable } from '../../shared/drivers/postgres/introspect.js';
-import { quoteLiteral } from '../../shared/drivers/postgres/types.js';
+} from '../../shared/drivers/postgres/wire/binary-rows.js';
+import { rawCopy } from '../../shared/drivers/postgres/wire/copy-tap.js';
 import { freePort } from '../../shared/local/free-port.js';
 import { decodeKey } from '../../shared/position/key-codec.js';
 import { incrementalPosPrefix } from '../../shared/position/position.js';

@@ -1,4 +1,4 @@
-import { DataType, type RecordBatch, Table, tableFromIPC, tableToIPC, TimeUnit, Type } from 'apache-arrow';
+import { DataType, type RecordBatch, Table, TimeUnit, Type, tableFromIPC, tableToIPC } from 'apache-arrow';
 import { describe, expect, it } from 'vitest';
 import { BatchError, newBatch, requireUpsertKey } from '../../shared/dataplane/batch.js';
 import { encodeRows } from '../../shared/dataplane/encoder.js';
@@ -15,35 +15,62 @@ const schema: Schema = {
 };
 
 function record(): RecordBatch {
-  return encodeRows(schema, [{ id: 1n, name: 'a' }, { id: 2n, name: null }], {
-    posPrefix: 'i000000000001',
-    ordinalBase: 0,
-    op: Op.update,
-    phase: 'incremental',
-    ingestTsNanos: 1_700_000_000_123_456_789n,
-    commitTsNanos: null,
-    snapshot: false,
-  });
+  return encodeRows(
+    schema,
+    [
+      { id: 1n, name: 'a' },
+      { id: 2n, name: null },
+    ],
+    {
+      posPrefix: 'i000000000001',
+      ordinalBase: 0,
+      op: Op.update,
+      phase: 'incremental',
+      ingestTsNanos: 1_700_000_000_123_456_789n,
+      commitTsNanos: null,
+      snapshot: false,
+    },
+  );
 }
 
 describe('Batch', () => {
   it('rejects an unset or unknown write mode instead of defaulting', () => {
-    expect(() => newBatch({ table: 't', record: record(), watermark: undefined, writeMode: undefined })).toThrow(BatchError);
     expect(() =>
-      newBatch({ table: 't', record: record(), watermark: undefined, writeMode: 'merge' as unknown as 'append' }),
+      newBatch({ table: 't', record: record(), watermark: undefined, writeMode: undefined }),
+    ).toThrow(BatchError);
+    expect(() =>
+      newBatch({
+        table: 't',
+        record: record(),
+        watermark: undefined,
+        writeMode: 'merge' as unknown as 'append',
+      }),
     ).toThrow(/must be "upsert" or "append"/);
   });
 
   it('rejects a snapshot state outside the closed set and a record without the metadata tail', () => {
     expect(() =>
-      newBatch({ table: 't', record: record(), watermark: undefined, writeMode: 'append', snapshotState: 'done' as never }),
+      newBatch({
+        table: 't',
+        record: record(),
+        watermark: undefined,
+        writeMode: 'append',
+        snapshotState: 'done' as never,
+      }),
     ).toThrow(/closed set/);
     const bare = record().select(['id', 'name']);
-    expect(() => newBatch({ table: 't', record: bare, watermark: undefined, writeMode: 'append' })).toThrow(/metadata columns/);
+    expect(() => newBatch({ table: 't', record: bare, watermark: undefined, writeMode: 'append' })).toThrow(
+      /metadata columns/,
+    );
   });
 
   it('survives an Arrow IPC round trip with the six metadata columns, their types and order', () => {
-    const b = newBatch({ table: 'public.t', record: record(), watermark: 'i00000000000100000001', writeMode: 'upsert' });
+    const b = newBatch({
+      table: 'public.t',
+      record: record(),
+      watermark: 'i00000000000100000001',
+      writeMode: 'upsert',
+    });
     const back = tableFromIPC(tableToIPC(new Table(b.record)));
     const fields = back.schema.fields;
     expect(fields.map((f) => f.name)).toEqual(['id', 'name', ...METADATA_COLUMNS]);
@@ -73,7 +100,13 @@ describe('Batch', () => {
     expect(() => requireUpsertKey('t', 'upsert', { ...schema, primaryKey: [] })).toThrow(/no primary key/);
     expect(() => requireUpsertKey('t', 'append', { ...schema, primaryKey: [] })).not.toThrow();
     expect(() =>
-      wireSchema({ ...schema, columns: [...schema.columns, { name: '__pos', type: { kind: 'text' }, nullable: true, sourceType: 'text' }] }),
+      wireSchema({
+        ...schema,
+        columns: [
+          ...schema.columns,
+          { name: '__pos', type: { kind: 'text' }, nullable: true, sourceType: 'text' },
+        ],
+      }),
     ).toThrow(/collides with a tidemark metadata column/);
   });
 });

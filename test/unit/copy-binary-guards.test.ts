@@ -5,7 +5,7 @@
  * and neither ever produces a value. The server-backed side (a column altered between two pages)
  * is in test/integration/postgres-driver.test.ts.
  *
- * Mutation check (done by hand when this file was written: each guard in copy-binary.ts removed,
+ * Mutation check (done by hand when this file was written: each guard in wire/binary-rows.ts removed,
  * this file run, the guard restored; what each removal did):
  * - the fixed-width compare in decodeTuple: 11 tests fail. "int4 fed 8-byte values" decodes
  *   [0], [0], [1] (the high words of 5, 7 and 5e9, as in the trial); "a key-only field" decodes
@@ -27,13 +27,13 @@ import { describe, expect, it } from 'vitest';
 import { formatDecimal, readDecimalUnscaled } from '../../shared/dataplane/decimal128.js';
 import { BatchEncoder } from '../../shared/dataplane/encoder.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
-import { CopyBinaryDecoder, type CopyField } from '../../shared/drivers/postgres/copy-binary.js';
 import type { WireKind } from '../../shared/drivers/postgres/types.js';
+import { CopyBinaryDecoder, type CopyField } from '../../shared/drivers/postgres/wire/binary-rows.js';
 
 const TABLE = 'public.t';
 
 // ---------------------------------------------------------------------------------------------
-// Building PGCOPY binary by hand (copy-binary.ts top comment: 11-byte signature, int32 flags,
+// Building PGCOPY binary by hand (wire/binary-rows.ts top comment: 11-byte signature, int32 flags,
 // int32 header extension length; per tuple int16 field count, per field int32 length + bytes;
 // int16 -1 ends the data).
 

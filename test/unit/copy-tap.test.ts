@@ -1,12 +1,12 @@
 /**
- * The COPY tap's framing (shared/drivers/postgres/copy-tap.ts), on generated server byte streams
+ * The COPY tap's framing (shared/drivers/postgres/wire/copy-tap.ts), on generated server byte streams
  * cut into random socket chunks (fast-check): the sink gets exactly the CopyData payloads of the
  * armed phase, in order, and postgres.js gets every other byte, in order, unchanged; a released
  * phase drops the rest of its CopyData instead of passing it on.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { CopyTap } from '../../shared/drivers/postgres/copy-tap.js';
+import { CopyTap } from '../../shared/drivers/postgres/wire/copy-tap.js';
 
 /** One backend message: type byte, int32 length (counting itself), body. */
 function message(type: string, body: Uint8Array): Buffer {

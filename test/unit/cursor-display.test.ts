@@ -6,7 +6,12 @@ import { encodeKey } from '../../shared/position/key-codec.js';
 const schema: Schema = {
   columns: [
     { name: 'id', type: { kind: 'int64' }, nullable: false, sourceType: 'bigint' },
-    { name: 'updated_at', type: { kind: 'timestamp', utc: true }, nullable: false, sourceType: 'timestamptz' },
+    {
+      name: 'updated_at',
+      type: { kind: 'timestamp', utc: true },
+      nullable: false,
+      sourceType: 'timestamptz',
+    },
     { name: 'seq', type: { kind: 'int32' }, nullable: false, sourceType: 'integer' },
   ],
   primaryKey: ['id'],
@@ -14,8 +19,13 @@ const schema: Schema = {
 
 describe('describeCursor', () => {
   it('renders (cursor, pk) tokens with exact microseconds', () => {
-    const token = encodeKey([{ kind: 'timestamp', utc: true }, { kind: 'int64' }], [1_704_067_200_000_001n, 42n]);
-    expect(describeCursor(schema, 'updated_at', token)).toBe('updated_at=2024-01-01 00:00:00.000001+00, id=42');
+    const token = encodeKey(
+      [{ kind: 'timestamp', utc: true }, { kind: 'int64' }],
+      [1_704_067_200_000_001n, 42n],
+    );
+    expect(describeCursor(schema, 'updated_at', token)).toBe(
+      'updated_at=2024-01-01 00:00:00.000001+00, id=42',
+    );
   });
 
   it('renders a cursor-only token (table keyed by its cursor) and refuses what does not decode', () => {

@@ -5,15 +5,15 @@
  * and the column-name checks.
  */
 import {
+  Schema as ArrowSchema,
   Field,
   Int64,
   makeData,
   RecordBatch,
-  Schema as ArrowSchema,
   Struct,
   Table,
-  TimeUnit,
   Timestamp,
+  TimeUnit,
   tableToIPC,
   Uint16,
   util,

@@ -1,5 +1,5 @@
 /**
- * The batch path's DOUBLE and DECIMAL byte parsers (shared/drivers/mysql/ascii-numbers.ts, used
+ * The batch path's DOUBLE and DECIMAL byte parsers (shared/drivers/mysql/wire/ascii-numbers.ts, used
  * by types.ts `rangeAppenderOf`) against the string path they stand in for: `Number(text)` and
  * `ColumnWriter.appendDecimalText(text)`. Over wide inputs (every double's text in several
  * forms, digit strings with leading zeros and any exponent, DECIMAL text of every precision and
@@ -12,8 +12,8 @@ import { describe, expect, it } from 'vitest';
 import { BatchEncoder } from '../../shared/dataplane/encoder.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType } from '../../shared/dataplane/schema.js';
-import { doubleOfAscii } from '../../shared/drivers/mysql/ascii-numbers.js';
 import { mapColumn, type ReadPlan, rangeAppenderOf } from '../../shared/drivers/mysql/types.js';
+import { doubleOfAscii } from '../../shared/drivers/mysql/wire/ascii-numbers.js';
 import { mysqlDecimalText, mysqlDoubleText } from '../harness/mysql-arbitraries.js';
 
 /** Bytes of `text` inside a packet-like buffer, at a random offset between other bytes. */

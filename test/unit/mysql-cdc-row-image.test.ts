@@ -1,5 +1,5 @@
 /**
- * The one zongji internal row-image.ts overrides (RowsEvent._fetchOneRow, @vlasky/zongji 0.9.0):
+ * The one zongji internal binlog-rows.ts overrides (RowsEvent._fetchOneRow, @vlasky/zongji 0.9.0):
  * installing checks the version and the shape of what it replaces, so an upgrade that changes
  * them fails here (and at the reader's start) instead of decoding rows wrongly.
  */
@@ -10,7 +10,7 @@ import {
   installRawRowImages,
   nullBitmapSize,
   ZONGJI_VERSION,
-} from '../../shared/drivers/mysql/cdc/row-image.js';
+} from '../../shared/drivers/mysql/wire/binlog-rows.js';
 
 const main = import.meta.resolve('@vlasky/zongji');
 

@@ -1,5 +1,5 @@
 /**
- * The raw result-set reader's row walk (shared/drivers/mysql/text-rows.ts) against mysql2's own
+ * The raw result-set reader's row walk (shared/drivers/mysql/wire/text-rows.ts) against mysql2's own
  * reading, with no server: random rows of every read kind are framed as text-protocol row
  * packets (length-encoded strings, NULL as 0xFB, 0xFC/0xFD/0xFE lengths for values past 250,
  * 65 535 and 16 MiB bytes), cut into random socket chunks and fed through mysql2's PacketParser,
@@ -17,9 +17,6 @@ import { DataError } from '../../shared/contracts/errors.js';
 import { BatchEncoder } from '../../shared/dataplane/encoder.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
-import { binaryLayout, walkBinaryRow } from '../../shared/drivers/mysql/binary-rows.js';
-import type { ResultField } from '../../shared/drivers/mysql/result-fields.js';
-import { KEEP_PACKET_MAX, RowRanges, rowOf, walkRow } from '../../shared/drivers/mysql/text-rows.js';
 import {
   type InfoColumn,
   mapColumn,
@@ -27,6 +24,9 @@ import {
   type ReadPlan,
   rangeAppenderOf,
 } from '../../shared/drivers/mysql/types.js';
+import { binaryLayout, walkBinaryRow } from '../../shared/drivers/mysql/wire/binary-rows.js';
+import type { ResultField } from '../../shared/drivers/mysql/wire/result-fields.js';
+import { KEEP_PACKET_MAX, RowRanges, rowOf, walkRow } from '../../shared/drivers/mysql/wire/text-rows.js';
 import { daysToDateText } from '../../shared/position/time-text.js';
 import { mysqlDatetimeText } from '../harness/mysql-arbitraries.js';
 

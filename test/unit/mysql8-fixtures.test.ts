@@ -23,17 +23,17 @@ import { createRequire } from 'node:module';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { CdcEvent, CdcRuntime } from '../../shared/contracts/cdc.js';
+import { MysqlCdcReader, parseBinlogPosition } from '../../shared/drivers/mysql/cdc/reader.js';
+import { binlogAppenderFor } from '../../shared/drivers/mysql/cdc/values.js';
+import type { ColumnInfo } from '../../shared/drivers/mysql/introspect.js';
+import { mapColumn } from '../../shared/drivers/mysql/types.js';
 import {
   GTID_MICROS,
   gtidCommitMicros,
   installGtidCommitMicros,
-} from '../../shared/drivers/mysql/cdc/gtid-commit.js';
-import { jsonBinaryToText, loadZongjiJson } from '../../shared/drivers/mysql/cdc/json-binary.js';
-import { MysqlCdcReader, parseBinlogPosition } from '../../shared/drivers/mysql/cdc/reader.js';
-import { compile, decodeImage } from '../../shared/drivers/mysql/cdc/row-image.js';
-import { binlogAppenderFor } from '../../shared/drivers/mysql/cdc/values.js';
-import type { ColumnInfo } from '../../shared/drivers/mysql/introspect.js';
-import { mapColumn } from '../../shared/drivers/mysql/types.js';
+} from '../../shared/drivers/mysql/wire/binlog-gtid.js';
+import { jsonBinaryToText, loadZongjiJson } from '../../shared/drivers/mysql/wire/binlog-json.js';
+import { compile, decodeImage } from '../../shared/drivers/mysql/wire/binlog-rows.js';
 
 const main = import.meta.resolve('@vlasky/zongji');
 const zongjiVersion = (createRequire(main)('./package.json') as { version: string }).version;
@@ -242,7 +242,7 @@ describe(`MySQL 8 binary JSON through zongji ${zongjiVersion} (hand-built bytes)
 
   // Found with these fixtures: zongji builds a JS object, so its text differs from MySQL's for
   // keys that are array indices (JS orders them first, ascending) and for `__proto__` (an
-  // assignment to the prototype, the member is lost). json-binary.ts writes the text straight
+  // assignment to the prototype, the member is lost). binlog-json.ts writes the text straight
   // from the bytes, in stored order; the zongji assertions pin its behaviour so a fix in zongji
   // shows up here.
   it('integer-like keys keep their stored order (MySQL stores "b" before "10"); zongji reorders', () => {
@@ -510,18 +510,18 @@ describe(`MySQL 8 Gtid events through zongji ${zongjiVersion} (hand-built bytes)
       'size',
       'timestamp',
     ]);
-    // Hence gtid-commit.ts, which reads the micros from the packet (below); zongji's event
+    // Hence binlog-gtid.ts, which reads the micros from the packet (below); zongji's event
     // itself still has only the header's seconds.
     expect(ev.timestamp).toBe(1_764_612_000_000);
   });
 
-  it('gtid-commit.ts reads immediate_commit_timestamp (also with an original one); 5.7 bodies have none', () => {
+  it('binlog-gtid.ts reads immediate_commit_timestamp (also with an original one); 5.7 bodies have none', () => {
     expect(gtidCommitMicros(gtidBody(7n, commitMicros))).toBe(commitMicros);
     expect(gtidCommitMicros(gtidBody(7n, commitMicros, commitMicros - 5_000_000n))).toBe(commitMicros);
     expect(gtidCommitMicros(gtidBody(7n, commitMicros).subarray(0, 42))).toBeUndefined();
   });
 
-  it("gtid-commit.ts wraps this zongji's Binlog.binlogData: the micros are there while the Gtid event is delivered", () => {
+  it("binlog-gtid.ts wraps this zongji's Binlog.binlogData: the micros are there while the Gtid event is delivered", () => {
     for (const useChecksum of [false, true]) {
       const z: Record<string, unknown> = {
         useChecksum,

@@ -13,7 +13,12 @@ import { ENCODE_SLICE_BYTES, encodeParquet, encodeParquetAsync } from '../../sha
 const schema: Schema = {
   columns: [
     { name: 'id', type: { kind: 'int64' }, nullable: false, sourceType: 'bigint' },
-    { name: 'amount', type: { kind: 'decimal', precision: 12, scale: 2 }, nullable: true, sourceType: 'numeric(12,2)' },
+    {
+      name: 'amount',
+      type: { kind: 'decimal', precision: 12, scale: 2 },
+      nullable: true,
+      sourceType: 'numeric(12,2)',
+    },
     { name: 'note', type: { kind: 'text' }, nullable: true, sourceType: 'text' },
   ],
   primaryKey: ['id'],
@@ -104,6 +109,8 @@ describe('Parquet encode on the worker thread', () => {
   });
 
   it('refuses an unknown compression instead of silently using the default', async () => {
-    await expect(encodeParquetAsync([lake(3, 0)], { compression: 'lz4' as never })).rejects.toThrow(/unknown Parquet compression "lz4"/);
+    await expect(encodeParquetAsync([lake(3, 0)], { compression: 'lz4' as never })).rejects.toThrow(
+      /unknown Parquet compression "lz4"/,
+    );
   });
 });

@@ -10,26 +10,26 @@ import { DataError } from '../../shared/contracts/errors.js';
 import { BatchEncoder } from '../../shared/dataplane/encoder.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { endpointOf, translateConnectError } from '../../shared/drivers/postgres/connect.js';
-import { CopyBinaryDecoder, type CopyField } from '../../shared/drivers/postgres/copy-binary.js';
 import {
   numericPrecisionScale,
   OID,
-  type PgType,
+  type PostgresType,
   parseArrayLiteral,
   parseColumnText,
   quoteLiteral,
   readPlan,
 } from '../../shared/drivers/postgres/types.js';
+import { CopyBinaryDecoder, type CopyField } from '../../shared/drivers/postgres/wire/binary-rows.js';
 
 const ctx = { table: 'public.t', column: 'c' };
-const base = (oid: number, typmod = -1, name = 'x'): PgType => ({
+const base = (oid: number, typmod = -1, name = 'x'): PostgresType => ({
   oid,
   name,
   typtype: 'b',
   category: 'N',
   typmod,
 });
-const array = (element: PgType): PgType => ({
+const array = (element: PostgresType): PostgresType => ({
   oid: 1,
   name: `_${element.name}`,
   typtype: 'b',

@@ -7,11 +7,25 @@ describe('Progress', () => {
     const lines: string[] = [];
     const logger = createLogger({ json: true, write: (l) => lines.push(l) });
     let now = 1_000_000;
-    const p = new Progress({ label: 'public.t', logger, tty: false, intervalMs: 1000, total: 10_000, now: () => now });
+    const p = new Progress({
+      label: 'public.t',
+      logger,
+      tty: false,
+      intervalMs: 1000,
+      total: 10_000,
+      now: () => now,
+    });
     now += 2000;
     p.add(2000, 50_000); // 1,000 rows/s: 8,000 left
     const first = JSON.parse(lines.at(-1)!) as Record<string, number>;
-    expect(first).toMatchObject({ msg: 'progress', rows: 2000, pages: 1, rowsPerSecond: 1000, totalEstimate: 10_000, etaSeconds: 8 });
+    expect(first).toMatchObject({
+      msg: 'progress',
+      rows: 2000,
+      pages: 1,
+      rowsPerSecond: 1000,
+      totalEstimate: 10_000,
+      etaSeconds: 8,
+    });
     now += 500;
     p.add(500, 1);
     expect(lines).toHaveLength(1); // within the interval: no new line
@@ -21,7 +35,12 @@ describe('Progress', () => {
   });
 
   it('has no ETA without a total', () => {
-    const p = new Progress({ label: 't', logger: createLogger({ json: true, write: () => {} }), tty: false, now: () => 5 });
+    const p = new Progress({
+      label: 't',
+      logger: createLogger({ json: true, write: () => {} }),
+      tty: false,
+      now: () => 5,
+    });
     expect(p.etaSeconds()).toBeUndefined();
   });
 });

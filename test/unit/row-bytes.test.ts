@@ -46,10 +46,20 @@ const ROWS: Record<string, unknown>[] = [
     lt: ['a', null, '😀'],
   },
   Object.fromEntries(SCHEMA.columns.map((c) => [c.name, null])),
-  { ...Object.fromEntries(SCHEMA.columns.map((c) => [c.name, null])), t: '', bin: new Uint8Array(0), li: [], lt: [''] },
+  {
+    ...Object.fromEntries(SCHEMA.columns.map((c) => [c.name, null])),
+    t: '',
+    bin: new Uint8Array(0),
+    li: [],
+    lt: [''],
+  },
   // A lone surrogate is written as U+FFFD (3 bytes), which Buffer.byteLength also counts.
   { ...Object.fromEntries(SCHEMA.columns.map((c) => [c.name, null])), t: `x\ud800y${'z'.repeat(100)}` },
-  { ...Object.fromEntries(SCHEMA.columns.map((c) => [c.name, null])), t: 'ß'.repeat(5000), lt: ['é'.repeat(70)] },
+  {
+    ...Object.fromEntries(SCHEMA.columns.map((c) => [c.name, null])),
+    t: 'ß'.repeat(5000),
+    lt: ['é'.repeat(70)],
+  },
 ];
 
 describe('page byte count', () => {

@@ -5,7 +5,7 @@
  * `tidemark invoke check` prints the deployed handler's report with the same printer.
  */
 import { parseArgs } from 'node:util';
-import { checkPipeline, type CheckReport } from '../../../shared/pipeline/check.js';
+import { type CheckReport, checkPipeline } from '../../../shared/pipeline/check.js';
 import { specArg } from '../args.js';
 
 export async function cmdCheck(argv: string[]): Promise<void> {

@@ -32,7 +32,7 @@
  */
 import { SourceError } from '../../contracts/errors.js';
 import type { Warning } from '../../contracts/source.js';
-import { currentAccount, type MysqlSession } from './connect.js';
+import { currentAccount, type MysqlConnection } from './connect.js';
 
 /** A session whose open transaction holds the bound back, reported as a warning (code `BOUND_HELD`). */
 export interface BoundHolder {
@@ -71,7 +71,7 @@ const OTHER_TRANSACTIONS =
  * chose `lagOnly`, in which case the bound relies on the lag alone (returns false).
  */
 export async function checkTransactionPrivilege(
-  db: MysqlSession,
+  db: MysqlConnection,
   table: string,
   lagOnly: boolean,
 ): Promise<boolean> {
@@ -144,7 +144,7 @@ interface ListedTransaction {
  * than every 100 ms): the caller reads nothing now and reports it.
  */
 async function freshListing(
-  db: MysqlSession,
+  db: MysqlConnection,
   signal?: AbortSignal,
 ): Promise<{ readonly since: string; readonly others: ListedTransaction[] } | undefined> {
   const [t0] = await db.query<{ now: string }>("SELECT DATE_FORMAT(NOW(6), '%Y-%m-%d %H:%i:%s.%f') AS now");
@@ -222,7 +222,7 @@ function utcLiteral(text: string): string {
  * Without the privilege (lagOnly) INNODB_TRX is not read and the bound is NOW(6) - lag.
  */
 export async function timeBound(
-  db: MysqlSession,
+  db: MysqlConnection,
   type: TimeBoundType,
   lagMs: number,
   stallAfterMs: number,
@@ -284,7 +284,7 @@ export async function timeBound(
  * zone tables).
  */
 export async function wallClockToUtcMicros(
-  db: MysqlSession,
+  db: MysqlConnection,
   wallText: string,
   writerZone?: string,
 ): Promise<bigint | undefined> {
@@ -318,7 +318,7 @@ export interface HighWaterBound {
  * value handed out before the mark has had the lag to commit.
  */
 export async function highWaterBound(
-  db: MysqlSession,
+  db: MysqlConnection,
   markSql: string,
   settleMs: number,
   canSeeTransactions: boolean,
@@ -386,7 +386,7 @@ interface HolderRow {
 
 /** Transactions open longer than `olderThanMs` (and matching `extra`), oldest first, as warnings. */
 async function holders(
-  db: MysqlSession,
+  db: MysqlConnection,
   olderThanMs: number,
   extra: string | undefined,
   what: string,

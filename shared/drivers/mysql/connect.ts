@@ -171,7 +171,7 @@ function endsConnection(e: unknown): boolean {
  * order (mysql2 queues them). A connection that dies fails every statement on it at once with
  * `SOURCE_CONNECTION_LOST`, and the next call opens a new one; `abandon` drops it on purpose.
  */
-export class MysqlSession {
+export class MysqlConnection {
   readonly endpoint: Endpoint;
   private readonly config: mysql.ConnectionOptions;
   private readonly connectTimeoutMs: number;
@@ -586,7 +586,7 @@ export class MysqlSession {
 }
 
 /** `'user'@'host'` of the session's account, as GRANT statements name it. */
-export async function currentAccount(db: MysqlSession): Promise<string> {
+export async function currentAccount(db: MysqlConnection): Promise<string> {
   const [row] = await db.query<{ account: string }>('SELECT CURRENT_USER() AS account');
   const account = row?.account ?? 'user@%';
   const at = account.lastIndexOf('@');

@@ -27,18 +27,9 @@ import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
 import { checkPageSize, describeKey, emptyResult, PageBudget, pageOutcome, rowsToAsk } from '../page.js';
-import {
-  binaryAppenderOf,
-  binaryLayout,
-  binaryReadable,
-  binaryValueText,
-  walkBinaryRow,
-} from './binary-rows.js';
 import { highWaterBound, timeBound } from './bound.js';
-import type { MysqlSession, RawRow } from './connect.js';
+import type { MysqlConnection, RawRow } from './connect.js';
 import { type ColumnInfo, type KeysetPlan, realDate, TABLE_ALIAS, type TablePlan } from './introspect.js';
-import { checkResultFields, type ResultField, resultFieldOf } from './result-fields.js';
-import { appendRow, LastKeyRow, RowRanges, rowOf, walkRow } from './text-rows.js';
 import {
   keyLiteral,
   parseValue,
@@ -47,6 +38,15 @@ import {
   rangeAppenderOf,
   type ValueContext,
 } from './types.js';
+import {
+  binaryAppenderOf,
+  binaryLayout,
+  binaryReadable,
+  binaryValueText,
+  walkBinaryRow,
+} from './wire/binary-rows.js';
+import { checkResultFields, type ResultField, resultFieldOf } from './wire/result-fields.js';
+import { appendRow, LastKeyRow, RowRanges, rowOf, walkRow } from './wire/text-rows.js';
 
 /** Bound settings of a page read (MysqlSourceOptions documents them). */
 export interface BoundSettings {
@@ -90,7 +90,7 @@ function cursorSql(keyset: KeysetPlan): string {
 
 /** Reads the page's bound. Runs BEFORE the page statement (bound.ts explains why). */
 async function readBound(
-  db: MysqlSession,
+  db: MysqlConnection,
   plan: TablePlan,
   keyset: KeysetPlan,
   s: BoundSettings,
@@ -137,7 +137,7 @@ async function readBound(
  * the page is read again if the bound moved. Full pages never wait: the bound did not limit them.
  */
 async function recheckBound(
-  db: MysqlSession,
+  db: MysqlConnection,
   plan: TablePlan,
   keyset: KeysetPlan,
   s: BoundSettings,
@@ -250,7 +250,7 @@ function buildPage(
 }
 
 async function preparePage(
-  db: MysqlSession,
+  db: MysqlConnection,
   plan: TablePlan,
   keyset: KeysetPlan,
   req: IncrementalPage,
@@ -282,7 +282,7 @@ function tokenOf(plan: TablePlan, keyset: KeysetPlan, selected: readonly ColumnI
  * names). Rows past the bound are left for a later page.
  */
 export async function readRowPage(
-  db: MysqlSession,
+  db: MysqlConnection,
   plan: TablePlan,
   keyset: KeysetPlan,
   req: IncrementalPage,
@@ -343,7 +343,7 @@ export interface BatchPageRequest extends IncrementalPage {
  * Columns follow `req.schema` (the engine's resolved schema), matched to the table by name.
  */
 export async function readBatchPage(
-  db: MysqlSession,
+  db: MysqlConnection,
   plan: TablePlan,
   keyset: KeysetPlan,
   req: BatchPageRequest,
@@ -401,7 +401,7 @@ const rowBytesSeen = new WeakMap<KeysetPlan, number>();
  * continuing after the last row kept; the page is the same whatever the statements were.
  */
 async function streamPage(
-  db: MysqlSession,
+  db: MysqlConnection,
   plan: TablePlan,
   keyset: KeysetPlan,
   page: PreparedPage,
@@ -463,7 +463,7 @@ async function streamPage(
 
 /** What every statement of one page shares. */
 interface Statement {
-  readonly db: MysqlSession;
+  readonly db: MysqlConnection;
   readonly plan: TablePlan;
   readonly keyset: KeysetPlan;
   readonly page: PreparedPage;

@@ -21,9 +21,9 @@ import { compareSchemas, type SchemaChange, SchemaChangedError } from '../../dat
 import { isKeyType } from '../../position/key-codec.js';
 import { exclusions, similarNames } from '../page.js';
 import type { TimeBoundType } from './bound.js';
-import { currentAccount, type MysqlSession } from './connect.js';
-import { type ResultField, ResultSetChanged, resultFieldOf } from './result-fields.js';
+import { currentAccount, type MysqlConnection } from './connect.js';
 import { type InfoColumn, mapColumn, quoteIdent, type ReadPlan } from './types.js';
+import { type ResultField, ResultSetChanged, resultFieldOf } from './wire/result-fields.js';
 
 /** The alias of the table in page statements; read expressions are qualified with it. */
 export const TABLE_ALIAS = 'src';
@@ -112,7 +112,7 @@ interface IndexRow {
 }
 
 /** Resolves a spec table into its plan. Throws SourceError for unknown tables and missing privileges. */
-export async function introspectTable(db: MysqlSession, spec: TableSpec): Promise<TablePlan> {
+export async function introspectTable(db: MysqlConnection, spec: TableSpec): Promise<TablePlan> {
   const { database, table } = splitTableName(spec.source);
   const server = await db.server();
   const found = await db.query<{ type: string }>(
@@ -161,14 +161,14 @@ function schemaOf(
  * types.ts), without the result-set probe: the binlog reader describes columns a TableMap names
  * for the first time with them.
  */
-export async function catalogColumns(db: MysqlSession, source: string): Promise<ColumnInfo[]> {
+export async function catalogColumns(db: MysqlConnection, source: string): Promise<ColumnInfo[]> {
   const { database, table } = splitTableName(source);
   return (await readCatalog(db, (await db.server()).flavor, database, table)).columns;
 }
 
 /** A table's columns (ORDINAL_POSITION order, mapped by types.ts), indexes and primary key, from information_schema. */
 async function readCatalog(
-  db: MysqlSession,
+  db: MysqlConnection,
   flavor: 'mariadb' | 'mysql',
   database: string,
   table: string,
@@ -243,7 +243,7 @@ async function readCatalog(
  * the others (an excluded column) are then not compared.
  */
 async function withResultFields(
-  db: MysqlSession,
+  db: MysqlConnection,
   qualified: string,
   columns: readonly ColumnInfo[],
   needed: (c: ColumnInfo) => boolean,
@@ -277,7 +277,7 @@ const SCHEMA_ERRORS = new Set(['ER_BAD_FIELD_ERROR', 'ER_NO_SUCH_TABLE']);
  * finds nothing, the detail alone says what differs. Undefined for any other failure.
  */
 export async function schemaChangeOf(
-  db: MysqlSession,
+  db: MysqlConnection,
   plan: TablePlan,
   target: string,
   e: unknown,
@@ -303,7 +303,7 @@ export async function schemaChangeOf(
 }
 
 /** Refuses a table the account may see but not SELECT from (e.g. only INSERT was granted). */
-async function checkSelect(db: MysqlSession, source: string, qualified: string): Promise<void> {
+async function checkSelect(db: MysqlConnection, source: string, qualified: string): Promise<void> {
   try {
     await db.query(`SELECT 1 FROM ${qualified} LIMIT 0`);
   } catch (e) {
@@ -319,7 +319,7 @@ async function checkSelect(db: MysqlSession, source: string, qualified: string):
 
 /** A "no such table" error listing up to three similar table names the account can see. */
 async function unknownTable(
-  db: MysqlSession,
+  db: MysqlConnection,
   source: string,
   database: string,
   table: string,
@@ -419,7 +419,7 @@ export function realDate(cursorSql: string): string {
  * without a query when the column is NOT NULL and not a date/time type.
  */
 export async function countNullCursors(
-  db: MysqlSession,
+  db: MysqlConnection,
   plan: TablePlan,
   cursorColumn: string,
 ): Promise<number> {

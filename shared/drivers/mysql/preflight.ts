@@ -18,7 +18,7 @@ import {
 } from '../../contracts/check.js';
 import { keysetLines } from '../preflight-lines.js';
 import { checkTransactionPrivilege, type TimeBoundType, timeBound } from './bound.js';
-import { currentAccount, type MysqlSession } from './connect.js';
+import { currentAccount, type MysqlConnection } from './connect.js';
 import { introspectTable, type KeysetPlan, keysetPlan, type TablePlan } from './introspect.js';
 
 /** Runs a statement with the source's error translation (connection failures become SourceErrors). */
@@ -32,7 +32,7 @@ export interface PreflightBound {
 }
 
 /** The `connect` line: server flavor and version, endpoint and account (never the password). */
-export async function preflightConnection(db: MysqlSession, guard: Guard): Promise<CheckItem[]> {
+export async function preflightConnection(db: MysqlConnection, guard: Guard): Promise<CheckItem[]> {
   return [
     await step('connect', async () => {
       const server = await guard(() => db.server());
@@ -45,7 +45,7 @@ export async function preflightConnection(db: MysqlSession, guard: Guard): Promi
 
 /** Every table line a driver can judge: table, key, cursor, index, timezone, privilege. */
 export async function preflightTable(
-  db: MysqlSession,
+  db: MysqlConnection,
   t: PreflightTable,
   bound: PreflightBound,
   guard: Guard,
@@ -101,7 +101,7 @@ export async function preflightTable(
  * UTC) stamps values the bound misreads by the difference, so its late commits can be skipped.
  */
 async function timeZoneLine(
-  db: MysqlSession,
+  db: MysqlConnection,
   plan: TablePlan,
   c: string,
   type: TimeBoundType,

@@ -1,7 +1,7 @@
 /**
  * Snapshot chunks of MySQL/MariaDB tables (shared/contracts/snapshot.ts): the `SnapshotSource`
  * the CDC source opens (`MysqlCdcSource.openSnapshot`), on its own query connections (at most
- * `connections`, each a `MysqlSession` with the incremental driver's session settings).
+ * `connections`, each a `MysqlConnection` with the incremental driver's session settings).
  *
  * Owns:
  *   - `nextBound`: the key `rows` rows past `after`, found by the database in its own key order
@@ -35,12 +35,12 @@ import { Op } from '../../dataplane/metadata.js';
 import { describeType, type LogicalType, type Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey, isKeyType } from '../../position/key-codec.js';
 import { binlogAt } from './cdc/reader.js';
-import { type ConnectOptions, MysqlSession, type RawRow, translateConnectError } from './connect.js';
+import { type ConnectOptions, MysqlConnection, type RawRow, translateConnectError } from './connect.js';
 import { keysetPredicate } from './incremental.js';
 import { type ColumnInfo, introspectTable, TABLE_ALIAS, type TablePlan } from './introspect.js';
-import { checkResultFields } from './result-fields.js';
-import { appendRow, LastKeyRow, RowRanges, walkRow } from './text-rows.js';
 import { keyLiteral, parseValue, quoteIdent, rangeAppenderOf } from './types.js';
+import { checkResultFields } from './wire/result-fields.js';
+import { appendRow, LastKeyRow, RowRanges, walkRow } from './wire/text-rows.js';
 
 /** Options of the MySQL snapshot source beyond the contract's. */
 export interface MysqlSnapshotOptions extends SnapshotOptions {
@@ -80,16 +80,16 @@ function qualify(table: string): string {
 
 /** A bounded set of query connections, each lent to one user at a time. */
 class SessionPool {
-  private readonly idle: MysqlSession[] = [];
-  private readonly waiting: ((s: MysqlSession) => void)[] = [];
-  private readonly all: MysqlSession[] = [];
+  private readonly idle: MysqlConnection[] = [];
+  private readonly waiting: ((s: MysqlConnection) => void)[] = [];
+  private readonly all: MysqlConnection[] = [];
 
   constructor(
     private readonly opts: ConnectOptions,
     readonly size: number,
   ) {}
 
-  async use<T>(fn: (db: MysqlSession) => Promise<T>): Promise<T> {
+  async use<T>(fn: (db: MysqlConnection) => Promise<T>): Promise<T> {
     const db = await this.take();
     try {
       return await fn(db);
@@ -100,11 +100,11 @@ class SessionPool {
     }
   }
 
-  private take(): Promise<MysqlSession> {
+  private take(): Promise<MysqlConnection> {
     const free = this.idle.pop();
     if (free) return Promise.resolve(free);
     if (this.all.length < this.size) {
-      const db = new MysqlSession(this.opts);
+      const db = new MysqlConnection(this.opts);
       this.all.push(db);
       return Promise.resolve(db);
     }
@@ -151,7 +151,7 @@ export class MysqlSnapshotSource implements SnapshotSource {
   }
 
   /** Runs `fn` on one of the source's connections, translating connection failures. */
-  async use<T>(fn: (db: MysqlSession) => Promise<T>): Promise<T> {
+  async use<T>(fn: (db: MysqlConnection) => Promise<T>): Promise<T> {
     return this.pool.use(async (db) => {
       try {
         return await fn(db);
@@ -165,7 +165,7 @@ export class MysqlSnapshotSource implements SnapshotSource {
   }
 
   /** How chunks are cut: by the snapshot's binlog position (MariaDB) or by the watermark table. */
-  cutMode(db: MysqlSession): Promise<CutMode> {
+  cutMode(db: MysqlConnection): Promise<CutMode> {
     this.mode ??= (async (): Promise<CutMode> => {
       const wt = this.options.watermarkTable;
       if (this.options.forceWatermarkTable) {
@@ -185,7 +185,7 @@ export class MysqlSnapshotSource implements SnapshotSource {
   }
 
   /** Writes one watermark row (autocommitted: its own binlog group), keeping the table small. */
-  async writeWatermark(db: MysqlSession, id: string): Promise<void> {
+  async writeWatermark(db: MysqlConnection, id: string): Promise<void> {
     const wt = this.options.watermarkTable!;
     const q = qualify(wt);
     try {
@@ -254,7 +254,7 @@ export class MysqlChunker implements TableChunker {
     private readonly ref: TableRef,
   ) {}
 
-  private prepare(db: MysqlSession): Promise<Prepared> {
+  private prepare(db: MysqlConnection): Promise<Prepared> {
     this.prepared ??= (async () => {
       const plan = await introspectTable(db, { source: this.ref.source });
       const { keys, types } = keyColumns(plan);

@@ -23,7 +23,7 @@ import {
   microsToTimestampText,
   timestampTextToMicros,
 } from '../../position/time-text.js';
-import { doubleOfAscii, NUMERIC_SCRATCH_BYTES, numericOfDecimalAscii } from './ascii-numbers.js';
+import { doubleOfAscii, NUMERIC_SCRATCH_BYTES, numericOfDecimalAscii } from './wire/ascii-numbers.js';
 
 /**
  * How the text of a selected value is read:

@@ -139,7 +139,9 @@ export async function timeBound(
   const zone =
     writerZone === undefined ? undefined : /^[+-]\d{2}:\d{2}$/.test(writerZone) ? `$3::interval` : `$3::text`;
   const value =
-    type === 'timestamptz' || zone === undefined ? `${instant}::${type}` : `(${instant} AT TIME ZONE ${zone})::${type}`;
+    type === 'timestamptz' || zone === undefined
+      ? `${instant}::${type}`
+      : `(${instant} AT TIME ZONE ${zone})::${type}`;
   const [row] = await sql.unsafe<{ bound: string; holders: string }[]>(
     `WITH others AS (${OTHER_TRANSACTIONS})
      SELECT (${value})::text AS bound,
@@ -161,7 +163,8 @@ export async function wallClockToUtcMicros(
   // In the writers' zone when the table names one (cursorTimeZone), as the bound is computed.
   const zone =
     writerZone === undefined ? undefined : /^[+-]\d{2}:\d{2}$/.test(writerZone) ? '$2::interval' : '$2::text';
-  const instant = zone === undefined ? '$1::text::timestamp::timestamptz' : `($1::text::timestamp AT TIME ZONE ${zone})`;
+  const instant =
+    zone === undefined ? '$1::text::timestamp::timestamptz' : `($1::text::timestamp AT TIME ZONE ${zone})`;
   const [row] = await sql.unsafe<{ us: string | null }[]>(
     `SELECT (extract(epoch FROM ${instant}) * 1000000)::bigint::text AS us`,
     zone === undefined ? [wallText] : [wallText, writerZone!],

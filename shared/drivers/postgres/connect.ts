@@ -4,7 +4,7 @@
  * place that turns connection failures into one-line, actionable `SourceError`s.
  *
  * Owns: client options (session settings that make text output canonical), the lifetime of the
- * connection (`PgConnection`: a connect bounded by the connect timeout with one dial, a lost
+ * connection (`PostgresConnection`: a connect bounded by the connect timeout with one dial, a lost
  * connection reported as `SOURCE_CONNECTION_LOST` and replaced on next use, an abandoned one
  * terminated at the server), error translation. Must never log or embed a password: every
  * message names `user@host:port/db`, and a URL is only quoted through `redact`
@@ -15,8 +15,8 @@ import postgres from 'postgres';
 import { SourceError } from '../../contracts/errors.js';
 import { redact } from '../../observability/redact.js';
 import { connectTimeoutError, timeoutSeconds, withinConnectTimeout } from '../connect-timeout.js';
-import { tapSocket } from './copy-tap.js';
 import { negotiateTls, type TlsSettings, tlsOf } from './tls.js';
+import { tapSocket } from './wire/copy-tap.js';
 
 /** The postgres.js client type this driver uses (all values come back as text). */
 export type Sql = postgres.Sql;
@@ -120,7 +120,7 @@ function clientOptions(
 /**
  * Options of a query client (not the walsender): its sockets are dialled, put under TLS as the
  * URL says (tls.ts, instead of by postgres.js, whose `ssl` is then off) and tapped for COPY
- * (copy-tap.ts). `socket` in `extra` replaces the dial (PgConnection counts its dials).
+ * (copy-tap.ts). `socket` in `extra` replaces the dial (PostgresConnection counts its dials).
  */
 function queryClientOptions(
   opts: ConnectOptions,
@@ -185,7 +185,7 @@ export function queryPool(opts: ConnectOptions, max: number): Sql {
   return postgres(opts.url, queryClientOptions(opts, { max, fetch_types: true }));
 }
 
-/** Opens a lazy client (it connects on the first query). Tests and tools; sources use `PgConnection`. */
+/** Opens a lazy client (it connects on the first query). Tests and tools; sources use `PostgresConnection`. */
 export function connect(opts: ConnectOptions): { sql: Sql; endpoint: Endpoint } {
   const endpoint = endpointOf(opts.url, opts.sourceName);
   return { sql: postgres(opts.url, queryClientOptions(opts)), endpoint };
@@ -243,7 +243,7 @@ const ENDED_BY: Readonly<Record<string, string>> = {
  * dial, and when it fails or times out it is ended, so nothing keeps connecting. A client whose
  * connection closes is retired and the next use opens a new one (and learns its backend).
  */
-export class PgConnection {
+export class PostgresConnection {
   readonly endpoint: Endpoint;
   private readonly opts: ConnectOptions;
   private readonly tls: TlsSettings;

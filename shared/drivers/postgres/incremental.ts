@@ -26,16 +26,16 @@ import { ordinalHex } from '../../position/position.js';
 import { checkPageSize, describeKey, emptyResult, PageBudget, pageOutcome, rowsToAsk } from '../page.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { Sql } from './connect.js';
+import { type ColumnInfo, checkColumnsUnchanged, type KeysetPlan, type TablePlan } from './introspect.js';
+import { keyText, parseColumnText, quoteIdent, quoteLiteral, type ValueContext } from './types.js';
 import {
   ChangedWidthError,
   CopyBinaryDecoder,
   type CopyField,
   decodeBinaryValue,
   TupleTooLargeError,
-} from './copy-binary.js';
-import { streamBinaryCopy } from './copy-stream.js';
-import { type ColumnInfo, checkColumnsUnchanged, type KeysetPlan, type TablePlan } from './introspect.js';
-import { keyText, parseColumnText, quoteIdent, quoteLiteral, type ValueContext } from './types.js';
+} from './wire/binary-rows.js';
+import { streamBinaryCopy } from './wire/copy-stream.js';
 
 /** Bound settings of a page read (PostgresSourceOptions documents them). */
 export interface BoundSettings {

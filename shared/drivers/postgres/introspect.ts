@@ -21,7 +21,7 @@ import { isKeyType } from '../../position/key-codec.js';
 import { exclusions, similarNames } from '../page.js';
 import type { TimeBoundType } from './bound.js';
 import type { Sql } from './connect.js';
-import { OID, type PgType, quoteIdent, quoteLiteral, type ReadPlan, readPlan } from './types.js';
+import { OID, type PostgresType, quoteIdent, quoteLiteral, type ReadPlan, readPlan } from './types.js';
 
 /** The oldest server release we support (docs/decisions/0005-supported-server-versions.md). */
 export const MIN_SERVER_VERSION_NUM = 130000;
@@ -341,7 +341,7 @@ export async function resolveTypes(sql: Sql, oids: readonly number[]): Promise<M
 }
 
 /** A column type with domains resolved (a domain's typmod wins over an unset column typmod). */
-export function baseTypeOf(types: Map<number, TypeRow>, oid: number, typmod: number): PgType {
+export function baseTypeOf(types: Map<number, TypeRow>, oid: number, typmod: number): PostgresType {
   let t = types.get(oid)!;
   let mod = typmod;
   while (t.typtype === 'd') {

@@ -42,11 +42,11 @@ import { describeType, type LogicalType, type Schema } from '../../dataplane/sch
 import { decodeKey, encodeKey, isKeyType } from '../../position/key-codec.js';
 import { WATERMARK_PREFIX } from './cdc/reader.js';
 import { type ConnectOptions, endpointOf, queryPool, type Sql, translateConnectError } from './connect.js';
-import { CopyBinaryDecoder, decodeBinaryValue } from './copy-binary.js';
-import { streamBinaryCopy } from './copy-stream.js';
 import { copyFields, ctxOf, dataColumns, schemaFailure } from './incremental.js';
 import { type ColumnInfo, checkColumnsUnchanged, introspectTable, type TablePlan } from './introspect.js';
 import { keyText, parseColumnText, quoteIdent, quoteLiteral } from './types.js';
+import { CopyBinaryDecoder, decodeBinaryValue } from './wire/binary-rows.js';
+import { streamBinaryCopy } from './wire/copy-stream.js';
 
 /** The alias of the table in chunk statements (keys are qualified with it, as on pages). */
 const TABLE_ALIAS = 'src';
@@ -70,7 +70,7 @@ const CONNECTION_OVER = new Set([
 ]);
 
 /** What a snapshot source connects with (the CDC source's settings). */
-export interface PgSnapshotSettings extends ConnectOptions {
+export interface PostgresSnapshotOptions extends ConnectOptions {
   /** `__ingest_ts` clock, ms since the epoch. */
   readonly clock?: Clock;
 }
@@ -91,14 +91,14 @@ interface KeyPlan {
  * on first use (the incremental introspection, so columns read exactly as on pages and in the
  * stream), and again when a request's schema names a column its plan does not have.
  */
-export class PgSnapshotSource implements SnapshotSource {
+export class PostgresSnapshotSource implements SnapshotSource {
   readonly connections: number;
   private readonly sql: Sql;
   private readonly clock: Clock;
   private closed = false;
 
   constructor(
-    private readonly settings: PgSnapshotSettings,
+    private readonly settings: PostgresSnapshotOptions,
     options: SnapshotOptions,
   ) {
     if (!Number.isInteger(options.connections) || options.connections < 1)
@@ -114,7 +114,7 @@ export class PgSnapshotSource implements SnapshotSource {
   /** Reads follow each request's schema (`ChunkRequest.schema`), as pages do. */
   chunker(table: TableRef, _schema: Schema): TableChunker {
     if (this.closed) throw new Error('postgres snapshot source: chunker after close');
-    return new PgTableChunker(this, table);
+    return new PostgresChunker(this, table);
   }
 
   async close(): Promise<void> {
@@ -172,11 +172,11 @@ export class PgSnapshotSource implements SnapshotSource {
 }
 
 /** One table's chunker (TableChunker): bounds, chunk reads, the row estimate. */
-class PgTableChunker implements TableChunker {
+class PostgresChunker implements TableChunker {
   private resolved: Promise<KeyPlan> | undefined;
 
   constructor(
-    private readonly src: PgSnapshotSource,
+    private readonly src: PostgresSnapshotSource,
     private readonly table: TableRef,
   ) {}
 

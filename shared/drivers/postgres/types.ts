@@ -73,7 +73,7 @@ export type WireKind =
   | 'timestamp';
 
 /** A column's catalog type with domains resolved to their base type. */
-export interface PgType {
+export interface PostgresType {
   readonly oid: number;
   /** pg_type.typname of the base type (e.g. `int4`, `citext`, `_int4`). */
   readonly name: string;
@@ -84,7 +84,7 @@ export interface PgType {
   /** The typmod that applies (the domain's, if the column's type is a domain). */
   readonly typmod: number;
   /** For arrays: the element type, domains resolved. */
-  readonly element?: PgType;
+  readonly element?: PostgresType;
 }
 
 /** How a column is read: the expression, what arrives, and what it means. */
@@ -128,7 +128,7 @@ const TEXT_LIKE = new Set<number>([OID.text, OID.varchar, OID.bpchar, OID.name, 
 
 /** Scalar read of a non-array type (also used for array elements, where `elementOf` says so). */
 function scalarPlan(
-  t: PgType,
+  t: PostgresType,
   col: string,
 ): { expr: string; wire: WireKind; logical: LogicalType; needsTextCast: boolean } {
   const self = { expr: col, needsTextCast: false };
@@ -188,7 +188,7 @@ function scalarPlan(
  * declared 1-D (or undeclared, 0) become lists, and a multi-dimensional VALUE arriving in such a
  * column is a DataError (Postgres does not enforce declared dimensions).
  */
-export function readPlan(t: PgType, columnName: string, ndims: number): ReadPlan {
+export function readPlan(t: PostgresType, columnName: string, ndims: number): ReadPlan {
   const col = quoteIdent(columnName);
   if (t.category === 'A' && t.element && ndims <= 1 && t.element.category !== 'A') {
     const el = scalarPlan(t.element, 'x');

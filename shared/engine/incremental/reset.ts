@@ -17,12 +17,8 @@ import { TidemarkError } from '../../contracts/errors.js';
 import type { LakeTable, ObjectRef, Sink } from '../../contracts/sink.js';
 import type { CursorStore } from '../../contracts/state.js';
 import { incrementalSeqOf } from '../../position/position.js';
-import {
-  type IncrementalState,
-  initialIncrementalState,
-  parseIncrementalState,
-} from './state.js';
 import { takeLease } from '../lease.js';
+import { type IncrementalState, initialIncrementalState, parseIncrementalState } from './state.js';
 
 export interface ResetOptions {
   readonly key: string;

@@ -20,8 +20,8 @@ import {
   storedSchema,
   type WidenPolicy,
 } from '../../dataplane/schema-rules.js';
-import { parseIncrementalState } from './state.js';
 import { takeLease } from '../lease.js';
+import { parseIncrementalState } from './state.js';
 
 export interface AcceptSchemaOptions {
   readonly key: string;

@@ -17,7 +17,7 @@
  */
 import { type CdcPreflightTable, type CheckItem, failed, passed, step } from '../../../contracts/check.js';
 import { SourceError } from '../../../contracts/errors.js';
-import { currentAccount, type MysqlSession } from '../connect.js';
+import { currentAccount, type MysqlConnection } from '../connect.js';
 import { introspectTable, splitTableName } from '../introspect.js';
 
 /** The variables the judging reads (SHOW GLOBAL VARIABLES; absent ones do not exist on that server). */
@@ -91,7 +91,7 @@ export interface MysqlCdcTable extends CdcPreflightTable {
 
 /** The source-wide binlog lines, read from the server; never throws (an unreadable server is one `binlog` fail line). */
 export async function preflightCdcSource(
-  db: MysqlSession,
+  db: MysqlConnection,
   opts: MysqlCdcPreflightOptions,
 ): Promise<CheckItem[]> {
   let facts: BinlogFacts;
@@ -104,7 +104,7 @@ export async function preflightCdcSource(
 }
 
 /** Reads `BinlogFacts`. Throws only when the variables cannot be read; grants and replicas report their own failure. */
-export async function readBinlogFacts(db: MysqlSession): Promise<BinlogFacts> {
+export async function readBinlogFacts(db: MysqlConnection): Promise<BinlogFacts> {
   const server = await db.server();
   const rows = await db.query<Record<string, string>>(
     `SHOW GLOBAL VARIABLES WHERE Variable_name IN (${BINLOG_VARIABLES.map((v) => `'${v}'`).join(', ')})`,
@@ -159,7 +159,7 @@ export async function readBinlogFacts(db: MysqlSession): Promise<BinlogFacts> {
 }
 
 /** Binlog_Do_DB / Binlog_Ignore_DB (MySQL 8.4 only has SHOW BINARY LOG STATUS); undefined when unreadable. */
-async function readFilters(db: MysqlSession): Promise<BinlogFacts['filters']> {
+async function readFilters(db: MysqlConnection): Promise<BinlogFacts['filters']> {
   for (const sql of ['SHOW MASTER STATUS', 'SHOW BINARY LOG STATUS']) {
     try {
       const [row] = await db.query<Record<string, unknown>>(sql);
@@ -176,7 +176,10 @@ async function readFilters(db: MysqlSession): Promise<BinlogFacts['filters']> {
   return undefined;
 }
 
-async function readReplicas(db: MysqlSession, flavor: 'mariadb' | 'mysql'): Promise<BinlogFacts['replicas']> {
+async function readReplicas(
+  db: MysqlConnection,
+  flavor: 'mariadb' | 'mysql',
+): Promise<BinlogFacts['replicas']> {
   // MySQL 8.0.22+ has SHOW REPLICAS (8.4 only that); MariaDB 10.11 only SHOW SLAVE HOSTS.
   const statements = flavor === 'mysql' ? ['SHOW REPLICAS', 'SHOW SLAVE HOSTS'] : ['SHOW SLAVE HOSTS'];
   let last: unknown;
@@ -588,7 +591,7 @@ function messageOf(e: unknown): string {
  * A cdc table's lines: `table` (it exists, this account may SELECT from it, its columns map) and
  * `key` (a primary key, which UPDATEs and DELETEs are applied by, or writeMode append).
  */
-export async function preflightCdcTable(db: MysqlSession, t: MysqlCdcTable): Promise<CheckItem[]> {
+export async function preflightCdcTable(db: MysqlConnection, t: MysqlCdcTable): Promise<CheckItem[]> {
   let plan: Awaited<ReturnType<typeof introspectTable>>;
   try {
     const { database, table } = splitTableName(t.source);

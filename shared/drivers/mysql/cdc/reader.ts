@@ -13,7 +13,7 @@
  *     nextPosition, with the GTID position (MariaDB `domain-server-seq` per domain), the
  *     server identity and the epoch, as JSON (`MYSQL_POSITION_SCHEME`);
  *   - decoding write/update/delete rows straight into per-table Arrow writers: the row images
- *     themselves (./row-image.ts, zongji handing over the raw row area) for tables of the types
+ *     themselves (../wire/binlog-rows.ts, zongji handing over the raw row area) for tables of the types
  *     it decodes, zongji's parsed rows through the incremental driver's read plans (./values.ts)
  *     otherwise, with identical values; an update whose before-image key differs bytewise from
  *     its after-image key as a delete plus an insert;
@@ -57,11 +57,10 @@ import { compareSchemas } from '../../../dataplane/schema-rules.js';
 import { binlogFileIndex, mysqlPosition } from '../../../position/position.js';
 import { StreamQueue } from '../../cdc-queue.js';
 import { streamSchema } from '../../cdc-schema.js';
-import { MysqlSession } from '../connect.js';
+import { MysqlConnection } from '../connect.js';
 import { type ColumnInfo, catalogColumns, type TablePlan } from '../introspect.js';
 import { type InfoColumn, mapColumn } from '../types.js';
-import { GTID_MICROS, installGtidCommitMicros } from './gtid-commit.js';
-import { addGtid, type GtidSet, parseGtidSet, renderGtidSet } from './gtid-set.js';
+import { GTID_MICROS, installGtidCommitMicros } from '../wire/binlog-gtid.js';
 import {
   compile,
   decodeImage,
@@ -73,7 +72,8 @@ import {
   RawRows,
   type RowPlan,
   type TableMapEntry,
-} from './row-image.js';
+} from '../wire/binlog-rows.js';
+import { addGtid, type GtidSet, parseGtidSet, renderGtidSet } from './gtid-set.js';
 import { type BinlogAppender, binlogAppenderFor, keyBytes } from './values.js';
 
 /** The scheme of MySQL resume positions (`SourcePosition.scheme`): a value is JSON. */
@@ -131,7 +131,7 @@ export function parseBinlogPosition(p: SourcePosition): BinlogPoint {
   };
 }
 
-export interface MysqlReaderOptions {
+export interface MysqlCdcReaderOptions {
   readonly url: string;
   readonly sourceName?: string;
   readonly connectTimeoutMs?: number;
@@ -171,7 +171,7 @@ interface TableState {
   swap: { schema: Schema; infos: ColumnInfo[]; all: ColumnInfo[] } | undefined;
   /** The last TableMap's table id, types, names and metadata, as compared. */
   mapKey: string;
-  /** The row-image plan of the last TableMap entry under `infos` (./row-image.ts). */
+  /** The row-image plan of the last TableMap entry under `infos` (../wire/binlog-rows.ts). */
   rowPlan: { entry: TableMapEntry; infos: ColumnInfo[]; plan: RowPlan | string } | undefined;
   /**
    * The catalog's description of the columns the next TableMap names for the first time, read
@@ -196,7 +196,7 @@ export class MysqlCdcReader implements Reader {
   private zongji: ZongJi | undefined;
   private readonly tables = new Map<string, TableState>();
   /** The catalog connection `describeNewColumns` reads through, opened on first use. */
-  private catalog: MysqlSession | undefined;
+  private catalog: MysqlConnection | undefined;
   private readonly bySource = new Map<string, TableState>();
   private readonly clock: () => number;
   private readonly ingestTs: () => bigint;
@@ -251,11 +251,11 @@ export class MysqlCdcReader implements Reader {
   get pauses(): number {
     return this.queue.pauses;
   }
-  /** Decode row images with ./row-image.ts (false: through zongji's parse); read by `start`. */
+  /** Decode row images with ../wire/binlog-rows.ts (false: through zongji's parse); read by `start`. */
   rawRowImages = RAW_ROW_IMAGES;
 
   constructor(
-    private readonly opts: MysqlReaderOptions,
+    private readonly opts: MysqlCdcReaderOptions,
     captured: readonly CdcTable[],
     plans: ReadonlyMap<string, TablePlan>,
     runtime: CdcRuntime,
@@ -467,7 +467,7 @@ export class MysqlCdcReader implements Reader {
     return new Promise<void>((resolve, reject) => {
       let ready = false;
       z.on('binlog', (ev: AnyBinlogEvent) => {
-        // MySQL 8: the commit micros gtid-commit.ts read from this event's packet.
+        // MySQL 8: the commit micros binlog-gtid.ts read from this event's packet.
         const micros = (z as unknown as Record<string, unknown>)[GTID_MICROS];
         if (typeof micros === 'bigint' && ev.getTypeName() === 'Gtid')
           (ev as { commitMicros?: bigint }).commitMicros = micros;
@@ -683,7 +683,7 @@ export class MysqlCdcReader implements Reader {
       }
       case 'Gtid': {
         this.openGroup(ev, undefined);
-        // MySQL 8: immediate_commit_timestamp (microseconds), when gtid-commit.ts read it.
+        // MySQL 8: immediate_commit_timestamp (microseconds), when binlog-gtid.ts read it.
         const micros = (ev as { commitMicros?: unknown }).commitMicros;
         if (typeof micros === 'bigint') this.txnCommitNs = micros * 1000n;
         // MySQL: `uuid:gno` (`uuid:tag:gno` when tagged), into the executed set at the commit.
@@ -882,7 +882,7 @@ export class MysqlCdcReader implements Reader {
     t.described = new Map();
     if (fresh.size === 0) return;
     try {
-      this.catalog ??= new MysqlSession({
+      this.catalog ??= new MysqlConnection({
         url: this.opts.url,
         sourceName: this.opts.sourceName,
         connectTimeoutMs: this.opts.connectTimeoutMs,

@@ -14,7 +14,7 @@ import { TidemarkError } from '../../../contracts/errors.js';
 import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
 import type { Schema } from '../../../dataplane/schema.js';
 import { refuseFailedPreconditions } from '../../preflight-lines.js';
-import { MysqlSession, translateConnectError } from '../connect.js';
+import { MysqlConnection, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
 import { type MysqlSnapshotOptions, MysqlSnapshotSource } from '../snapshot.js';
 import { preflightCdcSource } from './preflight.js';
@@ -29,7 +29,7 @@ import { MysqlCdcReader } from './reader.js';
 const START_PRECONDITIONS = new Set(['log_bin', 'binlog_format', 'binlog_row_image']);
 
 export class MysqlCdcSource implements ClosableCdcSource, Introspector {
-  private readonly db: MysqlSession;
+  private readonly db: MysqlConnection;
   private readonly plans = new Map<string, TablePlan>();
   private readonly readers = new Set<MysqlCdcReader>();
   private readonly snapshots = new Set<MysqlSnapshotSource>();
@@ -37,7 +37,7 @@ export class MysqlCdcSource implements ClosableCdcSource, Introspector {
   private watermarkTable: string | undefined;
 
   constructor(private readonly settings: CdcSourceSettings) {
-    this.db = new MysqlSession({
+    this.db = new MysqlConnection({
       url: settings.url,
       sourceName: settings.sourceName,
       connectTimeoutMs: settings.connectTimeoutMs,

@@ -26,7 +26,7 @@ import {
 /** CDC needs `messages 'true'` of pgoutput (PostgreSQL 14). */
 export const MIN_CDC_SERVER_VERSION_NUM = 140000;
 
-export interface CdcPreflightOptions {
+export interface PostgresCdcPreflightOptions {
   readonly slot: string;
   readonly publication: string;
   readonly tables: readonly PublishedTable[];
@@ -35,7 +35,7 @@ export interface CdcPreflightOptions {
 }
 
 /** The source-wide CDC lines; never throws (a statement that fails is that line's `fail`). */
-export async function preflightCdcSource(sql: Sql, opts: CdcPreflightOptions): Promise<CheckItem[]> {
+export async function preflightCdcSource(sql: Sql, opts: PostgresCdcPreflightOptions): Promise<CheckItem[]> {
   return [
     await step('wal_level', () => walLevel(sql)),
     await step('version', () => serverVersion(sql)),
@@ -285,7 +285,7 @@ async function walKeepLine(sql: Sql, slot: string): Promise<CheckItem> {
 }
 
 /** The publication lines: the plan's refusals as fails, else one line of what exists or will be made. */
-async function publicationLines(sql: Sql, opts: CdcPreflightOptions): Promise<CheckItem[]> {
+async function publicationLines(sql: Sql, opts: PostgresCdcPreflightOptions): Promise<CheckItem[]> {
   let plan: PublicationPlan;
   try {
     plan = await planPublications(sql, opts.publication, opts.tables, opts.owner);

@@ -50,7 +50,7 @@ import { compareSchemas } from '../../../dataplane/schema-rules.js';
 import { formatLsn, ordinalHex, parseLsn, parsePgPosition, pgPosition } from '../../../position/position.js';
 import { StreamQueue } from '../../cdc-queue.js';
 import { streamSchema } from '../../cdc-schema.js';
-import { type ConnectOptions, PgConnection, replicationClient, type Sql } from '../connect.js';
+import { type ConnectOptions, PostgresConnection, replicationClient, type Sql } from '../connect.js';
 import { baseTypeOf, type ColumnInfo, resolveTypes, type TablePlan } from '../introspect.js';
 import { quoteIdent, quoteLiteral, readPlan } from '../types.js';
 import {
@@ -64,7 +64,7 @@ import {
   standbyStatus,
   Tuple,
   XLOG_HEADER,
-} from './pgoutput.js';
+} from '../wire/pgoutput.js';
 import { type Appender, appenderFor } from './values.js';
 
 /** The scheme of Postgres resume positions (`SourcePosition.scheme`): a value is an LSN. */
@@ -93,7 +93,7 @@ export function parseLsnPosition(p: SourcePosition): bigint {
   return parseLsn(p.value);
 }
 
-export interface PgReaderOptions extends ConnectOptions {
+export interface PostgresCdcReaderOptions extends ConnectOptions {
   readonly slot: string;
   /** publication_names for START_REPLICATION. */
   readonly publications: readonly string[];
@@ -161,11 +161,11 @@ const SLOT_BUSY = '55006';
 const UNDEFINED_OBJECT = '42704';
 
 /** Reads one source's captured tables from its slot (see the module comment). */
-export class PgCdcReader implements Reader {
+export class PostgresCdcReader implements Reader {
   readonly positionScheme = 'p';
   /** The slot keeps our position (see Reader.keepsPosition). */
   readonly keepsPosition = true;
-  private readonly db: PgConnection;
+  private readonly db: PostgresConnection;
   private repl: Sql | undefined;
   private stream: Duplex | undefined;
   private readonly tables = new Map<string, TableState>();
@@ -213,12 +213,12 @@ export class PgCdcReader implements Reader {
   readonly seen = { unchangedToast: 0, filledFromOld: 0, reread: 0, keyChanges: 0, relations: 0 };
 
   constructor(
-    private readonly opts: PgReaderOptions,
+    private readonly opts: PostgresCdcReaderOptions,
     captured: readonly CdcTable[],
     plans: ReadonlyMap<string, TablePlan>,
     runtime: CdcRuntime,
   ) {
-    this.db = new PgConnection({ ...opts, applicationName: 'tidemark-cdc-catalog' });
+    this.db = new PostgresConnection({ ...opts, applicationName: 'tidemark-cdc-catalog' });
     this.clock = opts.clock ?? Date.now;
     this.rowsPerEvent = Math.max(1, opts.rowsPerEvent ?? 1024);
     this.ingestTs = opts.ingestTsNanos ?? (() => BigInt(Date.now()) * 1_000_000n);

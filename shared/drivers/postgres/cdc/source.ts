@@ -14,12 +14,12 @@ import type { SnapshotOptions, SnapshotSource } from '../../../contracts/snapsho
 import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
 import type { Schema } from '../../../dataplane/schema.js';
 import { refuseFailedPreconditions } from '../../preflight-lines.js';
-import { PgConnection, translateConnectError } from '../connect.js';
+import { PostgresConnection, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
-import { PgSnapshotSource } from '../snapshot.js';
+import { PostgresSnapshotSource } from '../snapshot.js';
 import { preflightCdcSource } from './preflight.js';
 import { ensurePublications } from './publication.js';
-import { PgCdcReader } from './reader.js';
+import { PostgresCdcReader } from './reader.js';
 
 /**
  * The preflight lines a start refuses on when they fail: the server's settings and the role's
@@ -36,13 +36,13 @@ const START_PRECONDITIONS = new Set([
 ]);
 
 export class PostgresCdcSource implements ClosableCdcSource, Introspector {
-  private readonly db: PgConnection;
+  private readonly db: PostgresConnection;
   private readonly plans = new Map<string, TablePlan>();
   private readonly readers = new Set<Reader>();
   private readonly snapshots = new Set<SnapshotSource>();
 
   constructor(private readonly settings: CdcSourceSettings) {
-    this.db = new PgConnection({
+    this.db = new PostgresConnection({
       url: settings.url,
       sourceName: settings.sourceName,
       connectTimeoutMs: settings.connectTimeoutMs,
@@ -78,7 +78,7 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
     for (const s of setup.executed) runtime.log?.info('publication updated', { statement: s });
     for (const t of tables)
       if (!this.plans.has(t.ref.source)) await this.introspect({ source: t.ref.source });
-    const reader = new PgCdcReader(
+    const reader = new PostgresCdcReader(
       {
         url: this.settings.url,
         sourceName: this.settings.sourceName,
@@ -101,7 +101,7 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
    * at most `options.connections` query connections of their own.
    */
   async openSnapshot(options: SnapshotOptions): Promise<SnapshotSource> {
-    const snapshot = new PgSnapshotSource(
+    const snapshot = new PostgresSnapshotSource(
       {
         url: this.settings.url,
         sourceName: this.settings.sourceName,
@@ -115,7 +115,9 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
   }
 
   private async guard<T>(
-    fn: Parameters<PgConnection['run']>[0] extends (sql: infer S) => unknown ? (sql: S) => Promise<T> : never,
+    fn: Parameters<PostgresConnection['run']>[0] extends (sql: infer S) => unknown
+      ? (sql: S) => Promise<T>
+      : never,
   ): Promise<T> {
     try {
       return await this.db.run(fn);

@@ -21,9 +21,7 @@
  * calendar has no day for goes through the text appender, so its refusal is the text path's.
  */
 import mysql from 'mysql2';
-import type { ColumnWriter } from '../../dataplane/encoder.js';
-import type { ResultField } from './result-fields.js';
-import { type RowRanges, readLenenc } from './text-rows.js';
+import type { ColumnWriter } from '../../../dataplane/encoder.js';
 import {
   daysFromCivil,
   lastDayOfMonth,
@@ -31,7 +29,9 @@ import {
   type ReadPlan,
   rangeAppenderOf,
   type ValueContext,
-} from './types.js';
+} from '../types.js';
+import type { ResultField } from './result-fields.js';
+import { type RowRanges, readLenenc } from './text-rows.js';
 
 const T = mysql.Types;
 /** How a column's value is framed in a binary row. */

@@ -26,9 +26,9 @@ import { createRequire } from 'node:module';
 import iconv from 'iconv-lite';
 import { DataError } from '../../../contracts/errors.js';
 import type { ColumnWriter } from '../../../dataplane/encoder.js';
+import { type BinlogAppender, formatInet4, formatInet6, formatUuid } from '../cdc/values.js';
 import type { ColumnInfo } from '../introspect.js';
-import { jsonBinaryToText, loadZongjiJson } from './json-binary.js';
-import { type BinlogAppender, formatInet4, formatInet6, formatUuid } from './values.js';
+import { jsonBinaryToText, loadZongjiJson } from './binlog-json.js';
 
 /** Decode supported tables' row images here (false: every table through zongji's parse). */
 export const RAW_ROW_IMAGES = true;
@@ -98,7 +98,7 @@ export function installRawRowImages(): Promise<void> {
     const version = (createRequire(main)('./package.json') as { version: string }).version;
     if (version !== ZONGJI_VERSION)
       throw new Error(
-        `row-image.ts overrides @vlasky/zongji ${ZONGJI_VERSION} internals, but ${version} is installed: check lib/rows_event.js and update row-image.ts`,
+        `binlog-rows.ts overrides @vlasky/zongji ${ZONGJI_VERSION} internals, but ${version} is installed: check lib/rows_event.js and update binlog-rows.ts`,
       );
     await loadZongjiJson(main);
     const rows = (await import(new URL('./lib/rows_event.js', main).href)) as {
@@ -119,7 +119,7 @@ export function installRawRowImages(): Promise<void> {
         original.length !== 1 ||
         !/readRow\(parser/.test(String(original))
       )
-        throw new Error('@vlasky/zongji: RowsEvent._fetchOneRow is not the function row-image.ts replaces');
+        throw new Error('@vlasky/zongji: RowsEvent._fetchOneRow is not the function binlog-rows.ts replaces');
       if ((original as { raw?: boolean }).raw) continue;
       const patched: FetchOneRow = function (this: ZongjiRowsEvent, parser: ZongjiParser) {
         const hook = this._zongji?.[RAW_HOOK] as ((e: TableMapEntry) => boolean) | undefined;
@@ -213,7 +213,7 @@ const OP_BIT = 18;
 const OP_UUID = 19; // MariaDB UUID/INET4/INET6 as BINARY(n): re-padded, printed as the server does
 const OP_INET4 = 20;
 const OP_INET6 = 21;
-const OP_JSON = 22; // MySQL binary JSON -> MySQL's text (json-binary.ts)
+const OP_JSON = 22; // MySQL binary JSON -> MySQL's text (binlog-json.ts)
 
 interface ColPlan {
   readonly op: number;

@@ -22,22 +22,22 @@
  * change that keeps the width (text -> int4) is invisible here; the page's catalog check
  * (incremental.ts) catches it.
  */
-import { DataError, SourceError } from '../../contracts/errors.js';
-import type { ColumnWriter } from '../../dataplane/encoder.js';
-import { SchemaChangedError } from '../../dataplane/schema-rules.js';
+import { DataError, SourceError } from '../../../contracts/errors.js';
+import type { ColumnWriter } from '../../../dataplane/encoder.js';
+import { SchemaChangedError } from '../../../dataplane/schema-rules.js';
 import {
   DATE_INFINITY,
   DATE_NEG_INFINITY,
   TIMESTAMP_INFINITY,
   TIMESTAMP_NEG_INFINITY,
-} from '../../position/time-text.js';
+} from '../../../position/time-text.js';
 import {
   multiDimensional,
   nonFiniteNumeric,
   timestampOutOfRange,
   type ValueContext,
   type WireKind,
-} from './types.js';
+} from '../types.js';
 
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
 const SIGNATURE_LENGTH = 11;

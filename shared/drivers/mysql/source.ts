@@ -52,7 +52,7 @@ import { withWarnings } from '../page.js';
 import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
 import { checkTransactionPrivilege, wallClockToUtcMicros } from './bound.js';
 import { preflightCdcSource, preflightCdcTable } from './cdc/preflight.js';
-import { MysqlSession, translateConnectError } from './connect.js';
+import { MysqlConnection, translateConnectError } from './connect.js';
 import {
   type BatchPageRequest,
   type BoundSettings,
@@ -102,7 +102,7 @@ export class MysqlSource
     CdcPreflight,
     WallClockZone
 {
-  private readonly db: MysqlSession;
+  private readonly db: MysqlConnection;
   private readonly options: MysqlSourceOptions;
   private readonly lagMs: number;
   private readonly stallAfterMs: number;
@@ -114,7 +114,7 @@ export class MysqlSource
 
   constructor(options: MysqlSourceOptions) {
     this.options = options;
-    this.db = new MysqlSession({
+    this.db = new MysqlConnection({
       url: options.url,
       ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
       ...(options.sourceName !== undefined ? { sourceName: options.sourceName } : {}),

@@ -9,9 +9,9 @@
  * Owns: the length-encoded string walk and its refusal of a packet that does not hold exactly
  * the expected columns. Must never read outside the packet.
  */
-import type { ColumnWriter } from '../../dataplane/encoder.js';
-import type { RawRow } from './connect.js';
-import type { RangeAppender } from './types.js';
+import type { ColumnWriter } from '../../../dataplane/encoder.js';
+import type { RawRow } from '../connect.js';
+import type { RangeAppender } from '../types.js';
 
 /** NULL marker of a length-encoded string. */
 const NULL_MARK = 0xfb;

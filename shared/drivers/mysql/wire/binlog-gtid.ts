@@ -49,7 +49,7 @@ export function installGtidCommitMicros(z: object): void {
   const version = (createRequire(main)('./package.json') as { version: string }).version;
   if (version !== ZONGJI_VERSION)
     throw new Error(
-      `gtid-commit.ts wraps @vlasky/zongji ${ZONGJI_VERSION} internals, but ${version} is installed: check lib/sequence/binlog.js and update gtid-commit.ts`,
+      `binlog-gtid.ts wraps @vlasky/zongji ${ZONGJI_VERSION} internals, but ${version} is installed: check lib/sequence/binlog.js and update binlog-gtid.ts`,
     );
   const self = z as Record<string, unknown> & { useChecksum?: boolean };
   let current: unknown;
@@ -68,7 +68,7 @@ export function installGtidCommitMicros(z: object): void {
         !/new Parser\(packet\)/.test(String(original)) ||
         !/binlogPacket\.parse\(parser\)/.test(String(original))
       )
-        throw new Error('@vlasky/zongji: Binlog.binlogData is not the function gtid-commit.ts wraps');
+        throw new Error('@vlasky/zongji: Binlog.binlogData is not the function binlog-gtid.ts wraps');
       if ((original as { gtidMicros?: boolean }).gtidMicros) return;
       const wrapped: BinlogData = function (this: unknown, packet: Packet, connection: unknown) {
         let micros: bigint | undefined;

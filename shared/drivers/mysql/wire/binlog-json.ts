@@ -38,7 +38,7 @@ interface ZongjiJson {
 /** zongji's own JSON decoder, for opaque values: loaded with the row-image override. */
 let zongjiJson: ZongjiJson | undefined;
 
-/** Loads zongji's JSON decoder (row-image.ts calls it before it decodes any row). */
+/** Loads zongji's JSON decoder (binlog-rows.ts calls it before it decodes any row). */
 export async function loadZongjiJson(main: string): Promise<void> {
   zongjiJson ??= (await import(new URL('./lib/json_decode.js', main).href)) as ZongjiJson;
 }
@@ -126,7 +126,7 @@ function write(
       // zongji's decode of this one value: a root opaque document of the same bytes.
       const [len, used] = varLength(buf, at + 2);
       const doc = Buffer.concat([Buffer.from([OPAQUE]), buf.subarray(at + 1, at + 2 + used + len)]);
-      if (!zongjiJson) throw new Error('json-binary.ts: loadZongjiJson was not called before decoding');
+      if (!zongjiJson) throw new Error('binlog-json.ts: loadZongjiJson was not called before decoding');
       out.push(zongjiJson.jsonToText(zongjiJson.default(doc)));
       return;
     }

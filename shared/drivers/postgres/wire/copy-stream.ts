@@ -8,8 +8,8 @@
  * aborted, and leaving the connection usable afterwards (never mid-COPY, never with a cancel
  * request still in flight). Never interprets rows.
  */
-import type { Sql } from './connect.js';
-import type { CopyBinaryDecoder } from './copy-binary.js';
+import type { Sql } from '../connect.js';
+import type { CopyBinaryDecoder } from './binary-rows.js';
 import { armCopy, copyMarker, releaseCopy } from './copy-tap.js';
 
 /** SQLSTATE of a statement ended by a cancel request. */

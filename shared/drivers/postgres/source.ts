@@ -52,7 +52,7 @@ import { withWarnings } from '../page.js';
 import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
 import { checkActivityPrivilege, wallClockToUtcMicros } from './bound.js';
 import { preflightCdcSource, preflightCdcTable } from './cdc/preflight.js';
-import { PgConnection, type Sql, translateConnectError } from './connect.js';
+import { PostgresConnection, type Sql, translateConnectError } from './connect.js';
 import { type BatchPageRequest, type BoundSettings, readBatchPage, readRowPage } from './incremental.js';
 import {
   countNullCursors,
@@ -87,7 +87,7 @@ export class PostgresSource
     CdcPreflight,
     WallClockZone
 {
-  private readonly db: PgConnection;
+  private readonly db: PostgresConnection;
   private readonly options: PostgresSourceOptions;
   private readonly settings: BoundSettings;
   private readonly clock: Clock;
@@ -97,7 +97,7 @@ export class PostgresSource
 
   constructor(options: PostgresSourceOptions) {
     this.options = options;
-    this.db = new PgConnection({
+    this.db = new PostgresConnection({
       url: options.url,
       ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
       ...(options.applicationName !== undefined ? { applicationName: options.applicationName } : {}),
