@@ -31,7 +31,7 @@ import { pathToFileURL } from 'node:url';
 import * as arrow from 'apache-arrow';
 import { forgetSecrets } from '../../shared/config/secrets.js';
 import { loadSpecFromEnv, type Spec } from '../../shared/config/spec.js';
-import { ConfigError, TidemarkError } from '../../shared/contracts/errors.js';
+import { ConfigError, codeOf } from '../../shared/contracts/errors.js';
 import { registerDriver } from '../../shared/drivers/registry.js';
 import { createLogger, type Logger } from '../../shared/observability/log.js';
 import { redact } from '../../shared/observability/redact.js';
@@ -83,7 +83,7 @@ function startHealth(board: CdcStatusBoard, failure: () => unknown, logger: Logg
       ...(error !== undefined
         ? {
             error: {
-              code: error instanceof TidemarkError ? error.code : 'ERROR',
+              code: codeOf(error),
               message: redact(error instanceof Error ? error.message : String(error)),
             },
           }
@@ -136,14 +136,14 @@ export async function main(): Promise<number> {
       return 0;
     } catch (e) {
       failed = e;
-      logger.error('the CDC task failed', { code: e instanceof TidemarkError ? e.code : 'ERROR', error: e });
+      logger.error('the CDC task failed', { code: codeOf(e), error: e });
       // Answer 503 for a moment so the health check sees the failure, then exit.
       await new Promise((r) => setTimeout(r, FAILING_GRACE_MS));
       return 1;
     }
   } catch (e) {
     logger.error('the CDC task could not start', {
-      code: e instanceof TidemarkError ? e.code : 'ERROR',
+      code: codeOf(e),
       error: e,
     });
     return 1;

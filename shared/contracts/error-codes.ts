@@ -212,9 +212,8 @@ export const CODES_BY_AREA = {
     TIDEMARK_NATIVE_COMPRESSION_FALLBACK: warning(
       'the page rewrite refused a layout; parquet-wasm compresses the pages',
     ),
-    UNEXPECTED: error('what status and run --json show for an error that carries no code'),
-    ERROR: error(
-      "what the CDC task's logs, health endpoint and status line show for an error that carries no code",
+    UNEXPECTED: error(
+      'an error that carries no code (a bug, or a library error nothing translated), wherever one is shown',
     ),
   },
 } as const satisfies Record<string, Record<string, ReturnType<typeof error> | ReturnType<typeof warning>>>;

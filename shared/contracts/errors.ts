@@ -18,6 +18,14 @@ export class TidemarkError extends Error {
   }
 }
 
+/**
+ * The code an operator sees for `e`: its own where it is a TidemarkError, `UNEXPECTED` for any
+ * other error (a bug, or a library error nothing translated), on every path that shows one.
+ */
+export function codeOf(e: unknown): ErrorCode {
+  return e instanceof TidemarkError ? e.code : 'UNEXPECTED';
+}
+
 /** One wrong field of a spec: its path (`tables[0].cursor`) and what to do. */
 export interface ConfigProblem {
   readonly path: string;

@@ -22,7 +22,7 @@
  */
 import { resolveSourceUrl } from '../config/secrets.js';
 import { cdcSettings, cdcTables, type Spec, tableTarget } from '../config/spec.js';
-import { ConfigError, TidemarkError } from '../contracts/errors.js';
+import { ConfigError, codeOf, TidemarkError } from '../contracts/errors.js';
 import type { Sink } from '../contracts/sink.js';
 import type { Clock, CursorStore } from '../contracts/state.js';
 import { driver } from '../drivers/registry.js';
@@ -294,7 +294,7 @@ async function runSource(spec: Spec, name: string, ctx: SourceContext): Promise<
     });
     return summary;
   } catch (e) {
-    const code = e instanceof TidemarkError ? e.code : 'ERROR';
+    const code = codeOf(e);
     // The board is served by the health endpoint and printed on the status line: no secret.
     const message = redact(e instanceof Error ? e.message : String(e));
     board.update(name, { state: 'failing', error: { code, message } });
