@@ -12,7 +12,9 @@
  *   may use the one redaction without an import cycle;
  * - no import circles in shared/, functions/ and infra/, type-only imports included: a type both
  *   sides need lives where one direction puts it (a contract, the lower module), so each file
- *   can be read after the files it imports.
+ *   can be read after the files it imports;
+ * - every source file there opens with a header comment of at least two lines saying its role
+ *   (what it owns, its invariants, the decision record of a format), before any code.
  *
  * Imports are read with TypeScript's own pre-processor (static, type-only, re-exports, dynamic
  * `import()` and `require`). The rule and circle checkers are first tested on synthetic files,
@@ -319,5 +321,35 @@ describe('the real source tree', () => {
     const circles = importCircles(all).map((circle) => circle.join(' '));
     expect(circles.filter((circle) => !KNOWN_CIRCLES.has(circle))).toEqual([]);
     expect([...KNOWN_CIRCLES.keys()].filter((circle) => !circles.includes(circle))).toEqual([]);
+  });
+
+  it('opens every file with a header comment that says its role', () => {
+    const all = new Map([...files, ...sourceFiles('functions'), ...sourceFiles('infra')]);
+    const bare = [...all].filter(([, text]) => headerLines(text) < 2).map(([file]) => file);
+    expect(bare).toEqual([]);
+  });
+});
+
+/** How many lines the comment that opens `text` spans (0 when code comes first). */
+function headerLines(text: string): number {
+  const body = text.replace(/^#!.*\n/, '').trimStart();
+  if (body.startsWith('/*')) {
+    const end = body.indexOf('*/');
+    return end < 0 ? 0 : body.slice(0, end).split('\n').length;
+  }
+  let n = 0;
+  for (const line of body.split('\n')) {
+    if (!line.trimStart().startsWith('//')) break;
+    n += 1;
+  }
+  return n;
+}
+
+describe('the header check', () => {
+  it('counts block and line comments, and nothing that starts with code', () => {
+    expect(headerLines('/**\n * Role.\n * Invariant.\n */\nexport const a = 1;\n')).toBe(4);
+    expect(headerLines('// Role.\n// Invariant.\nexport const a = 1;\n')).toBe(2);
+    expect(headerLines('/** One line. */\nexport const a = 1;\n')).toBe(1);
+    expect(headerLines("import x from 'y';\n/**\n * Late.\n */\n")).toBe(0);
   });
 });
