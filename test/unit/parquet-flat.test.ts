@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import zlib from 'node:zlib';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { DataType, type RecordBatch, tableFromIPC, type Vector } from 'apache-arrow';
+import { Schema as ArrowSchema, DataType, Field, RecordBatch, tableFromIPC, type Vector } from 'apache-arrow';
 import fc from 'fast-check';
 import { readParquet } from 'parquet-wasm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -750,6 +750,28 @@ describe('the flat Parquet writer', () => {
   it('writes a table of no rows as parquet-wasm does', async () => {
     const none = bothFiles([lakeRecord(schemaOf(allKinds), [])], {});
     await expectSameFiles(none.flat, none.wasm, { rows: 0 });
+  });
+
+  it('writes the field ids the Arrow schema carries (PARQUET:field_id), as parquet-wasm does', async () => {
+    // One place decides the Parquet schema: the lake's Arrow schema, as arrow-rs maps it. The
+    // flat writer takes parquet-wasm's schema elements whole, so field ids set on the Arrow
+    // fields (what Iceberg reads columns by) reach both files alike.
+    const plainRecord = lakeRecord(
+      schemaOf(allKinds),
+      fc.sample(fc.tuple(...allKinds.map((c) => valueArb(c.type))), { numRuns: 5, seed: 7 }),
+    );
+    const fields = plainRecord.schema.fields.map(
+      (x, i) => new Field(x.name, x.type, x.nullable, new Map([['PARQUET:field_id', String(i + 1)]])),
+    );
+    const record = new RecordBatch(new ArrowSchema(fields, plainRecord.schema.metadata), plainRecord.data);
+    const both = bothFiles([record], {});
+    await expectSameFiles(both.flat, both.wasm, { rows: 5 });
+    for (const file of [both.flat, both.wasm]) {
+      const ids = await query(
+        `SELECT name, field_id FROM parquet_schema(${lit(save(file, 'ids'))}) WHERE name <> 'arrow_schema' ORDER BY column_id`,
+      );
+      expect(ids.map((r) => [String(r[0]), Number(r[1])])).toEqual(fields.map((x, i) => [x.name, i + 1]));
+    }
   });
 
   it('skips empty batches among others', async () => {
