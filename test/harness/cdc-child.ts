@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import type { Streamer } from '../../shared/contracts/cdc.js';
 import type { Sink } from '../../shared/contracts/sink.js';
 import type { CursorStore, StateRecord } from '../../shared/contracts/state.js';
-import type { CdcPoint } from '../../shared/engine/cdc/run.js';
+import type { CdcPoint } from '../../shared/engine/cdc/options.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { ParquetSink } from '../../shared/sink/parquet-sink.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';

@@ -12,12 +12,8 @@ import type { ObjectRef, Sink } from '../../shared/contracts/sink.js';
 import type { Introspector } from '../../shared/contracts/source.js';
 import type { CursorStore } from '../../shared/contracts/state.js';
 import type { Batch, WriteMode } from '../../shared/dataplane/batch.js';
-import {
-  type CdcRunOptions,
-  type CdcSummary,
-  type FlushLimits,
-  runCdc,
-} from '../../shared/engine/cdc/run.js';
+import type { CdcRunOptions, CdcSummary, FlushLimits } from '../../shared/engine/cdc/options.js';
+import { runCdc } from '../../shared/engine/cdc/run.js';
 import { cdcStateKey, parseCdcState } from '../../shared/engine/cdc/state.js';
 import { silentLogger } from '../../shared/observability/log.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';

@@ -20,7 +20,8 @@ import type { Reader, SourcePosition, Streamer } from '../../shared/contracts/cd
 import type { Sink } from '../../shared/contracts/sink.js';
 import type { CursorStore } from '../../shared/contracts/state.js';
 import { MysqlCdcSource } from '../../shared/drivers/mysql/cdc/source.js';
-import { type CdcPoint, type CdcTableConfig, runCdc } from '../../shared/engine/cdc/run.js';
+import type { CdcPoint, CdcTableConfig } from '../../shared/engine/cdc/options.js';
+import { runCdc } from '../../shared/engine/cdc/run.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';

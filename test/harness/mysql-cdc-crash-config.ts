@@ -4,7 +4,7 @@
  * timing, the captured tables, and the order of binlog positions. Importing the child itself
  * would run it.
  */
-import type { CdcPoint } from '../../shared/engine/cdc/run.js';
+import type { CdcPoint } from '../../shared/engine/cdc/options.js';
 import { cdcStateKey } from '../../shared/engine/cdc/state.js';
 import { binlogFileIndex } from '../../shared/position/position.js';
 

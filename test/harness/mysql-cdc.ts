@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { parseSpec, type Spec } from '../../shared/config/spec.js';
-import type { CdcSummary } from '../../shared/engine/cdc/run.js';
+import type { CdcSummary } from '../../shared/engine/cdc/options.js';
 import { type CdcState, parseCdcState } from '../../shared/engine/cdc/state.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { runCdcSources } from '../../shared/pipeline/cdc-runner.js';

@@ -3,7 +3,7 @@
  * (./pg-cdc-child.ts) share: the child's config, the kill record, the state key, the lease
  * timing and the captured pgbench tables. Importing the child itself would run it.
  */
-import type { CdcPoint } from '../../shared/engine/cdc/run.js';
+import type { CdcPoint } from '../../shared/engine/cdc/options.js';
 import { cdcStateKey } from '../../shared/engine/cdc/state.js';
 
 /** A broken protocol step the crash test must detect. */

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import postgres from 'postgres';
 import { cdcSettings, parseSpec, type Spec } from '../../shared/config/spec.js';
-import type { CdcSummary } from '../../shared/engine/cdc/run.js';
+import type { CdcSummary } from '../../shared/engine/cdc/options.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { runCdcSources } from '../../shared/pipeline/cdc-runner.js';

@@ -17,7 +17,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { CdcPoint } from '../../shared/engine/cdc/run.js';
+import type { CdcPoint } from '../../shared/engine/cdc/options.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import type { ChildConfig, Mutation } from '../harness/cdc-child.js';

@@ -34,7 +34,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import type mysql from 'mysql2/promise';
 import { afterAll, describe, expect, it } from 'vitest';
 import { gtidWentBack } from '../../shared/drivers/mysql/cdc/reader.js';
-import type { CdcPoint } from '../../shared/engine/cdc/run.js';
+import type { CdcPoint } from '../../shared/engine/cdc/options.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';

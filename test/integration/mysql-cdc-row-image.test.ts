@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CdcTable } from '../../shared/contracts/cdc.js';
 import { binlogPosition, type MysqlCdcReader } from '../../shared/drivers/mysql/cdc/reader.js';
 import { MysqlCdcSource } from '../../shared/drivers/mysql/cdc/source.js';
-import { cdcLakeSchema } from '../../shared/engine/cdc/run.js';
+import { cdcLakeSchema } from '../../shared/engine/cdc/lake-schema.js';
 import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';
 import { mysqlClient } from '../harness/mysql-cdc.js';
 

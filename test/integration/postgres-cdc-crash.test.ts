@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import type postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { CdcPoint } from '../../shared/engine/cdc/run.js';
+import type { CdcPoint } from '../../shared/engine/cdc/options.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { parseLsn } from '../../shared/position/position.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';

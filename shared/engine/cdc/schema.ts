@@ -16,7 +16,7 @@ import type { Introspector, TableSpec } from '../../contracts/source.js';
 import type { CursorStore } from '../../contracts/state.js';
 import { schemaHash } from '../../dataplane/schema-rules.js';
 import { takeLease } from '../lease.js';
-import { cdcLakeSchema } from './run.js';
+import { cdcLakeSchema } from './lake-schema.js';
 import { type CdcStreamEvent, type CdcTableState, lastSchemaStop, parseCdcState } from './state.js';
 
 export interface AcceptCdcSchemaOptions {

@@ -1,0 +1,286 @@
+/**
+ * The flush cycle of a CDC run (docs/decisions/0009-cdc-commit-protocol.md, "The flush cycle"):
+ * where a captured position becomes durable. Every change reaches the lake, the state and the
+ * source's acknowledgement here, in this order only (docs/architecture.md, "The durability
+ * order"; the order itself is kept by shared/engine/durable-step.ts):
+ *   1. the due tables' objects are written to the lake, in parallel, each named at or past its
+ *      table's committed `next` (so recovery finds it) and with the run's fence number;
+ *   2. ONE conditional commit of the state (compare-and-set on its version, renewing the lease)
+ *      records each table's new `next` and the new resume position, which ./ack.ts never lets
+ *      pass a transaction that is not durable on every table;
+ *   3. only then is the source acknowledged up to that position.
+ * An idle commit (nothing pending, a newer heartbeat position) is steps 2 and 3; a commit of an
+ * event of the stream (./run.ts: DDL, gap, schema change) is step 2 alone. Every step checks the
+ * self-fence first (./fencing.ts), and every commit re-arms it, as the commit renewed the lease.
+ *
+ * Owns: when a table is due (rows, bytes, age, maxAckLag; an idle position every idleCommit),
+ * the cut, what each commit records, and the ack. Works on the run's own fields through
+ * `FlushContext` (the run is it); never reorders the three steps, and a failed write or commit
+ * throws before anything later runs.
+ */
+import type { Reader, SourcePosition } from '../../contracts/cdc.js';
+import { TidemarkError } from '../../contracts/errors.js';
+import type { StateRecord } from '../../contracts/state.js';
+import type { Batch } from '../../dataplane/batch.js';
+import { META_POS } from '../../dataplane/metadata.js';
+import type { Logger } from '../../observability/log.js';
+import { positionAfter } from '../../position/position.js';
+import { durableStep } from '../durable-step.js';
+import type { AckTracker } from './ack.js';
+import type { LeaseFence } from './fencing.js';
+import type { Captured, CdcRunOptions } from './options.js';
+import type { ChunkLanding, Snapshotter } from './snapshot.js';
+import type { CdcState, CdcTableState } from './state.js';
+
+/** The part of a run (./run.ts `CdcRun`) the flush cycle reads and moves forward. */
+export interface FlushContext {
+  readonly opts: CdcRunOptions;
+  readonly key: string;
+  readonly log: Logger;
+  readonly fence: LeaseFence;
+  /** This acquisition's fence number: part of every object name this run writes. */
+  readonly fenceNumber: number;
+  readonly reader: Reader | undefined;
+  readonly tracker: AckTracker;
+  /** The snapshots of tables not yet fully loaded; undefined when none runs. */
+  readonly snapshotter: Snapshotter | undefined;
+  /** The committed state, and its version: what the next conditional commit expects. */
+  version: number;
+  state: CdcState;
+  /** Clock reading of the last commit (the idle commit is measured from it). */
+  lastCommitAt: number;
+  /** Tables with pending rows; of those, the ones rows arrived for since the last look. */
+  readonly pending: Set<Captured>;
+  readonly dirty: Set<Captured>;
+  /** When the oldest pending row may come due by age (flushSeconds or maxAckLag). */
+  ageDueAt: number;
+  /** The run's totals, for its summary. */
+  rows: number;
+  flushes: number;
+  objects: number;
+}
+
+/** How long the reader may wait for the next event before a timer is due. */
+export function waitMs(run: FlushContext): number {
+  const now = run.opts.clock();
+  const { ms, maxAckLagMs, idleCommitMs } = run.opts.limits;
+  const due = Math.min(now + Math.min(ms, maxAckLagMs, idleCommitMs), run.ageDueAt);
+  return Math.max(1, Math.min(1000, due - now));
+}
+
+/** Flushes the tables that are due (all with pending rows when `all`), or commits an idle position. */
+export async function flushDue(run: FlushContext, all: boolean): Promise<void> {
+  const now = run.opts.clock();
+  const { rows, bytes, ms, maxAckLagMs, idleCommitMs } = run.opts.limits;
+  // Sizes can only have grown for the tables rows arrived for since the last look; ages are
+  // looked at when the oldest pending row may have come due. Nothing here scans every table
+  // per event.
+  const byAge = all || now >= run.ageDueAt;
+  const due: Captured[] = [];
+  for (const t of byAge ? run.pending : run.dirty) {
+    if (t.pendingSince === undefined) continue;
+    const p = run.reader!.pending(t.config.target);
+    const age = now - t.pendingSince;
+    if (all || p.rows >= rows || p.bytes >= bytes || age >= ms || age >= maxAckLagMs) due.push(t);
+  }
+  run.dirty.clear();
+  if (byAge) {
+    run.ageDueAt = Number.POSITIVE_INFINITY;
+    for (const t of run.pending)
+      if (!due.includes(t))
+        run.ageDueAt = Math.min(run.ageDueAt, t.pendingSince! + Math.min(ms, maxAckLagMs));
+  }
+  if (due.length > 0) return flushTables(run, due, now);
+  // Nothing pending: a newer resume point (commits of rows all durable, heartbeats) is still
+  // committed now and then, or at the end, so the stored position does not age.
+  const position = run.tracker.position;
+  if (
+    position !== undefined &&
+    !samePosition(position, run.state.position) &&
+    (all || now - run.lastCommitAt >= idleCommitMs)
+  ) {
+    await commit(run, { ...run.state, position });
+    await ack(run, position);
+  }
+}
+
+/**
+ * One flush cycle: cut, write in parallel, ONE conditional commit, then ack. With `landing`
+ * (a chunk whose high watermark arrived), its table's object also carries the chunk's rows
+ * placed after the cut, and the commit takes the chunk's range out of the table's snapshot.
+ */
+export async function flushTables(
+  run: FlushContext,
+  due: readonly Captured[],
+  now: number,
+  landing?: ChunkLanding,
+): Promise<void> {
+  run.fence.check();
+  const reader = run.reader!;
+  const marks = new Map<string, number>();
+  const cuts: { t: Captured; batches: Batch[]; startPosition: string; last: string }[] = [];
+  if (reader.settle) await reader.settle(due.map((t) => t.config.target));
+  const snapshotter = run.snapshotter;
+  let chunkRows = 0;
+  for (const t of due) {
+    const target = t.config.target;
+    marks.set(target, run.tracker.appendedRows(target));
+    const batch = reader.cut(target);
+    t.pendingSince = undefined;
+    run.pending.delete(t);
+    run.dirty.delete(t);
+    // A stopped table's changes are dropped: counted durable, never written.
+    if (t.stopped) continue;
+    if (batch && snapshotter?.watching(target)) snapshotter.observe(target, batch.record, t.ref.primaryKey);
+    const batches = batch ? [batch] : [];
+    if (landing?.table === target) {
+      const next = run.state.tables[target]?.next;
+      const prefix = landing.window.rowsPos!;
+      // Two chunks can sit at one watermark position (MariaDB, no write between their
+      // snapshots): the second one's ordinals go on after the first's.
+      const base = next?.startsWith(prefix) ? Number.parseInt(next.slice(-8), 16) : 0;
+      const placed = snapshotter!.place(landing, base);
+      for (const b of placed) chunkRows += b.record.numRows;
+      batches.push(...placed);
+    }
+    if (batches.length === 0) continue;
+    // The object is named at or past `next` (recovery must find it), and `next` moves past
+    // every row it holds. A chunk placed at a watermark the table's stream rows already passed
+    // (a MariaDB cut the reader had read beyond) is named by `next` itself.
+    const committedNext = run.state.tables[target]?.next;
+    let startPosition = firstPosition(batches[0]!);
+    if (committedNext !== undefined && startPosition < committedNext) startPosition = committedNext;
+    let last = startPosition;
+    for (const b of batches) if (b.watermark! > last) last = b.watermark!;
+    cuts.push({ t, batches, startPosition, last });
+  }
+  const position = run.tracker.resumeIf(marks);
+  const at = new Date(now).toISOString();
+  if (landing) snapshotter!.finish(landing, chunkRows, at);
+  let rows = 0;
+  let next: CdcState | undefined;
+  // One durable step: every due table's object in parallel, then ONE conditional commit of
+  // their `next` and the resume point, then the ack (shared/engine/durable-step.ts).
+  await durableStep({
+    sink: run.opts.sink,
+    store: run.opts.store,
+    key: run.key,
+    owner: run.opts.owner,
+    expectedVersion: run.version,
+    renewTtlMs: run.opts.leaseTtlMs,
+    writes: cuts.map(({ t, batches, startPosition, last }) => ({
+      target: {
+        table: t.config.target,
+        writer: run.opts.writer,
+        fence: run.fenceNumber,
+        format: t.format,
+      },
+      schema: t.schema,
+      startPosition,
+      batches,
+      recorded: t.recorded,
+      t,
+      last,
+    })),
+    value: (written) => {
+      run.fence.check();
+      const tables: Record<string, CdcTableState> = { ...run.state.tables };
+      for (const { write, refs } of written) {
+        const { t, batches, last } = write;
+        const prev = tables[t.config.target] ?? { rows: 0, objects: 0 };
+        let n = 0;
+        for (const b of batches) n += b.record.numRows;
+        rows += n;
+        tables[t.config.target] = {
+          ...prev,
+          next: positionAfter(last),
+          rows: prev.rows + n,
+          objects: prev.objects + refs.length,
+          lastFlushAt: at,
+          schemaHash: t.recorded.hash,
+          schemaVersion: t.recorded.version,
+          format: t.format,
+          ...(t.lastCommitTimeMs !== undefined ? { lagMs: Math.max(0, now - t.lastCommitTimeMs) } : {}),
+        };
+        run.objects += refs.length;
+      }
+      next = {
+        ...run.state,
+        tables: withSnapshots(run.snapshotter, tables),
+        ...(position ? { position } : {}),
+        lastCommitAt: new Date(run.opts.clock()).toISOString(),
+      };
+      return next as unknown as Record<string, unknown>;
+    },
+    committed: (record) => {
+      committedAs(run, record, next!);
+      run.tracker.markDurable(marks);
+      run.rows += rows;
+      run.flushes += 1;
+    },
+    at: (point) => run.opts.faults?.(point),
+    ...(position ? { ack: () => ack(run, position) } : {}),
+  });
+  run.log.debug('flushed', {
+    tables: cuts.length,
+    rows,
+    ...(landing ? { chunkRows } : {}),
+    position: position?.display ?? position?.value,
+  });
+}
+
+/** Acknowledges the source up to `position`, which the state already holds. */
+export async function ack(run: FlushContext, position: SourcePosition): Promise<void> {
+  run.fence.check();
+  await run.reader!.setConfirmed(position);
+  await run.opts.faults?.('after-ack');
+}
+
+/** A commit outside a flush (an idle position, an event): one conditional write under the lease. */
+export async function commit(run: FlushContext, value: CdcState): Promise<void> {
+  run.fence.check();
+  const next: CdcState = {
+    ...value,
+    tables: withSnapshots(run.snapshotter, { ...value.tables }),
+    lastCommitAt: new Date(run.opts.clock()).toISOString(),
+  };
+  const committed = await run.opts.store.commit(run.key, {
+    owner: run.opts.owner,
+    expectedVersion: run.version,
+    value: next as unknown as Record<string, unknown>,
+    renewTtlMs: run.opts.leaseTtlMs,
+  });
+  committedAs(run, committed, next);
+}
+
+/** After a commit: its version and value are the state now, and the lease was renewed by it. */
+function committedAs(run: FlushContext, record: StateRecord, value: CdcState): void {
+  run.version = record.version;
+  run.state = value;
+  run.lastCommitAt = run.opts.clock();
+  run.fence.schedule();
+}
+
+/** The tables' entries with the snapshot progress of the tables being snapshotted. */
+function withSnapshots(
+  snapshotter: Snapshotter | undefined,
+  tables: Record<string, CdcTableState>,
+): Record<string, CdcTableState> {
+  if (!snapshotter) return tables;
+  for (const [target, snapshot] of snapshotter.progress()) {
+    const prev = tables[target];
+    if (prev) tables[target] = { ...prev, snapshot };
+  }
+  return tables;
+}
+
+function firstPosition(batch: Batch): string {
+  const pos = batch.record.getChild(META_POS)?.get(0) as string | null | undefined;
+  if (typeof pos !== 'string')
+    throw new TidemarkError('BATCH_INVALID', `batch of ${batch.table} has no __pos`);
+  return pos;
+}
+
+function samePosition(a: SourcePosition | undefined, b: SourcePosition | undefined): boolean {
+  return a?.scheme === b?.scheme && a?.value === b?.value;
+}
