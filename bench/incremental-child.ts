@@ -11,7 +11,7 @@ import { writeSync } from 'node:fs';
 import { incrementalTables, parseSpec } from '../shared/config/spec.js';
 import { binaryRows } from '../shared/drivers/mysql/incremental.js';
 import { rawCopy } from '../shared/drivers/postgres/wire/copy-tap.js';
-import { readAhead } from '../shared/engine/incremental/run.js';
+import { readAhead } from '../shared/engine/incremental/read-ahead.js';
 import { createLogger } from '../shared/observability/log.js';
 import { openPipeline } from '../shared/pipeline/open.js';
 import { runTable } from '../shared/pipeline/run-table.js';

@@ -556,7 +556,7 @@ export interface ChildConfig {
   readonly wasmCompression?: boolean;
   /** Encode each page only when its write starts (no `Sink.prepare` while the previous page is stored). */
   readonly noEncodeAhead?: boolean;
-  /** Pages read ahead of the commits (engine/incremental/run.ts `readAhead`; absent: its default). */
+  /** Pages read ahead of the commits (engine/incremental/read-ahead.ts `readAhead`; absent: its default). */
   readonly readAhead?: number;
   /** parquet-wasm writes every object, not tidemark's flat writer (parquet-writer.ts flatWriter). */
   readonly noFlatWriter?: boolean;

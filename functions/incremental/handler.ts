@@ -17,7 +17,7 @@ import type { Context } from 'aws-lambda';
 import { forgetSecrets } from '../../shared/config/secrets.js';
 import { findIncrementalTable, loadSpecFromEnv, type Spec } from '../../shared/config/spec.js';
 import { TidemarkError } from '../../shared/contracts/errors.js';
-import type { IncrementalSummary } from '../../shared/engine/incremental/run.js';
+import type { IncrementalSummary } from '../../shared/engine/incremental/options.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { redactError } from '../../shared/observability/redact.js';
 import { type CheckReport, checkPipeline } from '../../shared/pipeline/check.js';

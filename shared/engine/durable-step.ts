@@ -2,7 +2,7 @@
  * The one durable step both paths take (docs/architecture.md, "The durability order"): write the
  * objects, then ONE conditional commit of the new state under the lease, then acknowledge the
  * source; and the recovery that runs before a run writes anything. The incremental page loop
- * (./incremental/run.ts) takes one step per page with one object and no ack; the CDC flush cycle
+ * (./incremental/commit.ts) takes a step per page with one object and no ack; the CDC flush cycle
  * (./cdc/run.ts) takes one step per cycle with an object per due table, then acks.
  *
  * Owns the ORDER, and nothing else: what is written, what the state says and what an ack means

@@ -35,7 +35,7 @@ import { requireUpsertKey } from '../dataplane/batch.js';
 import { findColumn, type Schema } from '../dataplane/schema.js';
 import { driver } from '../drivers/registry.js';
 import { cdcTableAccepted, cdcTableRefusals } from '../engine/cdc/preconditions.js';
-import { NullCursorError } from '../engine/incremental/run.js';
+import { NullCursorError } from '../engine/incremental/errors.js';
 import { redact } from '../observability/redact.js';
 import { findModeChanges } from './mode-change.js';
 import { type OpenSources, openLake, openSources, openStateStore, type SourceReadSettings } from './open.js';

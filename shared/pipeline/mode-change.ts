@@ -16,7 +16,7 @@ import { TidemarkError } from '../contracts/errors.js';
 import type { CursorStore } from '../contracts/state.js';
 import { cdcStateKey, cdcStateTables } from '../engine/cdc/state-tables.js';
 import { isRetiredIncrementalState } from '../engine/incremental/reset.js';
-import { incrementalStateKey } from '../engine/incremental/run.js';
+import { incrementalStateKey } from '../engine/incremental/state.js';
 
 /** A table whose spec mode differs from the mode its stored state was written in. */
 export class ModeChangedError extends TidemarkError {

@@ -18,7 +18,7 @@ import type { Batch } from '../dataplane/batch.js';
 import { newBatch } from '../dataplane/batch.js';
 import { encodeRows } from '../dataplane/encoder.js';
 import { driver } from '../drivers/registry.js';
-import type { RowEncoder } from '../engine/incremental/run.js';
+import type { RowEncoder } from '../engine/incremental/options.js';
 import { openLakeSink } from '../sink/open-lake.js';
 import { FileCursorStore } from '../state/file-cursor-store.js';
 

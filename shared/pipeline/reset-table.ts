@@ -22,8 +22,7 @@ import {
   type ResetResult,
   resetIncremental,
 } from '../engine/incremental/reset.js';
-import { incrementalStateKey } from '../engine/incremental/run.js';
-import { parseIncrementalState } from '../engine/incremental/state.js';
+import { incrementalStateKey, parseIncrementalState } from '../engine/incremental/state.js';
 import { writerId } from '../sink/layout.js';
 
 export interface ResetTableOptions {

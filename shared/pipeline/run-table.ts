@@ -10,7 +10,8 @@
 
 import { type IncrementalTableSpec, type Spec, tableTarget } from '../config/spec.js';
 import type { Clock } from '../contracts/state.js';
-import { type IncrementalSummary, runIncremental } from '../engine/incremental/run.js';
+import type { IncrementalSummary } from '../engine/incremental/options.js';
+import { runIncremental } from '../engine/incremental/run.js';
 import type { Logger } from '../observability/log.js';
 import { writerId } from '../sink/layout.js';
 import { isProvablyDead, localOwner } from '../state/lease-owner.js';

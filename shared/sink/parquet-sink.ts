@@ -72,7 +72,7 @@ export const encodeAhead = { enabled: true };
 
 /**
  * Prepared objects kept per table and writer: the pages a run reads ahead of its commits
- * (engine/incremental/run.ts `readAhead`), with room to spare. Past it the oldest is dropped
+ * (engine/incremental/read-ahead.ts `readAhead`), with room to spare. Past it the oldest is dropped
  * (its write, should it still come, encodes again).
  */
 const PREPARED_MAX = 4;

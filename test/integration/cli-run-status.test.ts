@@ -16,7 +16,7 @@ import mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSpec, type Spec } from '../../shared/config/spec.js';
 import type { StateRecord } from '../../shared/contracts/state.js';
-import { incrementalStateKey } from '../../shared/engine/incremental/run.js';
+import { incrementalStateKey } from '../../shared/engine/incremental/state.js';
 import type { TableStatus } from '../../shared/engine/incremental/status.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import {

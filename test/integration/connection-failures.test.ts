@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { afterAll, describe, expect, it } from 'vitest';
 import { incrementalTables, parseSpec, type Spec } from '../../shared/config/spec.js';
-import { incrementalStateKey } from '../../shared/engine/incremental/run.js';
+import { incrementalStateKey } from '../../shared/engine/incremental/state.js';
 import { silentLogger } from '../../shared/observability/log.js';
 import { openPipeline } from '../../shared/pipeline/open.js';
 import { runTable } from '../../shared/pipeline/run-table.js';

@@ -24,7 +24,7 @@ import { toLakeRecord } from '../../shared/dataplane/lake.js';
 import type { Column, LogicalType, Schema } from '../../shared/dataplane/schema.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { resetIncremental } from '../../shared/engine/incremental/reset.js';
-import { incrementalStateKey } from '../../shared/engine/incremental/run.js';
+import { incrementalStateKey } from '../../shared/engine/incremental/state.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { openPipeline } from '../../shared/pipeline/open.js';
 import { runTable } from '../../shared/pipeline/run-table.js';

@@ -1,7 +1,7 @@
 /**
- * Pages read ahead of the commits (engine/incremental/run.ts `readAhead`, decision 0021), on the
- * real Postgres source and the real file sink: while page N is written, pages N+1 and N+2 are
- * read (and no further), and pages of big values (closed by the byte budget) keep one page
+ * Pages read ahead of the commits (engine/incremental/read-ahead.ts `readAhead`, decision 0021),
+ * on the real Postgres source and the real file sink: while page N is written, pages N+1 and N+2
+ * are read (and no further), and pages of big values (closed by the byte budget) keep one page
  * ahead. Each test holds the first page's write until a read it names has arrived, then checks
  * the order of read and write events: the engine runs a page's follow-up read in the same turn
  * as the read's arrival, so an event the rule forbids would already be recorded when the write is
@@ -11,7 +11,8 @@ import { rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { incrementalTables } from '../../shared/config/spec.js';
 import type { Sink } from '../../shared/contracts/sink.js';
-import { type IncrementalSummary, readAhead } from '../../shared/engine/incremental/run.js';
+import type { IncrementalSummary } from '../../shared/engine/incremental/options.js';
+import { readAhead } from '../../shared/engine/incremental/read-ahead.js';
 import { silentLogger } from '../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../shared/pipeline/open.js';
 import { type RunTableOptions, runTable } from '../../shared/pipeline/run-table.js';

@@ -26,7 +26,7 @@ import {
   unregisterDriver,
 } from '../../shared/drivers/registry.js';
 import { cdcStateKey } from '../../shared/engine/cdc/state-tables.js';
-import { incrementalStateKey } from '../../shared/engine/incremental/run.js';
+import { incrementalStateKey } from '../../shared/engine/incremental/state.js';
 import { silentLogger } from '../../shared/observability/log.js';
 import { checkPipeline } from '../../shared/pipeline/check.js';
 import {

@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { findIncrementalTable, isIncremental, type Spec, tableTarget } from '../../../shared/config/spec.js';
-import type { IncrementalSummary } from '../../../shared/engine/incremental/run.js';
+import type { IncrementalSummary } from '../../../shared/engine/incremental/options.js';
 import { recordError } from '../../../shared/engine/incremental/state.js';
 import { createLogger, type Logger } from '../../../shared/observability/log.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';

@@ -18,7 +18,7 @@ import { describeChange } from '../../../shared/dataplane/schema-rules.js';
 import { driver } from '../../../shared/drivers/registry.js';
 import { acceptCdcSchema } from '../../../shared/engine/cdc/schema.js';
 import { cdcStateKey } from '../../../shared/engine/cdc/state.js';
-import { incrementalStateKey } from '../../../shared/engine/incremental/run.js';
+import { incrementalStateKey } from '../../../shared/engine/incremental/state.js';
 import { acceptSchema } from '../../../shared/engine/incremental/schema.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { isProvablyDead, localOwner } from '../../../shared/state/lease-owner.js';

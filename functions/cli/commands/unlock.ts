@@ -11,7 +11,7 @@
 import { parseArgs } from 'node:util';
 import { findIncrementalTable, tableTarget } from '../../../shared/config/spec.js';
 import { TidemarkError } from '../../../shared/contracts/errors.js';
-import { incrementalStateKey } from '../../../shared/engine/incremental/run.js';
+import { incrementalStateKey } from '../../../shared/engine/incremental/state.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import {
   holderLiveness,

@@ -5,7 +5,7 @@
  *
  * Owns the three ways out of "the state does not account for the lake" (a lost state, a state
  * restored from an older backup, a move to another state store), which the run itself refuses
- * (`STATE_MISSING`, `STATE_BEHIND_LAKE` in run.ts):
+ * (`STATE_MISSING`, `STATE_BEHIND_LAKE` in recovery.ts):
  *   - plain reset (the state is intact): `seq` keeps counting, so resynced rows get positions
  *     after every existing object, which stays;
  *   - keep objects: `seq` moves past this writer's newest object, which all stay (readers pick

@@ -11,6 +11,11 @@ import { TidemarkError } from '../../contracts/errors.js';
 import { type LakeFormat, parseRecordedFormat } from '../../contracts/lake-format.js';
 import { parseStoredSchema, type StoredSchema } from '../../dataplane/schema-rules.js';
 
+/** The key of an incremental table's state item. */
+export function incrementalStateKey(pipeline: string, target: string): string {
+  return `inc#${pipeline}#${target}`;
+}
+
 /** Why a run stopped reading. */
 export type StopReason = 'caught-up' | 'deadline' | 'max-pages' | 'interrupted' | 'error';
 

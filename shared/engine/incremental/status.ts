@@ -12,8 +12,7 @@
 import type { Sink } from '../../contracts/sink.js';
 import type { CursorStore } from '../../contracts/state.js';
 import { type HolderLiveness, holderName, parseLeaseOwner } from '../../state/lease-owner.js';
-import { incrementalStateKey } from './run.js';
-import { type LastRun, parseIncrementalState, type RecordedError } from './state.js';
+import { incrementalStateKey, type LastRun, parseIncrementalState, type RecordedError } from './state.js';
 
 /** The lease as status shows it; times are ISO, spans whole seconds. */
 export interface LeaseStatus {

@@ -12,7 +12,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import mysql from 'mysql2/promise';
 import postgres from 'postgres';
 import { incrementalTables, parseSpec, type Spec } from '../../../shared/config/spec.js';
-import type { IncrementalSummary } from '../../../shared/engine/incremental/run.js';
+import type { IncrementalSummary } from '../../../shared/engine/incremental/options.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.js';
 import { type RunTableOptions, runTable } from '../../../shared/pipeline/run-table.js';

@@ -24,7 +24,7 @@ import { incrementalTables, tableTarget } from '../../../shared/config/spec.js';
 import type { TidemarkError } from '../../../shared/contracts/errors.js';
 import type { Sink } from '../../../shared/contracts/sink.js';
 import type { CursorStore } from '../../../shared/contracts/state.js';
-import { incrementalStateKey } from '../../../shared/engine/incremental/run.js';
+import { incrementalStateKey } from '../../../shared/engine/incremental/state.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';

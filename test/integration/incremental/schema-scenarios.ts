@@ -13,7 +13,7 @@ import type { Spec } from '../../../shared/config/spec.js';
 import { incrementalTables, tableTarget } from '../../../shared/config/spec.js';
 import type { TidemarkError } from '../../../shared/contracts/errors.js';
 import type { Sink } from '../../../shared/contracts/sink.js';
-import { incrementalStateKey } from '../../../shared/engine/incremental/run.js';
+import { incrementalStateKey } from '../../../shared/engine/incremental/state.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
