@@ -22,8 +22,9 @@ import { App } from 'aws-cdk-lib';
 import { bundleHandler } from '../functions/bundle.js';
 import { TidemarkError } from '../shared/contracts/errors.js';
 import { redact } from '../shared/observability/redact.js';
+import { CONTEXT } from './context.js';
 import { deployedSpecText, loadDeployableSpec } from './deploy-spec.js';
-import { assertDeployableSpec, CONTEXT, TidemarkStack } from './incremental-stack.js';
+import { assertDeployableSpec, TidemarkStack } from './incremental-stack.js';
 
 const app = new App();
 const specFile = resolve(
