@@ -39,7 +39,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import mysql from 'mysql2/promise';
 import type { SourcePosition } from '../shared/contracts/cdc.js';
-import { binlogPosition } from '../shared/drivers/mysql/cdc/reader.js';
+import { binlogPosition } from '../shared/drivers/mysql/cdc/position.js';
 import { type MariaDbServer, startMariaDb } from '../test/harness/mariadb-server.js';
 import type { MysqlCdcBenchConfig, MysqlCdcBenchReport } from './cdc-mysql-child.js';
 import {

@@ -33,7 +33,7 @@ import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import type mysql from 'mysql2/promise';
 import { afterAll, describe, expect, it } from 'vitest';
-import { gtidWentBack } from '../../shared/drivers/mysql/cdc/reader.js';
+import { gtidWentBack } from '../../shared/drivers/mysql/cdc/failover.js';
 import type { CdcPoint } from '../../shared/engine/cdc/options.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';

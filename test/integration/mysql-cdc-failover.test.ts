@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import type mysql from 'mysql2/promise';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseBinlogPosition } from '../../shared/drivers/mysql/cdc/reader.js';
+import { parseBinlogPosition } from '../../shared/drivers/mysql/cdc/position.js';
 import { mysqlPosition } from '../../shared/position/position.js';
 import { type MariaDbServer, startMariaDb } from '../harness/mariadb-server.js';
 import {

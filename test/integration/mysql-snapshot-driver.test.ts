@@ -21,7 +21,8 @@ import { TidemarkError } from '../../shared/contracts/errors.js';
 import type { ChunkRows, ChunkWindow, TableChunker } from '../../shared/contracts/snapshot.js';
 import type { TableRef } from '../../shared/contracts/source.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
-import { binlogAt, type MysqlCdcReader, parseBinlogPosition } from '../../shared/drivers/mysql/cdc/reader.js';
+import { binlogAt, parseBinlogPosition } from '../../shared/drivers/mysql/cdc/position.js';
+import type { MysqlCdcReader } from '../../shared/drivers/mysql/cdc/reader.js';
 import { MysqlCdcSource } from '../../shared/drivers/mysql/cdc/source.js';
 import {
   type MysqlChunker,

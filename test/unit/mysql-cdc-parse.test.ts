@@ -4,12 +4,9 @@
  * MariaDB's UUID/INET4/INET6 text from their binlog bytes.
  */
 import { describe, expect, it } from 'vitest';
-import {
-  binlogPosition,
-  destructiveTargets,
-  gtidWentBack,
-  parseBinlogPosition,
-} from '../../shared/drivers/mysql/cdc/reader.js';
+import { destructiveTargets } from '../../shared/drivers/mysql/cdc/ddl.js';
+import { gtidWentBack } from '../../shared/drivers/mysql/cdc/failover.js';
+import { binlogPosition, parseBinlogPosition } from '../../shared/drivers/mysql/cdc/position.js';
 import { formatInet4, formatInet6, formatUuid } from '../../shared/drivers/mysql/cdc/values.js';
 
 describe('destructiveTargets', () => {

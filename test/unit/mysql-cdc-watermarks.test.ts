@@ -7,7 +7,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { CdcEvent } from '../../shared/contracts/cdc.js';
-import { binlogAt, MysqlCdcReader } from '../../shared/drivers/mysql/cdc/reader.js';
+import { binlogAt } from '../../shared/drivers/mysql/cdc/position.js';
+import { MysqlCdcReader } from '../../shared/drivers/mysql/cdc/reader.js';
 import { mysqlPosition } from '../../shared/position/position.js';
 
 interface FakeEvent {

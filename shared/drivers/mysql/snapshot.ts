@@ -34,7 +34,7 @@ import { BatchEncoder } from '../../dataplane/encoder.js';
 import { Op } from '../../dataplane/metadata.js';
 import { describeType, type LogicalType, type Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey, isKeyType } from '../../position/key-codec.js';
-import { binlogAt } from './cdc/reader.js';
+import { binlogAt } from './cdc/position.js';
 import { type ConnectOptions, MysqlConnection, type RawRow, translateConnectError } from './connect.js';
 import { keysetPredicate } from './incremental.js';
 import { type ColumnInfo, introspectTable, TABLE_ALIAS, type TablePlan } from './introspect.js';
