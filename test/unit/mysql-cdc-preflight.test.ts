@@ -7,12 +7,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { CheckItem } from '../../shared/contracts/check.js';
-import {
-  type BinlogFacts,
-  globalPrivileges,
-  judgeBinlog,
-  platformOf,
-} from '../../shared/drivers/mysql/cdc/preflight.js';
+import type { BinlogFacts } from '../../shared/drivers/mysql/cdc/binlog-facts.js';
+import { globalPrivileges, judgeBinlog, platformOf } from '../../shared/drivers/mysql/cdc/preflight.js';
 
 /** MySQL 8.0 defaults (as `SHOW GLOBAL VARIABLES` prints them), self-hosted. */
 const MYSQL8: Record<string, string> = {
