@@ -29,8 +29,8 @@ import type {
 } from '../../shared/contracts/snapshot.js';
 import type { TableRef } from '../../shared/contracts/source.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
-import { WATERMARK_PREFIX } from '../../shared/drivers/postgres/cdc/reader.js';
 import { PostgresCdcSource } from '../../shared/drivers/postgres/cdc/source.js';
+import { WATERMARK_PREFIX } from '../../shared/drivers/postgres/cdc/watermarks.js';
 import { invisibleXids } from '../../shared/drivers/postgres/snapshot.js';
 import { PostgresSource } from '../../shared/drivers/postgres/source.js';
 import { decodeKey } from '../../shared/position/key-codec.js';

@@ -40,7 +40,7 @@ import { BatchEncoder } from '../../dataplane/encoder.js';
 import { Op } from '../../dataplane/metadata.js';
 import { describeType, type LogicalType, type Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey, isKeyType } from '../../position/key-codec.js';
-import { WATERMARK_PREFIX } from './cdc/reader.js';
+import { WATERMARK_PREFIX } from './cdc/watermarks.js';
 import { type ConnectOptions, endpointOf, queryPool, type Sql, translateConnectError } from './connect.js';
 import { copyFields, ctxOf, dataColumns, schemaFailure } from './incremental.js';
 import { type ColumnInfo, checkColumnsUnchanged, introspectTable, type TablePlan } from './introspect.js';
