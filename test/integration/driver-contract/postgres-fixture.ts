@@ -459,7 +459,7 @@ export function postgresDriverFixture(): PostgresDriverFixture {
 /** The ICU collation of the snapshot key cases: its order is not byte order. */
 export const ICU = 'en-US-x-icu';
 
-/** Table `name`: `rows` rows of a dozen wire types (id bigint 1..300), analyzed. */
+/** Table `name`: 300 rows (id bigint 1..300) of a dozen wire types, analyzed. */
 export const snapTypesTable = (name: string) => `
       CREATE TABLE ${name} (
         id bigint PRIMARY KEY, amount numeric(12,2), note text, at timestamptz, d date, j jsonb,
