@@ -1,0 +1,130 @@
+/**
+ * The body every driver's CDC crash child shares (./pg-cdc-child.ts, ./mysql-cdc-child.ts): runs
+ * `runCdc` (not the CLI) on the driver's real source with a file state store and a file lake in
+ * `config.dir`, for the crash suites (test/integration/cdc-crash/) that SIGKILL it at named
+ * points of the commit protocol.
+ *
+ * With `kill`, the `nth` time the engine reaches `kill.point` the process appends one JSON line
+ * to `<dir>/kills` (fsync'd: the point, nth, and the committed state position read back through
+ * the store) and SIGKILLs itself, so the parent knows exactly where each kill landed. With
+ * `mutation`, one step of the protocol is replaced by a broken one (./mutations.ts: a wrapper
+ * injected here, never a switch in production code). SIGTERM drains (flush, commit, ack,
+ * release) and exits 0.
+ */
+import { join } from 'node:path';
+import type { CdcRuntime, Streamer } from '../../shared/contracts/cdc.js';
+import type { ClosableCdcSource } from '../../shared/contracts/driver.js';
+import type { Sink } from '../../shared/contracts/sink.js';
+import type { CursorStore } from '../../shared/contracts/state.js';
+import type { CdcPoint, CdcTableConfig } from '../../shared/engine/cdc/options.js';
+import { runCdc } from '../../shared/engine/cdc/run.js';
+import { parseCdcState } from '../../shared/engine/cdc/state.js';
+import { createLogger } from '../../shared/observability/log.js';
+import { FileObjectStore } from '../../shared/sink/file-object-store.js';
+import { ParquetSink } from '../../shared/sink/parquet-sink.js';
+import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
+import { isProvablyDead, localOwner } from '../../shared/state/lease-owner.js';
+import {
+  CRASH_LEASE_TTL_MS,
+  CRASH_PIPELINE,
+  CRASH_RENEW_EVERY_MS,
+  CRASH_SOURCE,
+  CRASH_STATE_KEY,
+  type CrashChildConfig,
+  type KillLine,
+} from './cdc-crash-config.js';
+import { ackBeforeCommit, commitBeforeWrite, noopRecover, record } from './mutations.js';
+
+/** What a driver's child gives the shared body. */
+export interface CrashChildDriver {
+  /** The driver's CDC source (`sourceName: sources.<CRASH_SOURCE>`), closed at the end. */
+  readonly source: ClosableCdcSource;
+  /** The captured tables. */
+  readonly tables: readonly CdcTableConfig[];
+  readonly runtime: CdcRuntime;
+  /**
+   * Wraps the source's streamer before any mutation does, with the unwrapped store (the MySQL
+   * child's ack check: every ack, whoever sends it, passes through it).
+   */
+  readonly checkAcks?: (streamer: Streamer, store: CursorStore) => Streamer;
+}
+
+/** The CRASH_SOURCE name a driver's source is built with. */
+export const CRASH_SOURCE_NAME = `sources.${CRASH_SOURCE}`;
+
+/**
+ * Runs the engine on the config in argv[2] (JSON, the driver's `C`) until SIGTERM (or the kill);
+ * the process exits 1 on an error.
+ */
+export function runCrashChild<C extends CrashChildConfig>(open: (config: C) => CrashChildDriver): void {
+  main(open).catch((e: unknown) => {
+    process.stderr.write(`${(e as { code?: string }).code ?? 'ERROR'}: ${String((e as Error).stack ?? e)}\n`);
+    process.exit(1);
+  });
+}
+
+async function main<C extends CrashChildConfig>(open: (config: C) => CrashChildDriver): Promise<void> {
+  const config = JSON.parse(process.argv[2]!) as C;
+  const logger = createLogger({ json: true, level: 'info', metrics: false });
+  const { source, tables, runtime, checkAcks } = open(config);
+  let sink: Sink = new ParquetSink({ store: new FileObjectStore(join(config.dir, 'lake')) });
+  let store: CursorStore = new FileCursorStore(join(config.dir, 'state'));
+  const plainStore = store;
+  let streamer: Streamer = checkAcks ? checkAcks(source, plainStore) : source;
+  if (config.mutation === 'ack-before-commit') streamer = ackBeforeCommit(streamer);
+  if (config.mutation === 'noop-recover') sink = noopRecover(sink);
+  if (config.mutation === 'commit-before-write') ({ sink, store } = commitBeforeWrite(sink, store));
+
+  const kill = config.kill;
+  let seen = 0;
+  const committedNow = async (): Promise<string | null> =>
+    parseCdcState((await plainStore.load(CRASH_STATE_KEY)).value).position?.value ?? null;
+  const startedAt = await committedNow();
+  const faults = async (point: CdcPoint): Promise<void> => {
+    if (!kill || point !== kill.point) return;
+    if (kill.moved && (await committedNow()) === startedAt) return;
+    if (++seen !== kill.nth) return;
+    const line: KillLine = { point, nth: kill.nth, committed: await committedNow() };
+    record(config.dir, 'kills', JSON.stringify(line));
+    process.kill(process.pid, 'SIGKILL');
+    // SIGKILL is delivered at once; never go on past the kill point.
+    await new Promise(() => undefined);
+  };
+
+  const stop = new AbortController();
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => stop.abort());
+  try {
+    const summary = await runCdc({
+      pipeline: CRASH_PIPELINE,
+      sourceName: CRASH_SOURCE,
+      writer: `${CRASH_PIPELINE}.${CRASH_SOURCE}`,
+      tables,
+      introspector: source,
+      streamer,
+      runtime,
+      store,
+      sink,
+      logger,
+      clock: Date.now,
+      owner: localOwner(),
+      limits: {
+        rows: config.flushRows ?? 200,
+        bytes: 64 * 2 ** 20,
+        ms: 1000,
+        maxAckLagMs: 2000,
+        idleCommitMs: config.idleCommitMs ?? 1000,
+      },
+      leaseTtlMs: CRASH_LEASE_TTL_MS,
+      renewEveryMs: CRASH_RENEW_EVERY_MS,
+      stopTimeoutMs: 30_000,
+      signal: stop.signal,
+      // A killed child's lease is taken over at once: its process is provably gone.
+      isHolderDead: isProvablyDead,
+      faults,
+    });
+    process.stdout.write(`${JSON.stringify(summary)}\n`);
+  } finally {
+    await source.close();
+  }
+  process.exitCode = 0;
+}

@@ -1,0 +1,50 @@
+/**
+ * What the CDC crash suites (test/integration/cdc-crash/) and every driver's crash child
+ * (./pg-cdc-child.ts, ./mysql-cdc-child.ts, both over ./cdc-crash-child.ts) share: the child
+ * config's common part, the kill record, the broken protocol steps, the state key and the lease
+ * timing. The driver's part of the config lives next to its child (./pg-cdc-crash-config.ts,
+ * ./mysql-cdc-crash-config.ts). Importing a child itself would run it.
+ */
+import type { CdcPoint } from '../../shared/engine/cdc/options.js';
+import { cdcStateKey } from '../../shared/engine/cdc/state.js';
+
+/** A broken protocol step the crash suites must detect (the wrappers: ./mutations.ts). */
+export type CrashMutation = 'ack-before-commit' | 'noop-recover' | 'commit-before-write';
+
+/**
+ * Kill at the `nth` time the engine reaches `point`. With `moved`, only commits that moved the
+ * committed position past where the child started count (an `after-commit` kill that must leave
+ * the Postgres slot behind the state: a flush of rows inside an open transaction moves no
+ * position).
+ */
+export interface CrashKill {
+  readonly point: CdcPoint;
+  readonly nth: number;
+  readonly moved?: boolean;
+}
+
+export interface CrashChildConfig {
+  /** The child's state (`state/`), lake (`lake/`), kill records (`kills`) and logs. */
+  readonly dir: string;
+  readonly kill?: CrashKill;
+  readonly mutation?: CrashMutation;
+  /** Flush a table at this many pending rows (default 200). */
+  readonly flushRows?: number;
+  /** With nothing pending, commit a newer resume position at least this often (default 1000). */
+  readonly idleCommitMs?: number;
+}
+
+export const CRASH_PIPELINE = 'p';
+export const CRASH_SOURCE = 'src';
+export const CRASH_STATE_KEY = cdcStateKey(CRASH_PIPELINE, CRASH_SOURCE);
+export const CRASH_LEASE_TTL_MS = 15_000;
+/** Renewals every 2 s, so a kill at the first renewal lands quickly. */
+export const CRASH_RENEW_EVERY_MS = 2000;
+
+/** The kill record a child writes right before it SIGKILLs itself. */
+export interface KillLine {
+  readonly point: CdcPoint | 'idle';
+  readonly nth: number;
+  /** The committed state position (the driver's position value) when the child killed itself. */
+  readonly committed: string | null;
+}
