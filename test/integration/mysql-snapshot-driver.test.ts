@@ -4,7 +4,7 @@
  * every driver's chunker keeps (bounds and chunks partition int, utf8mb4_general_ci VARCHAR and
  * composite keys exactly in the database's order; a chunk equals an incremental page; a table
  * without a primary key is refused) runs from driver-contract/snapshot-scenarios.ts on
- * mysql-fixture.ts; this file adds what only MySQL has:
+ * mysql-snapshot-fixture.ts; this file adds what only MySQL has:
  *   a. the keyset predicates MariaDB runs as a primary-key range (EXPLAIN);
  *   b. with a running reader: the high watermark at the snapshot's binlog position splits the
  *      concurrent transactions exactly as the chunk saw them; rowsPos sorts between the last
@@ -26,7 +26,7 @@ import { type MysqlChunker, needsWatermarkTable } from '../../shared/drivers/mys
 import { binlogFileIndex, mysqlPosition } from '../../shared/position/position.js';
 import type { FreshDatabase } from '../harness/mysql.js';
 import { mysqlClient } from '../harness/mysql-cdc.js';
-import { mysqlSnapshotFixture } from './driver-contract/mysql-fixture.js';
+import { mysqlSnapshotFixture } from './driver-contract/mysql-snapshot-fixture.js';
 import { column, recordingWindow, T } from './driver-contract/snapshot-fixture.js';
 import { snapshotContractScenarios } from './driver-contract/snapshot-scenarios.js';
 

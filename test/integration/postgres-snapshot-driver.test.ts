@@ -3,8 +3,8 @@
  * window (cdc/reader.ts) on the real harness PostgreSQL. The contract every driver's chunker
  * keeps (bounds and chunks partition int, ICU text and composite keys exactly in the database's
  * order; a chunk equals an incremental page; a table without a primary key is refused) runs
- * from driver-contract/snapshot-scenarios.ts on postgres-fixture.ts; this file adds what only
- * Postgres has:
+ * from driver-contract/snapshot-scenarios.ts on postgres-snapshot-fixture.ts; this file adds
+ * what only Postgres has:
  *   a. a chunk read of a key range in pieces, an empty range, the planner's estimate, and a
  *      column added since the chunker introspected;
  *   b. with a running reader: registered watermarks arrive as `watermark` events in stream
@@ -27,7 +27,7 @@ import { invisibleXids } from '../../shared/drivers/postgres/snapshot.js';
 import { decodeKey } from '../../shared/position/key-codec.js';
 import { parseLsn, pgPosition } from '../../shared/position/position.js';
 import type { FreshDatabase } from '../harness/pg.js';
-import { postgresSnapshotFixture, snapTypesTable } from './driver-contract/postgres-fixture.js';
+import { postgresSnapshotFixture, snapTypesTable } from './driver-contract/postgres-snapshot-fixture.js';
 import { column, windowIds as ids, readAll, recordingWindow, T } from './driver-contract/snapshot-fixture.js';
 import { snapshotContractScenarios } from './driver-contract/snapshot-scenarios.js';
 

@@ -3,10 +3,10 @@
  * assertions on a SnapshotSource's TableChunker (bounds and chunks partition a table in the
  * database's key order, a chunk equals an incremental page of the same rows, a table without a
  * primary key is refused) run against PostgreSQL and MariaDB. Each driver's fixture
- * (postgres-fixture.ts, mysql-fixture.ts) owns the CDC source it opens chunkers from, its key
- * cases (collations whose order is not JavaScript's), and what differs: the window calls a chunk
- * read makes (Postgres low and high watermarks; MariaDB a high one at its snapshot's binlog
- * position) and the refusal's code. The window recorder and the table walk here are shared with
+ * (postgres-snapshot-fixture.ts, mysql-snapshot-fixture.ts) owns the CDC source it opens
+ * chunkers from, its key cases (collations whose order is not JavaScript's), and what differs:
+ * the window calls a chunk read makes (Postgres low and high watermarks; MariaDB a high one at
+ * its snapshot's binlog position) and the refusal's code. The window recorder and the table walk here are shared with
  * each driver's own snapshot tests.
  */
 import { randomBytes } from 'node:crypto';
