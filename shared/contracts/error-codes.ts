@@ -53,9 +53,7 @@ export const CODES_BY_AREA = {
       "the table's columns changed at the source in a way that stops it (logged as a warning when the change continues)",
     ),
     SOURCE_CURSOR_INVALID: error("the cursor column's type cannot be ordered or encoded exactly"),
-    SOURCE_KEY_MISSING: error(
-      'no primary key and the cursor is not UNIQUE NOT NULL, or a snapshot of a table without a primary key',
-    ),
+    SOURCE_KEY_MISSING: error('no primary key and the cursor is not UNIQUE NOT NULL'),
     SOURCE_TIME_ZONE: error(
       "MySQL's global time zone is named but the server's time zone tables are not loaded",
     ),
@@ -182,7 +180,7 @@ export const CODES_BY_AREA = {
     DESTRUCTIVE_DDL: error('a TRUNCATE or destructive DDL on a table with onTruncate: fail'),
     CDC_UNSUPPORTED_TYPE: error('a captured column is of a type the binlog client cannot give exactly'),
     CDC_BINLOG_OFF: error('SHOW MASTER STATUS is empty at a first start: no binlog'),
-    SNAPSHOT_KEY_MISSING: error('a MySQL/MariaDB snapshot of a table without a primary key'),
+    SNAPSHOT_KEY_MISSING: error('a snapshot of a table without a primary key (chunks are key ranges)'),
     SNAPSHOT_KEY_INVALID: error("a primary-key column's type cannot key snapshot chunks"),
     CDC_SNAPSHOT_NEEDS_WATERMARK_TABLE: error(
       'a MySQL snapshot needs a watermark table and none is configured',

@@ -193,7 +193,7 @@ class PostgresChunker implements TableChunker {
     const plan = await this.src.planOf(this.table.source);
     if (plan.primaryKey.length === 0)
       throw new SourceError(
-        'SOURCE_KEY_MISSING',
+        'SNAPSHOT_KEY_MISSING',
         `${plan.source} has no primary key, and a snapshot reads a table in ranges of its primary key; add one (ALTER TABLE ${plan.qualified} ADD PRIMARY KEY (...)), or set snapshot: never on the table (only changes from now on are captured)`,
       );
     const keys = plan.primaryKey.map((k) => plan.columns.find((c) => c.name === k)!);

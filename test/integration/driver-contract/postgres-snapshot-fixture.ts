@@ -177,7 +177,7 @@ export function postgresSnapshotFixture(): PostgresSnapshotFixture {
       table: 'snap_nopk',
       ddl: 'CREATE TABLE snap_nopk (a int, b text)',
       error: SourceError,
-      code: 'SOURCE_KEY_MISSING',
+      code: 'SNAPSHOT_KEY_MISSING',
       says: [/public\.snap_nopk has no primary key/, /snapshot: never/],
     },
     async drop() {
