@@ -11,11 +11,19 @@
  * names `user@host:port`, and a URL is only quoted through `redact`
  * (shared/observability/redact.ts). Also the session's account as GRANT statements name it
  * (`currentAccount`), which the bound, introspection and both preflights quote in their fixes.
+ * How a streaming statement's rows reach the caller is wire/row-stream.ts's.
  */
 import mysql, { type FieldPacket } from 'mysql2';
 import { SourceError } from '../../contracts/errors.js';
 import { redact } from '../../observability/redact.js';
 import { connectTimeoutError, withinConnectTimeout } from '../connect-timeout.js';
+import {
+  binaryRowPackets,
+  type RowDelivery,
+  rowEvents,
+  streamStatement,
+  textRowPackets,
+} from './wire/row-stream.js';
 
 /** Connection options of a MySQL/MariaDB source. */
 export interface ConnectOptions {
@@ -53,26 +61,6 @@ export interface ServerInfo {
 
 /** One row of a raw query: each value the bytes of the server's text output, or null. */
 export type RawRow = (Buffer | null)[];
-
-/** What `eachRow` uses of mysql2's Packet (lib/packets/packet.js): the payload is `buffer[offset..end)`. */
-interface RowPacket {
-  readonly buffer: Buffer;
-  readonly offset: number;
-  readonly end: number;
-  isEOF(): boolean;
-}
-
-/** mysql2's Query command in its row-reading state (lib/commands/query.js), as `eachRow` takes it over. */
-interface RowState {
-  row(this: RowState, packet: RowPacket, connection: unknown): unknown;
-}
-
-/** mysql2's Execute command's row-reading states (lib/commands/execute.js), as `eachBinaryRow` takes them over. */
-interface ExecuteStates {
-  readField(this: ExecuteStates, packet: RowPacket, connection: unknown): unknown;
-  fieldsEOF(this: ExecuteStates, packet: RowPacket, connection: unknown): unknown;
-  row(this: ExecuteStates, packet: RowPacket, connection: unknown): unknown;
-}
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
@@ -229,17 +217,7 @@ export class MysqlConnection {
     signal?: AbortSignal,
     onFields?: (fields: readonly FieldPacket[]) => void,
   ): Promise<void> {
-    return this.stream(sql, signal, onFields, (q, live, fail) => {
-      q.on('result', (row: unknown) => {
-        // Rows that arrive after an abort (the connection is being dropped) are not delivered.
-        if (!live()) return;
-        try {
-          onRow(row as RawRow);
-        } catch (e) {
-          fail(e);
-        }
-      });
-    });
+    return this.stream(sql, signal, onFields, rowEvents<RawRow>(onRow));
   }
 
   /**
@@ -258,18 +236,7 @@ export class MysqlConnection {
     signal?: AbortSignal,
     onFields?: (fields: readonly FieldPacket[]) => void,
   ): Promise<void> {
-    return this.stream(sql, signal, onFields, (q, live, fail) => {
-      // mysql2 (lib/commands/query.js) reads rows in the state `row`: `fieldsEOF` moves to
-      // `this.row` (so an instance property takes over), and `Query.prototype.row` hands every
-      // non-EOF packet to the row parser, returning itself as the next state. Ours returns itself
-      // for row packets and gives EOF packets to mysql2's (end of result, or the next result set);
-      // ERR packets never reach a state: Command.execute turns them into 'error' first.
-      const internal = q as unknown as RowState;
-      const original = internal.row;
-      internal.row = rowState<RowState>(onRow, live, fail, (self, packet, connection) =>
-        original.call(self, packet, connection),
-      );
-    });
+    return this.stream(sql, signal, onFields, textRowPackets(onRow));
   }
 
   /**
@@ -285,47 +252,18 @@ export class MysqlConnection {
     signal?: AbortSignal,
     onFields?: (fields: readonly FieldPacket[]) => void,
   ): Promise<void> {
-    return this.stream(
-      sql,
-      signal,
-      onFields,
-      (q, live, fail) => {
-        // mysql2's Execute (lib/commands/execute.js) pins its states to its prototype:
-        // resultsetHeader returns `this.readField` (an instance property takes over), readField
-        // returns the prototype's readField or fieldsEOF, fieldsEOF builds the row parser and
-        // returns the prototype's row. Ours wrap readField, check the EOF after the column
-        // definitions as fieldsEOF does, and read rows as `eachRow` does; EOF packets (end of
-        // result, or the next result set) go to mysql2's row state.
-        const internal = q as unknown as ExecuteStates;
-        const proto = Object.getPrototypeOf(internal) as ExecuteStates;
-        const row = rowState<ExecuteStates>(onRow, live, fail, (self, packet, connection) =>
-          follow(proto.row.call(self, packet, connection)),
-        );
-        const fieldsEOF = function (this: ExecuteStates, packet: RowPacket, connection: unknown): unknown {
-          if (!packet.isEOF()) return proto.fieldsEOF.call(this, packet, connection); // mysql2's protocol error
-          return row;
-        };
-        const readField = function (this: ExecuteStates, packet: RowPacket, connection: unknown): unknown {
-          return follow(proto.readField.call(this, packet, connection));
-        };
-        const follow = (next: unknown): unknown =>
-          next === proto.readField ? readField : next === proto.fieldsEOF ? fieldsEOF : next;
-        internal.readField = readField;
-      },
-      true,
-    );
+    return this.stream(sql, signal, onFields, binaryRowPackets(onRow), true);
   }
 
   /**
-   * Runs `sql` as a streaming statement: `rows` attaches the row delivery to mysql2's Query,
-   * given `live` (false once a row callback failed or the read was aborted: rows are then
-   * dropped) and `fail` (keeps the first failure, with which the statement ends once drained).
+   * Runs `sql` as a streaming statement whose rows `rows` delivers (wire/row-stream.ts
+   * `streamStatement`), on this connection's lifetime: an abort abandons the connection.
    */
   private async stream(
     sql: string,
     signal: AbortSignal | undefined,
     onFields: ((fields: readonly FieldPacket[]) => void) | undefined,
-    rows: (q: mysql.Query, live: () => boolean, fail: (e: unknown) => void) => void,
+    rows: RowDelivery,
     binary = false,
   ): Promise<void> {
     signal?.throwIfAborted();
@@ -333,38 +271,9 @@ export class MysqlConnection {
     const onAbort = () => this.abandon(signal?.reason ?? new Error('aborted'));
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      await this.statement<void>(open, (done, fail) => {
-        let failure: unknown;
-        const live = () => failure === undefined && !signal?.aborted;
-        // Binary: a prepared statement (mysql2 prepares, then executes it), closed once its
-        // result is read so that the server's prepared statements do not pile up (each page
-        // has its own text); the close is queued behind the execute and has no reply.
-        const q = binary
-          ? (open.core.execute({ sql, rowsAsArray: true }) as unknown as mysql.Query)
-          : open.core.query({ sql, rowsAsArray: true, typeCast: false });
-        if (binary) {
-          // mysql2 keys its statement cache on the options (`statementKey`); its typings take only the SQL.
-          const unprepare = open.core.unprepare.bind(open.core) as unknown as (o: object) => unknown;
-          q.once('end', () => unprepare({ sql, rowsAsArray: true }));
-        }
-        if (onFields) {
-          q.on('fields', (fields: FieldPacket[] | undefined) => {
-            if (!live()) return;
-            try {
-              onFields(fields ?? []);
-            } catch (e) {
-              failure = e;
-            }
-          });
-        }
-        rows(q, live, (e) => {
-          failure ??= e;
-        });
-        q.on('error', (e: Error) => {
-          failure ??= e;
-        });
-        q.on('end', () => (failure !== undefined ? fail(failure) : done()));
-      });
+      await this.statement<void>(open, (done, fail) =>
+        streamStatement(open.core, sql, binary, signal, onFields, rows, done, fail),
+      );
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
@@ -610,32 +519,6 @@ const NAME_NOT_RESOLVED = new Set(['ENOTFOUND', 'EAI_AGAIN']);
  * Turns a connection-phase failure into a one-line `SourceError` saying what to check; returns
  * undefined for anything else (a query error), which the caller handles with its own context.
  */
-/**
- * The row state `eachRow` and `eachBinaryRow` put in mysql2's place: a row packet goes to `onRow`
- * while the statement is `live` (a throw is kept by `fail`: a state must not throw, mysql2 would
- * take it for a fatal connection error), an EOF packet to `atEOF`, whose state is the next one;
- * the row state stays itself.
- */
-function rowState<S>(
-  onRow: (buf: Buffer, start: number, end: number) => void,
-  live: () => boolean,
-  fail: (e: unknown) => void,
-  atEOF: (self: S, packet: RowPacket, connection: unknown) => unknown,
-): (this: S, packet: RowPacket, connection: unknown) => unknown {
-  const row = function (this: S, packet: RowPacket, connection: unknown): unknown {
-    if (packet.isEOF()) return atEOF(this, packet, connection);
-    if (live()) {
-      try {
-        onRow(packet.buffer, packet.offset, packet.end);
-      } catch (e) {
-        fail(e);
-      }
-    }
-    return row;
-  };
-  return row;
-}
-
 export function translateConnectError(
   e: unknown,
   ep: Endpoint,
