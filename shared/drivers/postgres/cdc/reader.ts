@@ -5,7 +5,8 @@
  * decoded as it is taken), acknowledge, close. Each other concern is a file next to it: the slot
  * (first position, gaps, START_REPLICATION, health) ./slot.ts, the position codec ./position.ts,
  * Relation and Truncate messages ./relations.ts, heartbeats ./heartbeat.ts, snapshot watermarks
- * ./watermarks.ts, unchanged TOAST values read back ./toast.ts, text values ./values.ts.
+ * ./watermarks.ts, unchanged TOAST values read back ./toast.ts, text values ./values.ts, and
+ * each table's buffered rows ../../cdc-buffer.ts (shared with the MySQL reader).
  *
  * Owns:
  *   - the stream: a postgres.js CopyBoth duplex with backpressure (the socket is paused while
@@ -35,11 +36,10 @@ import type {
   SourcePosition,
   StartFrom,
 } from '../../../contracts/cdc.js';
-import { type Batch, newBatch, type WriteMode } from '../../../dataplane/batch.js';
-import { BatchEncoder, type ColumnWriter } from '../../../dataplane/encoder.js';
+import type { Batch } from '../../../dataplane/batch.js';
 import { Op, type OpCode } from '../../../dataplane/metadata.js';
 import type { Schema } from '../../../dataplane/schema.js';
-import { ordinalHex } from '../../../position/position.js';
+import { TableBuffer } from '../../cdc-buffer.js';
 import { StreamQueue } from '../../cdc-queue.js';
 import { PostgresConnection, type Sql } from '../connect.js';
 import type { ColumnInfo, TablePlan } from '../introspect.js';
@@ -66,6 +66,7 @@ import {
 } from './relations.js';
 import { lostStreamError, protocolError, ReplicationSlot, type ReplicationSlotOptions } from './slot.js';
 import { type Deferred, defer, fillUnchanged, readBack } from './toast.js';
+import type { Appender } from './values.js';
 import { WATERMARK_PREFIX, Watermarks } from './watermarks.js';
 
 export interface PostgresCdcReaderOptions extends ReplicationSlotOptions {
@@ -77,27 +78,56 @@ export interface PostgresCdcReaderOptions extends ReplicationSlotOptions {
   readonly ingestTsNanos?: () => bigint;
 }
 
-/** A captured table: its Relation mapping (./relations.ts), rows pending and positions. */
-interface TableState extends RelationState {
-  readonly writeMode: WriteMode;
+/** A schema change waiting for the old schema's rows to be cut: its Relation mapped then. */
+interface PostgresSwap {
+  readonly schema: Schema;
+  readonly infos: ColumnInfo[];
+  readonly rel: RelationMessage;
+}
+
+/**
+ * A captured table: its rows pending (../../cdc-buffer.ts: encoder, ordinals, cut, schema
+ * swap), its Relation mapping (./relations.ts), where it resumes and its deferred rows.
+ */
+class TableState extends TableBuffer<PostgresSwap> implements RelationState {
   readonly insertOnly: boolean;
   readonly unchangedToast: 'reread' | 'fail';
-  encoder: BatchEncoder;
-  writers: ColumnWriter[];
+  infos: ColumnInfo[];
+  appenders: Appender[];
+  relToSchema = new Int32Array(0);
+  schemaToRel = new Int32Array(0);
+  keyRel: number[] = [];
+  replicaIdentity = 'd';
+  signature: string;
+  relid: number | undefined = undefined;
   /** Rows below (nextLsn, nextOrd) are already durable. */
-  nextLsn: bigint;
-  nextOrd: number;
-  /** Ordinal counter in the open transaction and the transaction it belongs to. */
-  ord: number;
-  ordTxn: number;
-  /** `__pos` of the last row appended, as its transaction prefix and ordinal (a cut's watermark). */
-  lastPrefix: string;
-  lastOrd: number;
+  nextLsn = -1n;
+  nextOrd = 0;
   /** Rows waiting for their unchanged TOAST values (reread), in order; appended at `settle`. */
-  deferred: Deferred[] | undefined;
-  deferredBytes: number;
-  /** A new schema's encoder, switched to once the old one is cut. */
-  swap: { schema: Schema; infos: ColumnInfo[]; rel: RelationMessage } | undefined;
+  deferred: Deferred[] | undefined = undefined;
+  deferredBytes = 0;
+
+  constructor(t: CdcTable, plan: TablePlan) {
+    const names = new Set(t.schema.columns.map((c) => c.name));
+    const excluded = new Set(plan.columns.filter((c) => !names.has(c.name)).map((c) => c.name));
+    const infos = t.schema.columns.map((c) => plan.columns.find((p) => p.name === c.name)!);
+    super(t, excluded);
+    this.insertOnly = t.insertOnly === true;
+    this.unchangedToast = t.unchangedToast ?? 'reread';
+    this.infos = infos;
+    this.appenders = appendersOf(t.schema, infos, t.ref.source);
+    this.signature = signatureOf(plan.columns.map((c) => [c.name, c.attTypeOid, c.attTypmod]));
+  }
+
+  /** Switches to a pending schema once the old one's rows are cut and none wait for reread. */
+  applySwap(): void {
+    if (this.deferred) return;
+    const swap = this.switchSchema();
+    if (!swap) return;
+    this.infos = swap.infos;
+    this.appenders = appendersOf(swap.schema, swap.infos, this.source);
+    mapRelation(this, swap.rel, swap.schema);
+  }
 }
 
 /** Reads one source's captured tables from its slot (see the module comment). */
@@ -172,39 +202,7 @@ export class PostgresCdcReader implements Reader {
     for (const t of captured) {
       const plan = plans.get(t.ref.source);
       if (!plan) throw new Error(`postgres cdc: no introspection of ${t.ref.source}`);
-      const names = new Set(t.schema.columns.map((c) => c.name));
-      const excluded = new Set(plan.columns.filter((c) => !names.has(c.name)).map((c) => c.name));
-      const infos = t.schema.columns.map((c) => plan.columns.find((p) => p.name === c.name)!);
-      const state: TableState = {
-        target: t.ref.target,
-        source: t.ref.source,
-        writeMode: t.writeMode,
-        insertOnly: t.insertOnly === true,
-        unchangedToast: t.unchangedToast ?? 'reread',
-        excluded,
-        schema: t.schema,
-        encoder: new BatchEncoder(t.schema, { phase: 'stream' }),
-        writers: [],
-        infos,
-        appenders: [],
-        relToSchema: new Int32Array(0),
-        schemaToRel: new Int32Array(0),
-        keyRel: [],
-        replicaIdentity: 'd',
-        signature: signatureOf(plan.columns.map((c) => [c.name, c.attTypeOid, c.attTypmod])),
-        relid: undefined,
-        nextLsn: -1n,
-        nextOrd: 0,
-        ord: 0,
-        ordTxn: -1,
-        lastPrefix: '',
-        lastOrd: 0,
-        deferred: undefined,
-        deferredBytes: 0,
-        swap: undefined,
-      };
-      state.writers = writersOf(state.encoder);
-      state.appenders = appendersOf(state.schema, infos, t.ref.source);
+      const state = new TableState(t, plan);
       this.tables.set(t.ref.target, state);
       this.bySource.set(t.ref.source, state);
     }
@@ -274,7 +272,7 @@ export class PostgresCdcReader implements Reader {
 
   async next(waitMs: number, signal?: AbortSignal): Promise<CdcEvent | undefined> {
     if (this.closed) throw new Error('postgres cdc reader: next after close');
-    for (const t of this.tables.values()) if (t.swap) this.applySwap(t);
+    for (const t of this.tables.values()) if (t.swap) t.applySwap();
     const queued = this.events.shift();
     if (queued) return queued;
     if (!this.stream) return undefined; // a gap was queued and delivered: nothing streams
@@ -427,20 +425,8 @@ export class PostgresCdcReader implements Reader {
     if (!change) return undefined;
     const { schema, infos, changes } = change;
     t.swap = { schema, infos, rel };
-    if (t.encoder.rowCount === 0 && !t.deferred) this.applySwap(t);
+    if (t.encoder.rowCount === 0 && !t.deferred) t.applySwap();
     return { kind: 'schema', table: t.target, schema, changes };
-  }
-
-  private applySwap(t: TableState): void {
-    if (t.encoder.rowCount > 0 || t.deferred) return;
-    const { schema, infos, rel } = t.swap!;
-    t.swap = undefined;
-    t.schema = schema;
-    t.infos = infos;
-    t.encoder = new BatchEncoder(schema, { phase: 'stream' });
-    t.writers = writersOf(t.encoder);
-    t.appenders = appendersOf(schema, infos, t.source);
-    mapRelation(t, rel, schema);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -448,10 +434,7 @@ export class PostgresCdcReader implements Reader {
 
   /** Decodes one I/U/D of `t` (the relid already read); returns the rows appended (0..2). */
   private decodeRow(t: TableState, tag: number, m: MessageReader): number {
-    if (t.ordTxn !== this.txn) {
-      t.ordTxn = this.txn;
-      t.ord = 0;
-    }
+    t.enterTxn(this.txn);
     const nu = this.newTuple;
     const old = this.oldTuple;
     if (tag === 0x49 /* I */) {
@@ -549,12 +532,7 @@ export class PostgresCdcReader implements Reader {
     const t = this.state(table);
     if (t.deferred)
       throw new Error(`postgres cdc reader: ${table} has rows awaiting reread: settle() before cut()`);
-    const enc = t.encoder;
-    if (enc.rowCount === 0) return undefined;
-    const record = enc.finish(this.ingestTs());
-    t.writers = writersOf(enc);
-    const watermark = t.lastPrefix + ordinalHex(t.lastOrd);
-    return newBatch({ table: t.target, record, watermark, writeMode: t.writeMode });
+    return t.cut(this.ingestTs);
   }
 
   private state(table: string): TableState {
@@ -592,10 +570,6 @@ export class PostgresCdcReader implements Reader {
     await this.repl?.end({ timeout: 2 }).catch(() => undefined);
     await this.db.close().catch(() => undefined);
   }
-}
-
-function writersOf(enc: BatchEncoder): ColumnWriter[] {
-  return enc.schema.columns.map((_, j) => enc.col(j));
 }
 
 /** True when a key column's text differs between `old` and `nu` (both in `buf`), bytewise. */
