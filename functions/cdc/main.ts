@@ -75,20 +75,18 @@ function startHealth(board: CdcStatusBoard, failure: () => unknown, logger: Logg
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new ConfigError('TIDEMARK_HEALTH_PORT', 'must be a port number, 0 to 65535');
   const server = createServer((_req, res) => {
-    const error = failure();
-    const state = error !== undefined ? 'failing' : board.overall();
-    const body = {
-      state,
-      sources: board.all(),
-      ...(error !== undefined
-        ? {
-            error: {
-              code: codeOf(error),
-              message: redact(error instanceof Error ? error.message : String(error)),
-            },
-          }
-        : {}),
-    };
+    const failed = failure();
+    const sources = board.all();
+    const state = failed !== undefined ? 'failing' : board.overall();
+    // The task's error once the runner has thrown it; before that (its source is still closing)
+    // the failing source's own, so a 503 always says why.
+    const error =
+      failed !== undefined
+        ? { code: codeOf(failed), message: redact(failed instanceof Error ? failed.message : String(failed)) }
+        : state === 'failing'
+          ? sources.find((s) => s.state === 'failing' && s.error !== undefined)?.error
+          : undefined;
+    const body = { state, sources, ...(error !== undefined ? { error } : {}) };
     res.writeHead(state === 'failing' ? 503 : 200, { 'content-type': 'application/json' });
     res.end(JSON.stringify(body));
   });
