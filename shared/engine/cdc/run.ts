@@ -362,12 +362,6 @@ class CdcRun implements RecoveryContext {
     if (verdict.action === 'same') return;
     t.schema = cdcLakeSchema(schema);
     t.recorded = storedSchema(t.schema, t.recorded.version + 1);
-    for (const c of verdict.changes)
-      this.log.warn(`schema changed: ${describeChange(c)}`, { code: 'SCHEMA_CHANGED', table: target });
-    this.opts.logger.metric('SchemaChanged', verdict.changes.length, 'Count', {
-      pipeline: this.opts.pipeline,
-      table: target,
-    });
     const prev = this.state.tables[target] ?? { rows: 0, objects: 0 };
     await commit(this, {
       ...this.state,
@@ -375,6 +369,13 @@ class CdcRun implements RecoveryContext {
         ...this.state.tables,
         [target]: { ...prev, schemaHash: t.recorded.hash, schemaVersion: t.recorded.version },
       },
+    });
+    // Said once it is recorded: a restart after this line starts from the new schema's hash.
+    for (const c of verdict.changes)
+      this.log.warn(`schema changed: ${describeChange(c)}`, { code: 'SCHEMA_CHANGED', table: target });
+    this.opts.logger.metric('SchemaChanged', verdict.changes.length, 'Count', {
+      pipeline: this.opts.pipeline,
+      table: target,
     });
   }
 
