@@ -3,7 +3,7 @@
  * objects, then ONE conditional commit of the new state under the lease, then acknowledge the
  * source; and the recovery that runs before a run writes anything. The incremental page loop
  * (./incremental/commit.ts) takes a step per page with one object and no ack; the CDC flush cycle
- * (./cdc/run.ts) takes one step per cycle with an object per due table, then acks.
+ * (./cdc/flush.ts) takes one step per cycle with an object per due table, then acks.
  *
  * Owns the ORDER, and nothing else: what is written, what the state says and what an ack means
  * belong to the caller. Never reorders: an ack never starts before the commit resolved, a commit

@@ -9,7 +9,7 @@
 // parquet-wasm.
 //
 // Plain CommonJS so the encode worker (parquet-worker.cjs) requires it unchanged from a checkout
-// and from its esbuild bundle; parquet-writer.ts imports it for the main-thread encode and
+// and from its esbuild bundle; parquet-flat-adapter.ts imports it for the main-thread encode and
 // builds the slices (FlatSlice, parquet-flat.d.cts). Pure: no I/O.
 'use strict';
 const { decodeStruct, encodeStruct } = require('./parquet-pages.cjs');
