@@ -4,7 +4,7 @@
  * `Reader` (shared/contracts/cdc.ts). This file is the streaming loop: start, next (each message
  * decoded as it is taken), acknowledge, close. Each other concern is a file next to it: the slot
  * (first position, gaps, START_REPLICATION, health) ./slot.ts, the position codec ./position.ts,
- * Relation and Truncate messages ./relations.ts, heartbeats ./heartbeat.ts, snapshot watermarks
+ * Relation and Truncate messages ./table.ts, heartbeats ./heartbeat.ts, snapshot watermarks
  * ./watermarks.ts, unchanged TOAST values read back ./toast.ts, text values ./values.ts, and
  * each table's buffered rows ../../cdc-buffer.ts (shared with the MySQL reader).
  *
@@ -56,6 +56,7 @@ import {
 } from '../wire/pgoutput.js';
 import { HEARTBEAT_PREFIX, Heartbeat } from './heartbeat.js';
 import { lsnPosition, lsnPrefix, parseLsnPosition, parseTableNext } from './position.js';
+import { lostStreamError, protocolError, ReplicationSlot, type ReplicationSlotOptions } from './slot.js';
 import {
   appendersOf,
   applyRelation,
@@ -63,8 +64,7 @@ import {
   type RelationState,
   signatureOf,
   truncateEvents,
-} from './relations.js';
-import { lostStreamError, protocolError, ReplicationSlot, type ReplicationSlotOptions } from './slot.js';
+} from './table.js';
 import { type Deferred, defer, fillUnchanged, readBack } from './toast.js';
 import type { Appender } from './values.js';
 import { WATERMARK_PREFIX, Watermarks } from './watermarks.js';
@@ -87,7 +87,7 @@ interface PostgresSwap {
 
 /**
  * A captured table: its rows pending (../../cdc-buffer.ts: encoder, ordinals, cut, schema
- * swap), its Relation mapping (./relations.ts), where it resumes and its deferred rows.
+ * swap), its Relation mapping (./table.ts), where it resumes and its deferred rows.
  */
 class TableState extends TableBuffer<PostgresSwap> implements RelationState {
   readonly insertOnly: boolean;

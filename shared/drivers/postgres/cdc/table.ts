@@ -1,5 +1,6 @@
 /**
- * What the stream says about a captured table itself: pgoutput's Relation message (its columns,
+ * One table the Postgres reader captures (as ../../mysql/cdc/table.ts is for MySQL): what the
+ * stream says about the table itself, pgoutput's Relation message (its columns,
  * sent before the table's first row in a session and again after each change to them) and
  * Truncate (decision 0008 for what a schema change does to the lake).
  *
