@@ -45,7 +45,7 @@ const variantKey = (name: string): string => name.trim().replace(/\bPg(?=[A-Z])/
 function resultRows(out: string): Map<string, number> {
   const rows = new Map<string, number>();
   for (const line of out.split('\n')) {
-    const cells = line.split('|').map((c) => c.trim());
+    const cells = line.split(/(?<!\\)\|/).map((c) => c.trim());
     if (cells.length < 4 || cells[1] === 'variant' || cells[1]?.startsWith('---')) continue;
     const seconds = Number(cells[2]);
     if (cells[1] && Number.isFinite(seconds) && seconds > 0) rows.set(variantKey(cells[1]), seconds);
