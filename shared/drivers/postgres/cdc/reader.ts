@@ -4,7 +4,7 @@
  * `Reader` (shared/contracts/cdc.ts). This file is the streaming loop: start, next (each message
  * decoded as it is taken), acknowledge, close. Each other concern is a file next to it: the slot
  * (first position, gaps, START_REPLICATION, health) ./slot.ts, the position codec ./position.ts,
- * Relation and Truncate messages ./table.ts, heartbeats ./heartbeat.ts, snapshot watermarks
+ * each captured table (PostgresCdcTable: Relation and Truncate messages) ./table.ts, heartbeats ./heartbeat.ts, snapshot watermarks
  * ./watermarks.ts, unchanged TOAST values read back ./toast.ts, text values ./values.ts, and
  * each table's buffered rows ../../cdc-buffer.ts (shared with the MySQL reader).
  *
@@ -38,11 +38,9 @@ import type {
 } from '../../../contracts/cdc.js';
 import type { Batch } from '../../../dataplane/batch.js';
 import { Op, type OpCode } from '../../../dataplane/metadata.js';
-import type { Schema } from '../../../dataplane/schema.js';
-import { TableBuffer } from '../../cdc-buffer.js';
 import { StreamQueue } from '../../cdc-queue.js';
 import { PostgresConnection, type Sql } from '../connect.js';
-import type { ColumnInfo, TablePlan } from '../introspect.js';
+import type { TablePlan } from '../introspect.js';
 import {
   COL_BINARY,
   COL_NULL,
@@ -57,16 +55,8 @@ import {
 import { HEARTBEAT_PREFIX, Heartbeat } from './heartbeat.js';
 import { lsnPosition, lsnPrefix, parseLsnPosition, parseTableNext } from './position.js';
 import { lostStreamError, protocolError, ReplicationSlot, type ReplicationSlotOptions } from './slot.js';
-import {
-  appendersOf,
-  applyRelation,
-  mapRelation,
-  type RelationState,
-  signatureOf,
-  truncateEvents,
-} from './table.js';
-import { type Deferred, defer, fillUnchanged, readBack } from './toast.js';
-import type { Appender } from './values.js';
+import { applyRelation, PostgresCdcTable, truncateEvents } from './table.js';
+import { defer, fillUnchanged, readBack } from './toast.js';
 import { WATERMARK_PREFIX, Watermarks } from './watermarks.js';
 
 export interface PostgresCdcReaderOptions extends ReplicationSlotOptions {
@@ -78,58 +68,6 @@ export interface PostgresCdcReaderOptions extends ReplicationSlotOptions {
   readonly ingestTsNanos?: () => bigint;
 }
 
-/** A schema change waiting for the old schema's rows to be cut: its Relation mapped then. */
-interface PostgresSwap {
-  readonly schema: Schema;
-  readonly infos: ColumnInfo[];
-  readonly rel: RelationMessage;
-}
-
-/**
- * A captured table: its rows pending (../../cdc-buffer.ts: encoder, ordinals, cut, schema
- * swap), its Relation mapping (./table.ts), where it resumes and its deferred rows.
- */
-class TableState extends TableBuffer<PostgresSwap> implements RelationState {
-  readonly insertOnly: boolean;
-  readonly unchangedToast: 'reread' | 'fail';
-  infos: ColumnInfo[];
-  appenders: Appender[];
-  relToSchema = new Int32Array(0);
-  schemaToRel = new Int32Array(0);
-  keyRel: number[] = [];
-  replicaIdentity = 'd';
-  signature: string;
-  relid: number | undefined = undefined;
-  /** Rows below (nextLsn, nextOrd) are already durable. */
-  nextLsn = -1n;
-  nextOrd = 0;
-  /** Rows waiting for their unchanged TOAST values (reread), in order; appended at `settle`. */
-  deferred: Deferred[] | undefined = undefined;
-  deferredBytes = 0;
-
-  constructor(t: CdcTable, plan: TablePlan) {
-    const names = new Set(t.schema.columns.map((c) => c.name));
-    const excluded = new Set(plan.columns.filter((c) => !names.has(c.name)).map((c) => c.name));
-    const infos = t.schema.columns.map((c) => plan.columns.find((p) => p.name === c.name)!);
-    super(t, excluded);
-    this.insertOnly = t.insertOnly === true;
-    this.unchangedToast = t.unchangedToast ?? 'reread';
-    this.infos = infos;
-    this.appenders = appendersOf(t.schema, infos, t.ref.source);
-    this.signature = signatureOf(plan.columns.map((c) => [c.name, c.attTypeOid, c.attTypmod]));
-  }
-
-  /** Switches to a pending schema once the old one's rows are cut and none wait for reread. */
-  applySwap(): void {
-    if (this.deferred) return;
-    const swap = this.switchSchema();
-    if (!swap) return;
-    this.infos = swap.infos;
-    this.appenders = appendersOf(swap.schema, swap.infos, this.source);
-    mapRelation(this, swap.rel, swap.schema);
-  }
-}
-
 /** Reads one source's captured tables from its slot (see the module comment). */
 export class PostgresCdcReader implements Reader {
   readonly positionScheme = 'p';
@@ -139,9 +77,9 @@ export class PostgresCdcReader implements Reader {
   private readonly slot: ReplicationSlot;
   private repl: Sql | undefined;
   private stream: Duplex | undefined;
-  private readonly tables = new Map<string, TableState>();
-  private readonly bySource = new Map<string, TableState>();
-  private readonly byRelid = new Map<number, TableState | null>();
+  private readonly tables = new Map<string, PostgresCdcTable>();
+  private readonly bySource = new Map<string, PostgresCdcTable>();
+  private readonly byRelid = new Map<number, PostgresCdcTable | null>();
   private readonly clock: () => number;
   private readonly rowsPerEvent: number;
   private readonly ingestTs: () => bigint;
@@ -202,7 +140,7 @@ export class PostgresCdcReader implements Reader {
     for (const t of captured) {
       const plan = plans.get(t.ref.source);
       if (!plan) throw new Error(`postgres cdc: no introspection of ${t.ref.source}`);
-      const state = new TableState(t, plan);
+      const state = new PostgresCdcTable(t, plan);
       this.tables.set(t.ref.target, state);
       this.bySource.set(t.ref.source, state);
     }
@@ -277,7 +215,7 @@ export class PostgresCdcReader implements Reader {
     if (queued) return queued;
     if (!this.stream) return undefined; // a gap was queued and delivered: nothing streams
     const deadline = this.clock() + waitMs;
-    let run: { t: TableState; count: number; bytes: number } | undefined;
+    let run: { t: PostgresCdcTable; count: number; bytes: number } | undefined;
     for (;;) {
       const chunk = this.queue.take();
       if (chunk === undefined) {
@@ -342,7 +280,7 @@ export class PostgresCdcReader implements Reader {
     return { kind: 'progress', position: lsnPosition(lsn) };
   }
 
-  private rowsEvent(run: { t: TableState; count: number; bytes: number }): CdcEvent {
+  private rowsEvent(run: { t: PostgresCdcTable; count: number; bytes: number }): CdcEvent {
     this.heartbeat.activity();
     return { kind: 'rows', table: run.t.target, count: run.count, bytes: run.bytes };
   }
@@ -433,7 +371,7 @@ export class PostgresCdcReader implements Reader {
   // Rows
 
   /** Decodes one I/U/D of `t` (the relid already read); returns the rows appended (0..2). */
-  private decodeRow(t: TableState, tag: number, m: MessageReader): number {
+  private decodeRow(t: PostgresCdcTable, tag: number, m: MessageReader): number {
     t.enterTxn(this.txn);
     const nu = this.newTuple;
     const old = this.oldTuple;
@@ -468,7 +406,7 @@ export class PostgresCdcReader implements Reader {
   }
 
   /** Appends one row (or defers it for reread); 0 when below the table's `next`. */
-  private emit(t: TableState, op: OpCode, tup: Tuple, old: Tuple | undefined): number {
+  private emit(t: PostgresCdcTable, op: OpCode, tup: Tuple, old: Tuple | undefined): number {
     const o = t.ord++;
     if (this.txnLsn < t.nextLsn || (this.txnLsn === t.nextLsn && o < t.nextOrd)) return 0;
     t.lastPrefix = this.txnPrefix;
@@ -535,7 +473,7 @@ export class PostgresCdcReader implements Reader {
     return t.cut(this.ingestTs);
   }
 
-  private state(table: string): TableState {
+  private state(table: string): PostgresCdcTable {
     const t = this.tables.get(table);
     if (!t) throw new Error(`postgres cdc reader: ${table} is not a captured table`);
     return t;
@@ -573,7 +511,7 @@ export class PostgresCdcReader implements Reader {
 }
 
 /** True when a key column's text differs between `old` and `nu` (both in `buf`), bytewise. */
-function keyChanged(t: TableState, old: Tuple, nu: Tuple, buf: Buffer): boolean {
+function keyChanged(t: PostgresCdcTable, old: Tuple, nu: Tuple, buf: Buffer): boolean {
   for (const r of t.keyRel) {
     if (r < 0 || r >= old.count) continue;
     const ko = old.kind[r];

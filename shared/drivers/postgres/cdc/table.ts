@@ -16,15 +16,17 @@
  * rows are cut. Must never map a schema column to a relation column of another name, nor drop
  * one silently: a lake column the Relation lacks is a SCHEMA_CHANGED error.
  */
-import type { CdcEvent } from '../../../contracts/cdc.js';
+import type { CdcEvent, CdcTable } from '../../../contracts/cdc.js';
 import { SourceError } from '../../../contracts/errors.js';
 import type { Schema } from '../../../dataplane/schema.js';
 import { compareSchemas, type SchemaChange } from '../../../dataplane/schema-rules.js';
+import { TableBuffer } from '../../cdc-buffer.js';
 import { streamSchema } from '../../cdc-schema.js';
 import type { PostgresConnection } from '../connect.js';
-import { baseTypeOf, type ColumnInfo, resolveTypes } from '../introspect.js';
+import { baseTypeOf, type ColumnInfo, resolveTypes, type TablePlan } from '../introspect.js';
 import { readPlan } from '../types.js';
 import type { MessageReader, RelationMessage } from '../wire/pgoutput.js';
+import type { Deferred } from './toast.js';
 import { type Appender, appenderFor } from './values.js';
 
 /** A captured table as its Relation messages describe it (part of the reader's table state). */
@@ -179,4 +181,56 @@ async function columnsOf(db: PostgresConnection, rel: RelationMessage): Promise<
       };
     });
   });
+}
+
+/** A schema change waiting for the old schema's rows to be cut: its Relation mapped then. */
+interface PostgresSwap {
+  readonly schema: Schema;
+  readonly infos: ColumnInfo[];
+  readonly rel: RelationMessage;
+}
+
+/**
+ * A captured table: its rows pending (../../cdc-buffer.ts: encoder, ordinals, cut, schema
+ * swap), its Relation mapping (below), where it resumes and its deferred rows.
+ */
+export class PostgresCdcTable extends TableBuffer<PostgresSwap> implements RelationState {
+  readonly insertOnly: boolean;
+  readonly unchangedToast: 'reread' | 'fail';
+  infos: ColumnInfo[];
+  appenders: Appender[];
+  relToSchema = new Int32Array(0);
+  schemaToRel = new Int32Array(0);
+  keyRel: number[] = [];
+  replicaIdentity = 'd';
+  signature: string;
+  relid: number | undefined = undefined;
+  /** Rows below (nextLsn, nextOrd) are already durable. */
+  nextLsn = -1n;
+  nextOrd = 0;
+  /** Rows waiting for their unchanged TOAST values (reread), in order; appended at `settle`. */
+  deferred: Deferred[] | undefined = undefined;
+  deferredBytes = 0;
+
+  constructor(t: CdcTable, plan: TablePlan) {
+    const names = new Set(t.schema.columns.map((c) => c.name));
+    const excluded = new Set(plan.columns.filter((c) => !names.has(c.name)).map((c) => c.name));
+    const infos = t.schema.columns.map((c) => plan.columns.find((p) => p.name === c.name)!);
+    super(t, excluded);
+    this.insertOnly = t.insertOnly === true;
+    this.unchangedToast = t.unchangedToast ?? 'reread';
+    this.infos = infos;
+    this.appenders = appendersOf(t.schema, infos, t.ref.source);
+    this.signature = signatureOf(plan.columns.map((c) => [c.name, c.attTypeOid, c.attTypmod]));
+  }
+
+  /** Switches to a pending schema once the old one's rows are cut and none wait for reread. */
+  applySwap(): void {
+    if (this.deferred) return;
+    const swap = this.switchSchema();
+    if (!swap) return;
+    this.infos = swap.infos;
+    this.appenders = appendersOf(swap.schema, swap.infos, this.source);
+    mapRelation(this, swap.rel, swap.schema);
+  }
 }
