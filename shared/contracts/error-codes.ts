@@ -30,6 +30,9 @@ export const CODES_BY_AREA = {
     EVENT_INVALID: error('the Lambda event has no table or names another pipeline'),
     CURSOR_COLUMN_CHANGED: error('the stored cursor was taken on another column than the spec names'),
     NULL_CURSOR: error('rows have NULL in the cursor column and nullCursor is refuse'),
+    ICEBERG_PARTITION_INVALID: error(
+      'a partition field is not over a key column (or __commit_ts of a change log), or its transform does not fit the column',
+    ),
   },
   /** Source (database). */
   source: {
@@ -130,6 +133,9 @@ export const CODES_BY_AREA = {
     SINK_BATCH_MISMATCH: error("a batch does not match its table's schema (a bug)"),
     SINK_WRITER_NAME: error('an unusable writer name (a bug)'),
     SINK_SIDECAR_MISSING: error('a hashed long object name lost its position sidecar'),
+    ICEBERG_TYPE_CHANGE_REFUSED: error(
+      "a column's lake type changed in a way an Iceberg table cannot take (not a promotion)",
+    ),
   },
   /** Check (`tidemark check`): the lines of the change stream a CDC start also refuses on. */
   check: {

@@ -14,6 +14,13 @@
  * Never rounds, never widens or narrows a data column, never renames a column: a wire record
  * whose data columns are not lake-typed is refused, because a silent cast here would make two
  * files of one table disagree on a column's type.
+ *
+ * Field ids: given a `LakeFieldIds` (an Iceberg table's, from shared/iceberg/schema.ts
+ * `lakeFieldIdsOf`) to `lakeSchema` or `toLakeRecordWithIds`, every field of the lake schema, a
+ * list's `element` child included, carries its id as `PARQUET:field_id` metadata, which both
+ * Parquet writers put in the file's schema (Iceberg reads a file's columns by id, a list's
+ * element by its `element-id`). Without ids the schema is what it was before Iceberg: no field
+ * carries metadata.
  */
 import {
   Schema as ArrowSchema,
@@ -22,6 +29,7 @@ import {
   DateUnit,
   Dictionary,
   Field,
+  List,
   makeData,
   Precision,
   RecordBatch,
@@ -34,6 +42,7 @@ import {
   vectorFromArray,
 } from 'apache-arrow';
 import { DataError } from '../contracts/errors.js';
+import { BatchError } from './batch.js';
 import {
   META_COMMIT_TS,
   META_INGEST_TS,
@@ -77,10 +86,78 @@ export function lakeMetadataFields(): Field[] {
   });
 }
 
-/** The table's lake schema: data columns in schema order, then the metadata tail in lake types. */
-export function lakeSchema(schema: Schema): ArrowSchema {
+/** The Arrow field metadata key both Parquet writers take a field's Parquet field id from. */
+export const PARQUET_FIELD_ID = 'PARQUET:field_id';
+
+/** The Parquet field id of a lake column, and of its list element when it is a list. */
+export interface LakeFieldId {
+  readonly id: number;
+  /** The `element` child's id (Iceberg's `element-id`); set exactly when the column is a list. */
+  readonly element?: LakeFieldId;
+}
+
+/** Field ids of a table's lake columns (data and metadata columns) by column name. */
+export type LakeFieldIds = ReadonlyMap<string, LakeFieldId>;
+
+/**
+ * `field` with its Parquet field id (and its list element's) as field metadata; `field` itself
+ * when `ids` is undefined. A list's new type is returned with it: the column's data must take it
+ * too, so the record's data and schema name the same child field.
+ *
+ * @throws BatchError when `ids` lacks the column or its element (ids built from another schema).
+ */
+function withFieldId(field: Field, ids: LakeFieldIds | undefined): Field {
+  if (ids === undefined) return field;
+  const id = ids.get(field.name);
+  if (id === undefined) {
+    throw new BatchError(
+      `column "${field.name}" has no field id; the ids were built from another schema than the record's (build them from the table's Iceberg schema)`,
+    );
+  }
+  return new Field(
+    field.name,
+    typeWithIds(field.name, field.type, id),
+    field.nullable,
+    idMetadata(field, id),
+  );
+}
+
+function typeWithIds(path: string, type: DataType, id: LakeFieldId): DataType {
+  if (!DataType.isList(type)) return type;
+  const child = type.children[0]!;
+  if (id.element === undefined) {
+    throw new BatchError(
+      `list column "${path}" has no field id for its element; the ids were built from another schema`,
+    );
+  }
+  const elementPath = `${path}.${child.name}`;
+  const element = new Field(
+    child.name,
+    typeWithIds(elementPath, child.type, id.element),
+    child.nullable,
+    idMetadata(child, id.element),
+  );
+  return new List(element);
+}
+
+/** A list column's data under its type with ids (the same buffers; each level takes its child field). */
+function retyped(data: Data, type: DataType): Data {
+  if (!DataType.isList(type)) return data;
+  const child = retyped(data.children[0]!, type.children[0]!.type);
+  return data.clone(type, undefined, undefined, undefined, undefined, [child]);
+}
+
+function idMetadata(field: Field, id: LakeFieldId): Map<string, string> {
+  return new Map([...field.metadata, [PARQUET_FIELD_ID, String(id.id)]]);
+}
+
+/**
+ * The table's lake schema: data columns in schema order, then the metadata tail in lake types;
+ * with `ids`, each field (list elements included) carries its Parquet field id.
+ */
+export function lakeSchema(schema: Schema, ids?: LakeFieldIds): ArrowSchema {
   const data = schema.columns.map((c) => new Field(c.name, lakeType(c.type), c.nullable));
-  return new ArrowSchema([...data, ...lakeMetadataFields()]);
+  return new ArrowSchema([...data, ...lakeMetadataFields()].map((f) => withFieldId(f, ids)));
 }
 
 /**
@@ -91,6 +168,23 @@ export function lakeSchema(schema: Schema): ArrowSchema {
  * @throws DataError when a data column is not lake-typed or `__op` holds a code other than 0/1/2.
  */
 export function toLakeRecord(record: RecordBatch): RecordBatch {
+  return castToLake(record, undefined);
+}
+
+/**
+ * `toLakeRecord` for a table whose files carry field ids (an Iceberg table): every field, list
+ * elements included, carries its Parquet field id, the schema `lakeSchema(schema, ids)` gives
+ * (the same, byte for byte in IPC). The buffers are shared all the same. A function of its own,
+ * not a second parameter, so `records.map(toLakeRecord)` can never pass an index for the ids.
+ *
+ * @throws DataError as `toLakeRecord`.
+ * @throws BatchError when `ids` lacks a column of the record or a list's element.
+ */
+export function toLakeRecordWithIds(record: RecordBatch, ids: LakeFieldIds): RecordBatch {
+  return castToLake(record, ids);
+}
+
+function castToLake(record: RecordBatch, ids: LakeFieldIds | undefined): RecordBatch {
   const fields = record.schema.fields;
   const dataCount = fields.length - METADATA_COLUMNS.length;
   const tail = fields.slice(dataCount).map((f) => f.name);
@@ -106,24 +200,25 @@ export function toLakeRecord(record: RecordBatch): RecordBatch {
     const data = record.data.children[i]!;
     if (i < dataCount) {
       assertLakeDataType(field.name, field.type);
-      outFields.push(field);
-      children.push(data);
+      const out = withFieldId(field, ids);
+      outFields.push(out);
+      children.push(out.type === field.type ? data : retyped(data, out.type));
       continue;
     }
     switch (field.name) {
       case META_OP:
-        outFields.push(new Field(field.name, OP_LAKE_TYPE, field.nullable));
+        outFields.push(withFieldId(new Field(field.name, OP_LAKE_TYPE, field.nullable), ids));
         children.push(opToLake(data));
         break;
       case META_COMMIT_TS:
       case META_INGEST_TS:
-        outFields.push(new Field(field.name, TS_LAKE_TYPE, field.nullable));
+        outFields.push(withFieldId(new Field(field.name, TS_LAKE_TYPE, field.nullable), ids));
         children.push(timestampToMicros(field.name, data));
         break;
       case META_POS:
       case META_SNAPSHOT:
       case META_PHASE:
-        outFields.push(field);
+        outFields.push(withFieldId(field, ids));
         children.push(data);
         break;
     }
