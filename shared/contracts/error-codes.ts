@@ -136,6 +136,17 @@ export const CODES_BY_AREA = {
     ICEBERG_TYPE_CHANGE_REFUSED: error(
       "a column's lake type changed in a way an Iceberg table cannot take (not a promotion)",
     ),
+    ICEBERG_METADATA_INVALID: error(
+      "an Iceberg table's metadata file does not parse or is not format v2, or a change would break its invariants (a bug)",
+    ),
+    ICEBERG_TABLE_MISSING: error('a commit found no Iceberg metadata for its table'),
+    ICEBERG_COMMIT_CONTENDED: error("a commit lost the catalog's compare-and-swap on every attempt"),
+    ICEBERG_COMMIT_UNKNOWN: error(
+      "the catalog did not answer a commit's last attempt, and the table does not have the commit",
+    ),
+    ICEBERG_CONDITIONAL_WRITES_UNSUPPORTED: error(
+      'the lake store cannot create an object only if it is absent (S3 If-None-Match ignored, no hard links)',
+    ),
   },
   /** Check (`tidemark check`): the lines of the change stream a CDC start also refuses on. */
   check: {

@@ -101,9 +101,17 @@ export interface IcebergSnapshotSummary {
   readonly [key: string]: string;
 }
 
+/**
+ * A snapshot's id: a random positive 63-bit long (Iceberg Java and pyiceberg draw them from a
+ * UUID), so a `bigint`: a JSON number beyond 2^53 does not survive `JSON.parse` into a `number`,
+ * and a table another engine wrote to (Spark's `expire_snapshots`, `rewrite_data_files`) holds such
+ * ids. ./metadata-json.ts reads and writes them exactly.
+ */
+export type SnapshotId = bigint;
+
 export interface IcebergSnapshot {
-  readonly 'snapshot-id': number;
-  readonly 'parent-snapshot-id'?: number;
+  readonly 'snapshot-id': SnapshotId;
+  readonly 'parent-snapshot-id'?: SnapshotId;
   readonly 'sequence-number': number;
   readonly 'timestamp-ms': number;
   /** The manifest list (Avro) of this snapshot. */
@@ -114,7 +122,7 @@ export interface IcebergSnapshot {
 
 /** A named reference to a snapshot; `main` is the table's current state. */
 export interface IcebergSnapshotRef {
-  readonly 'snapshot-id': number;
+  readonly 'snapshot-id': SnapshotId;
   readonly type: 'branch' | 'tag';
   readonly 'max-ref-age-ms'?: number;
   readonly 'max-snapshot-age-ms'?: number;
@@ -136,9 +144,9 @@ export interface IcebergTableMetadata {
   readonly 'last-partition-id': number;
   readonly properties: Readonly<Record<string, string>>;
   /** -1 (or absent, on read) when the table has no snapshot yet. */
-  readonly 'current-snapshot-id'?: number;
+  readonly 'current-snapshot-id'?: SnapshotId;
   readonly snapshots: readonly IcebergSnapshot[];
-  readonly 'snapshot-log': readonly { readonly 'snapshot-id': number; readonly 'timestamp-ms': number }[];
+  readonly 'snapshot-log': readonly { readonly 'snapshot-id': SnapshotId; readonly 'timestamp-ms': number }[];
   readonly 'metadata-log': readonly { readonly 'metadata-file': string; readonly 'timestamp-ms': number }[];
   readonly 'sort-orders': readonly IcebergSortOrder[];
   readonly 'default-sort-order-id': number;

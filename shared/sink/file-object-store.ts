@@ -4,13 +4,17 @@
  *
  * Owns: durable, atomic file replacement. `put` writes a hidden temp file in the target folder,
  * fsyncs it, renames it over the target and fsyncs the folder, so after it resolves the object
- * survives a crash and a reader never sees half a file. Never follows a key outside `root`.
+ * survives a crash and a reader never sees half a file. `putIfAbsent` does the same but hard-links
+ * the temp file to the target instead of renaming it: link(2) fails with EEXIST when the target
+ * exists, atomically, which is the Iceberg `file` catalog's compare-and-swap on one folder (local
+ * disks and NFS keep it; a file system without hard links is refused). Never follows a key
+ * outside `root`.
  * A crash mid-put can leave a hidden `.<name>.<id>.tmp` file; readers skip hidden files and
  * `list` does not show them.
  */
 import { randomBytes } from 'node:crypto';
 import type { Dirent } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { SinkError } from '../contracts/errors.js';
@@ -47,26 +51,71 @@ export class FileObjectStore implements ObjectStore {
 
   private async putFile(target: string, bytes: Uint8Array): Promise<void> {
     const dir = dirname(target);
-    await this.ensureDir(dir);
-    const temp = join(
-      dir,
-      `.${target.slice(dir.length + 1)}.${randomBytes(6).toString('hex')}${TEMP_SUFFIX}`,
-    );
+    const temp = await this.writeTemp(target, bytes);
     let renamed = false;
     try {
-      const fh = await open(temp, 'w');
-      try {
-        await fh.writeFile(bytes);
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
       await rename(temp, target);
       renamed = true;
       await fsyncDir(dir);
     } finally {
       if (!renamed) await unlink(temp).catch(() => {});
     }
+  }
+
+  async putIfAbsent(key: string, bytes: Uint8Array): Promise<'created' | 'exists'> {
+    const target = this.path(key);
+    const dir = dirname(target);
+    let temp: string | undefined;
+    try {
+      temp = await this.writeTemp(target, bytes);
+      try {
+        await link(temp, target);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'EEXIST') return 'exists';
+        if (code === 'EPERM' || code === 'ENOTSUP' || code === 'ENOSYS' || code === 'EOPNOTSUPP') {
+          throw new SinkError(
+            'ICEBERG_CONDITIONAL_WRITES_UNSUPPORTED',
+            '',
+            `cannot create ${target} only-if-absent: the file system of ${this.root} has no hard links (${code}), which the Iceberg file catalog's commit needs; put lake.uri on a local disk or NFS`,
+            { cause: e },
+          );
+        }
+        throw e;
+      }
+      await unlink(temp);
+      temp = undefined;
+      await fsyncDir(dir);
+      return 'created';
+    } catch (e) {
+      if (e instanceof SinkError) throw e;
+      throw this.failed('write', target, e);
+    } finally {
+      if (temp !== undefined) await unlink(temp).catch(() => {});
+    }
+  }
+
+  /** Writes `bytes` to a fsynced hidden temp file beside `target` (its folder made first). */
+  private async writeTemp(target: string, bytes: Uint8Array): Promise<string> {
+    const dir = dirname(target);
+    await this.ensureDir(dir);
+    const temp = join(
+      dir,
+      `.${target.slice(dir.length + 1)}.${randomBytes(6).toString('hex')}${TEMP_SUFFIX}`,
+    );
+    try {
+      const fh = await open(temp, 'wx');
+      try {
+        await fh.writeFile(bytes);
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+    } catch (e) {
+      await unlink(temp).catch(() => {});
+      throw e;
+    }
+    return temp;
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {

@@ -1,10 +1,12 @@
 /**
- * The object-store seam under the Parquet sink: the five operations the sink needs from S3 or a
- * local directory, and nothing else. Implementations: `s3-object-store.ts` (AWS S3, LocalStack,
- * s3rver) and `file-object-store.ts` (a directory, for local runs and tests).
+ * The object-store seam under the Parquet sink and the Iceberg `file` catalog: the operations they
+ * need from S3 or a local directory, and nothing else. Implementations: `s3-object-store.ts` (AWS
+ * S3, LocalStack, s3rver) and `file-object-store.ts` (a directory, for local runs and tests).
  *
- * Owns: the contract every store keeps. Never knows about Parquet, positions or tables: keys are
- * opaque `/`-separated ASCII strings relative to the store's root (bucket or directory).
+ * Owns: the contract every store keeps, and `supportsConditionalWrites`, the probe that tells a
+ * store that keeps `putIfAbsent`'s promise from one that silently overwrites (s3rver, older S3
+ * compatibles). Never knows about Parquet, positions or tables: keys are opaque `/`-separated
+ * ASCII strings relative to the store's root (bucket or directory).
  */
 
 /** One stored object as a listing shows it. */
@@ -23,6 +25,17 @@ export interface ObjectStore {
    * atomic: a reader sees the old object or the new one, never a partial one.
    */
   put(key: string, bytes: Uint8Array): Promise<void>;
+  /**
+   * Stores `bytes` under `key` only if no object is there: `created`, or `exists` with nothing
+   * written. Atomic against concurrent calls on the same key (S3 `If-None-Match: *`; a directory:
+   * link(2) of a fsynced temp file), durable like `put`. `exists` can also follow a lost reply to
+   * a request that did create the object (the SDK's retry then finds it): a caller that must know
+   * whose object it is reads it back. A store that ignores the condition (s3rver) answers
+   * `created` every time; `supportsConditionalWrites` finds that out.
+   * @throws SinkError `ICEBERG_CONDITIONAL_WRITES_UNSUPPORTED` where the store cannot do it at all
+   *   (a directory on a file system without hard links), or the store's usual errors.
+   */
+  putIfAbsent(key: string, bytes: Uint8Array): Promise<'created' | 'exists'>;
   /** The object's bytes, or undefined when there is none. */
   get(key: string): Promise<Uint8Array | undefined>;
   /**
@@ -34,4 +47,24 @@ export interface ObjectStore {
   list(prefix: string, startAfter?: string): Promise<StoredObject[]>;
   /** Deletes the keys; keys that do not exist are fine. Durable when the promise resolves. */
   delete(keys: readonly string[]): Promise<void>;
+}
+
+/**
+ * Whether `store` keeps `putIfAbsent`'s promise: puts a small object at `key` twice with the
+ * condition and expects the second to be refused, then deletes it. False for a store that answers
+ * the second put `created` (it overwrote). `key` should be a throw-away name of the caller's (e.g.
+ * layout.ts `probeKey`): an object already there is deleted first.
+ */
+export async function supportsConditionalWrites(store: ObjectStore, key: string): Promise<boolean> {
+  const body = new TextEncoder().encode('tidemark: conditional-write probe, deleted right away\n');
+  try {
+    if ((await store.putIfAbsent(key, body)) === 'exists') {
+      // A probe left by a run that died between its puts and its delete.
+      await store.delete([key]);
+      await store.putIfAbsent(key, body);
+    }
+    return (await store.putIfAbsent(key, body)) === 'exists';
+  } finally {
+    await store.delete([key]);
+  }
 }

@@ -5,8 +5,11 @@
  * Owns: the S3 calls of the sink. PutObject sends the body as bytes with its ContentLength and
  * Content-MD5 (never a stream: a streamed body is sent aws-chunked, which some emulators store
  * verbatim); ListObjectsV2 follows continuation tokens and passes `StartAfter`; DeleteObjects goes in chunks of 1000 keys
- * (the API limit) and fails loudly on any per-key error. Never retries by itself beyond the SDK's
- * own retry policy, and never creates buckets.
+ * (the API limit) and fails loudly on any per-key error. `putIfAbsent` is PutObject with
+ * `If-None-Match: *`: S3 answers 412 PreconditionFailed when the key exists (`exists`) and 409
+ * ConditionalRequestConflict while another conditional write to the key is in flight, which AWS
+ * says to retry; that is the one retry this store makes beyond the SDK's own policy. Never creates
+ * buckets.
  */
 import { createHash } from 'node:crypto';
 import {
@@ -26,6 +29,10 @@ import type { ObjectStore, StoredObject } from './object-store.js';
 
 /** DeleteObjects accepts at most this many keys per request. */
 const DELETE_CHUNK = 1000;
+/** Attempts of a conditional PutObject that S3 answers 409 ConditionalRequestConflict. */
+const CONDITIONAL_CONFLICT_ATTEMPTS = 5;
+/** First wait after a 409, doubled per attempt (with jitter). */
+const CONDITIONAL_CONFLICT_WAIT_MS = 50;
 
 export interface S3ObjectStoreOptions {
   readonly bucket: string;
@@ -77,22 +84,43 @@ export class S3ObjectStore implements ObjectStore {
 
   async put(key: string, bytes: Uint8Array): Promise<void> {
     try {
-      await this.client.send(
-        new PutObjectCommand({
-          Bucket: this.bucket,
-          Key: key,
-          Body: bytes,
-          ContentLength: bytes.byteLength,
-          // End-to-end integrity: S3 rejects the PUT (BadDigest) if the body it got has another MD5.
-          ContentMD5: createHash('md5').update(bytes).digest('base64'),
-          ContentType: key.endsWith('.parquet')
-            ? 'application/vnd.apache.parquet'
-            : 'application/octet-stream',
-        }),
-      );
+      await this.client.send(this.putCommand(key, bytes, false));
     } catch (e) {
       throw this.failed('PutObject', key, e);
     }
+  }
+
+  async putIfAbsent(key: string, bytes: Uint8Array): Promise<'created' | 'exists'> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.client.send(this.putCommand(key, bytes, true));
+        return 'created';
+      } catch (e) {
+        const { name, status } = errorShape(e);
+        if (name === 'PreconditionFailed' || status === 412) return 'exists';
+        const conflict = name === 'ConditionalRequestConflict' || status === 409;
+        if (!conflict || attempt >= CONDITIONAL_CONFLICT_ATTEMPTS) throw this.failed('PutObject', key, e);
+        const wait = CONDITIONAL_CONFLICT_WAIT_MS * 2 ** (attempt - 1);
+        await new Promise((r) => setTimeout(r, wait / 2 + Math.random() * (wait / 2)));
+      }
+    }
+  }
+
+  private putCommand(key: string, bytes: Uint8Array, ifAbsent: boolean): PutObjectCommand {
+    return new PutObjectCommand({
+      Bucket: this.bucket,
+      Key: key,
+      Body: bytes,
+      ContentLength: bytes.byteLength,
+      // End-to-end integrity: S3 rejects the PUT (BadDigest) if the body it got has another MD5.
+      ContentMD5: createHash('md5').update(bytes).digest('base64'),
+      ContentType: key.endsWith('.parquet')
+        ? 'application/vnd.apache.parquet'
+        : key.endsWith('.json')
+          ? 'application/json'
+          : 'application/octet-stream',
+      ...(ifAbsent ? { IfNoneMatch: '*' } : {}),
+    });
   }
 
   async get(key: string): Promise<Uint8Array | undefined> {
@@ -198,4 +226,9 @@ export class S3ObjectStore implements ObjectStore {
       { cause },
     );
   }
+}
+
+function errorShape(e: unknown): { name: string | undefined; status: number | undefined } {
+  const shape = e as { name?: string; $metadata?: { httpStatusCode?: number } } | undefined;
+  return { name: shape?.name, status: shape?.$metadata?.httpStatusCode };
 }

@@ -111,6 +111,9 @@ class RecordingStore implements ObjectStore {
   put(key: string, bytes: Uint8Array): Promise<void> {
     return this.inner.put(key, bytes);
   }
+  putIfAbsent(key: string, bytes: Uint8Array): Promise<'created' | 'exists'> {
+    return this.inner.putIfAbsent(key, bytes);
+  }
   get(key: string): Promise<Uint8Array | undefined> {
     return this.inner.get(key);
   }
