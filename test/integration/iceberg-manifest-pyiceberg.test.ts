@@ -1,16 +1,13 @@
 /**
  * The decisive check of tidemark's Iceberg manifests (shared/iceberg/manifest.ts, avro.ts,
  * data-file.ts): a reader we did not write, pyiceberg 0.12 (.venv-readers, docs/test-readers.md),
- * reads a v2 table built by hand in a temp dir from tidemark's own pieces. Parquet data files from
- * tidemark's encoders (parquet-wasm through `encodeParquet`, and the flat writer through
- * `encodeFlat`) with `PARQUET:field_id` on the Arrow fields; manifests and manifest lists from
- * our modules; a minimal metadata.json written here (one schema with the same ids, unpartitioned,
- * snapshots whose ids are past 2^53 as Java's and pyiceberg's are). Three snapshots: two appends,
- * each a manifest whose entries inherit snapshot id and sequence numbers, the second carrying the
- * first's manifest forward from the list it read back; then a rewrite of both manifests into one
- * of EXISTING entries. pyiceberg must read the rows, the record counts, the inherited sequence
- * numbers and the metrics (value, null counts, bounds decoded into int, long, string, decimal,
- * timestamp values), and nothing for a list column but its sizes.
+ * reads a v2 table built by hand in a temp dir from tidemark's own pieces (./iceberg-table-fixture.ts:
+ * Parquet from tidemark's encoders, manifests and manifest lists from our modules, snapshot ids
+ * past 2^53; two appends whose entries inherit, then a rewrite of both manifests into one of
+ * EXISTING entries). pyiceberg must read the rows at each snapshot, the record counts, the
+ * inherited sequence numbers and the metrics (value, null counts, bounds decoded into int, long,
+ * string, decimal, timestamp values), and nothing for a list column but its sizes. And the other
+ * way round: our reader reads the manifest lists and manifests pyiceberg writes as pyiceberg does.
  *
  * Skips, saying so, where .venv-readers is not installed (scripts/install-test-readers.sh).
  */
@@ -20,18 +17,13 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { Schema as ArrowSchema, Field, List, RecordBatch } from 'apache-arrow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeRows } from '../../shared/dataplane/encoder.js';
-import { toLakeRecord } from '../../shared/dataplane/lake.js';
-import { Op } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { parquetDataFile } from '../../shared/iceberg/data-file.js';
 import {
   EntryStatus,
   type IcebergManifestFile,
   inheritFromManifest,
-  liveEntries,
   manifestFileOf,
   readManifest,
   readManifestList,
@@ -39,181 +31,24 @@ import {
   writeManifestList,
 } from '../../shared/iceberg/manifest.js';
 import type { IcebergField, IcebergSchema } from '../../shared/iceberg/spec.js';
-import { nativeCompressor } from '../../shared/sink/parquet-pages.cjs';
-import { encodeFlat, encodeParquet } from '../../shared/sink/parquet-writer.js';
+import { encodeParquet } from '../../shared/sink/parquet-writer.js';
+import {
+  buildTable,
+  FIELDS,
+  LONG_NAME,
+  lakeRecord,
+  metadataJson,
+  SNAP_1,
+  SNAP_2,
+  SNAP_3,
+  SPEC,
+  withFieldIds,
+} from './iceberg-table-fixture.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const PYTHON = join(ROOT, '.venv-readers', 'bin', 'python');
 const HAVE_READERS = existsSync(PYTHON);
 const run = promisify(execFile);
-
-// ---- the table: a lake schema, the same columns as an Iceberg schema, ids 1..n
-
-const TABLE: Schema = {
-  columns: [
-    { name: 'id', type: { kind: 'int64' }, nullable: false, sourceType: 'bigint' },
-    { name: 'qty', type: { kind: 'int32' }, nullable: true, sourceType: 'integer' },
-    { name: 'name', type: { kind: 'text' }, nullable: true, sourceType: 'text' },
-    {
-      name: 'price',
-      type: { kind: 'decimal', precision: 10, scale: 2 },
-      nullable: true,
-      sourceType: 'numeric(10,2)',
-    },
-    {
-      name: 'big',
-      type: { kind: 'decimal', precision: 38, scale: 9 },
-      nullable: true,
-      sourceType: 'numeric(38,9)',
-    },
-    { name: 'at', type: { kind: 'timestamp', utc: true }, nullable: true, sourceType: 'timestamptz' },
-    { name: 'day', type: { kind: 'date' }, nullable: true, sourceType: 'date' },
-    { name: 'ratio', type: { kind: 'float64' }, nullable: true, sourceType: 'double precision' },
-    { name: 'ok', type: { kind: 'bool' }, nullable: true, sourceType: 'boolean' },
-    { name: 'blob', type: { kind: 'binary' }, nullable: true, sourceType: 'bytea' },
-  ],
-  primaryKey: ['id'],
-};
-
-/** The Iceberg fields of the lake columns and the metadata tail, ids in lake field order from 1. */
-const FIELDS: IcebergField[] = [
-  { id: 1, name: 'id', required: true, type: 'long' },
-  { id: 2, name: 'qty', required: false, type: 'int' },
-  { id: 3, name: 'name', required: false, type: 'string' },
-  { id: 4, name: 'price', required: false, type: 'decimal(10, 2)' },
-  { id: 5, name: 'big', required: false, type: 'decimal(38, 9)' },
-  { id: 6, name: 'at', required: false, type: 'timestamptz' },
-  { id: 7, name: 'day', required: false, type: 'date' },
-  { id: 8, name: 'ratio', required: false, type: 'double' },
-  { id: 9, name: 'ok', required: false, type: 'boolean' },
-  { id: 10, name: 'blob', required: false, type: 'binary' },
-  { id: 11, name: '__op', required: true, type: 'string' },
-  { id: 12, name: '__pos', required: true, type: 'string' },
-  { id: 13, name: '__commit_ts', required: false, type: 'timestamptz' },
-  { id: 14, name: '__ingest_ts', required: true, type: 'timestamptz' },
-  { id: 15, name: '__snapshot', required: true, type: 'boolean' },
-  { id: 16, name: '__phase', required: true, type: 'string' },
-];
-const ICEBERG: IcebergSchema = {
-  type: 'struct',
-  'schema-id': 0,
-  'identifier-field-ids': [1],
-  fields: FIELDS,
-};
-const SPEC = { 'spec-id': 0, fields: [] } as const;
-
-const LONG_NAME = 'a name well past sixteen characters';
-
-/** Rows of one data file: [id, qty, name, price, big, at (micros), day, ratio, ok, blob]. */
-const FILE_A: unknown[][] = [
-  [
-    1,
-    7,
-    'apple',
-    '12.50',
-    '-99999999999999999999999999999.000000001',
-    1_700_000_000_000_001n,
-    19_000,
-    0.5,
-    true,
-    Uint8Array.of(1, 2),
-  ],
-  [2, null, LONG_NAME, '-3.25', '0.000000001', -1n, -1, -0, false, null],
-  [3, -2_147_483_648, null, null, null, null, null, null, null, new Uint8Array(0)],
-];
-const FILE_B: unknown[][] = [
-  [
-    4,
-    2_147_483_647,
-    'pear',
-    '99999999.99',
-    '12345678901234567890123456789.123456789',
-    253_402_300_799_999_999n,
-    2_932_896,
-    1e300,
-    true,
-    Uint8Array.of(255),
-  ],
-  [5, 0, 'zebra', '0.00', '1.000000000', 0n, 0, -1.5, null, Uint8Array.of(0)],
-];
-
-function lakeRecord(schema: Schema, rows: readonly (readonly unknown[])[], posPrefix: string): RecordBatch {
-  // int64 values are bigints on the wire; the rows above write small ones as numbers.
-  const wire = (v: unknown, i: number) =>
-    schema.columns[i]!.type.kind === 'int64' && typeof v === 'number' ? BigInt(v) : v;
-  const objects = rows.map((r) => Object.fromEntries(r.map((v, i) => [schema.columns[i]!.name, wire(v, i)])));
-  return toLakeRecord(
-    encodeRows(schema, objects, {
-      posPrefix,
-      ordinalBase: 0,
-      op: Op.update,
-      phase: 'incremental',
-      ingestTsNanos: 1_700_000_000_000_000_000n,
-      snapshot: false,
-    }),
-  );
-}
-
-/** `record` with `PARQUET:field_id` on every field (and on a list's element: `elementIds`). */
-function withFieldIds(record: RecordBatch, elementIds: ReadonlyMap<string, number> = new Map()): RecordBatch {
-  const fields = record.schema.fields.map((f, i) => {
-    let type = f.type;
-    const elementId = elementIds.get(f.name);
-    if (elementId !== undefined && f.type instanceof List) {
-      const child = f.type.children[0]!;
-      type = new List(
-        new Field(child.name, child.type, child.nullable, new Map([['PARQUET:field_id', String(elementId)]])),
-      );
-    }
-    return new Field(f.name, type, f.nullable, new Map([['PARQUET:field_id', String(i + 1)]]));
-  });
-  return new RecordBatch(new ArrowSchema(fields, record.schema.metadata), record.data);
-}
-
-// ---- the metadata file, with snapshot ids no double holds exactly
-
-interface Snap {
-  readonly id: bigint;
-  readonly parent: bigint | undefined;
-  readonly seq: number;
-  readonly list: string;
-  readonly operation: string;
-}
-
-function metadataJson(
-  location: string,
-  schema: IcebergSchema,
-  lastColumnId: number,
-  snaps: readonly Snap[],
-): string {
-  const current = snaps.at(-1)!;
-  // Long ids go in as JSON number text: JSON.stringify has no bigint, pyiceberg reads any integer.
-  const snapshots = snaps.map(
-    (s) =>
-      `{"snapshot-id":${s.id},${s.parent === undefined ? '' : `"parent-snapshot-id":${s.parent},`}"sequence-number":${s.seq},"timestamp-ms":${1_700_000_000_000 + s.seq},"manifest-list":${JSON.stringify(s.list)},"summary":{"operation":"${s.operation}"},"schema-id":0}`,
-  );
-  return `{
-  "format-version": 2,
-  "table-uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1",
-  "location": ${JSON.stringify(location)},
-  "last-sequence-number": ${current.seq},
-  "last-updated-ms": ${1_700_000_000_000 + current.seq},
-  "last-column-id": ${lastColumnId},
-  "schemas": [${JSON.stringify(schema)}],
-  "current-schema-id": 0,
-  "partition-specs": [{"spec-id": 0, "fields": []}],
-  "default-spec-id": 0,
-  "last-partition-id": 999,
-  "properties": {},
-  "current-snapshot-id": ${current.id},
-  "snapshots": [${snapshots.join(',')}],
-  "snapshot-log": [${snaps.map((s) => `{"snapshot-id":${s.id},"timestamp-ms":${1_700_000_000_000 + s.seq}}`).join(',')}],
-  "metadata-log": [],
-  "sort-orders": [{"order-id": 0, "fields": []}],
-  "default-sort-order-id": 0,
-  "refs": {"main": {"snapshot-id": ${current.id}, "type": "branch"}}
-}`;
-}
 
 async function py(script: string, metadataPath: string): Promise<Record<string, unknown>> {
   try {
@@ -234,10 +69,6 @@ type Row = Record<string, unknown>;
 const byId = (pairs: unknown): Record<number, unknown> =>
   Object.fromEntries((pairs as [number, unknown][]).map(([k, v]) => [k, v]));
 
-const SNAP_1 = 2n ** 62n + 11n;
-const SNAP_2 = 2n ** 62n + 22n;
-const SNAP_3 = 2n ** 63n - 33n;
-
 describe.skipIf(!HAVE_READERS)(
   `pyiceberg reads tidemark's manifests${HAVE_READERS ? '' : ' (SKIPPED: .venv-readers is not installed; run bash scripts/install-test-readers.sh)'}`,
   () => {
@@ -247,112 +78,16 @@ describe.skipIf(!HAVE_READERS)(
 
     beforeAll(() => {
       dir = mkdtempSync(join(tmpdir(), 'tidemark-iceberg-'));
-      mkdirSync(join(dir, 't', 'data'), { recursive: true });
-      mkdirSync(join(dir, 't', 'metadata'), { recursive: true });
     });
     afterAll(() => {
       if (dir) rmSync(dir, { recursive: true, force: true });
     });
 
     it('reads two appends and a manifest rewrite: rows, counts, inherited sequence numbers, metrics', async () => {
-      // Data file A by parquet-wasm (encodeParquet), B by tidemark's flat writer (gzip pages).
-      const fileA = encodeParquet([withFieldIds(lakeRecord(TABLE, FILE_A, 'i000000000001'))], {
-        compression: 'snappy',
-      });
-      const fileB = encodeFlat(
-        [withFieldIds(lakeRecord(TABLE, FILE_B, 'i000000000002'))],
-        {},
-        nativeCompressor('gzip')!,
-      );
-      expect(fileB, 'the flat writer wrote no file for a flat schema').toBeInstanceOf(Uint8Array);
-      const pathA = join(dir, 't', 'data', 'a.parquet');
-      const pathB = join(dir, 't', 'data', 'b.parquet');
-      writeFileSync(pathA, fileA);
-      writeFileSync(pathB, fileB!);
-
-      // Snapshot 1: append A. The manifest is written before the commit: no snapshot id, no sequence numbers.
-      const m1 = writeManifest({
-        schema: ICEBERG,
-        spec: SPEC,
-        entries: [{ status: EntryStatus.ADDED, data_file: parquetDataFile(uri(pathA), fileA, ICEBERG) }],
-      });
-      writeFileSync(meta('m1.avro'), m1.bytes);
-      const mf1 = manifestFileOf(uri(meta('m1.avro')), m1.bytes.length, m1.summary, {
-        snapshotId: SNAP_1,
-        sequenceNumber: 1,
-      });
-      writeFileSync(
-        meta('list1.avro'),
-        writeManifestList({
-          snapshotId: SNAP_1,
-          parentSnapshotId: undefined,
-          sequenceNumber: 1,
-          manifests: [mf1],
-        }),
-      );
-
-      // Snapshot 2: append B; the list carries snapshot 1's manifest forward as read back.
-      const m2 = writeManifest({
-        schema: ICEBERG,
-        spec: SPEC,
-        entries: [{ status: EntryStatus.ADDED, data_file: parquetDataFile(uri(pathB), fileB!, ICEBERG) }],
-      });
-      writeFileSync(meta('m2.avro'), m2.bytes);
-      const previous = readManifestList(new Uint8Array(readFileSync(meta('list1.avro'))));
-      expect(previous.manifests).toEqual([mf1]);
-      const mf2 = manifestFileOf(uri(meta('m2.avro')), m2.bytes.length, m2.summary, {
-        snapshotId: SNAP_2,
-        sequenceNumber: 2,
-      });
-      writeFileSync(
-        meta('list2.avro'),
-        writeManifestList({
-          snapshotId: SNAP_2,
-          parentSnapshotId: SNAP_1,
-          sequenceNumber: 2,
-          manifests: [mf2, ...previous.manifests],
-        }),
-      );
-
-      // Snapshot 3: both manifests merged into one of EXISTING entries, sequence numbers kept.
-      const live = liveEntries(
-        readManifestList(new Uint8Array(readFileSync(meta('list2.avro')))).manifests.map((m) => ({
-          manifest: m,
-          bytes: new Uint8Array(readFileSync(m.manifest_path.slice('file://'.length))),
-        })),
-      );
-      const m3 = writeManifest({
-        schema: ICEBERG,
-        spec: SPEC,
-        entries: live.map((e) => ({ ...e, status: EntryStatus.EXISTING })),
-      });
-      writeFileSync(meta('m3.avro'), m3.bytes);
-      const mf3 = manifestFileOf(uri(meta('m3.avro')), m3.bytes.length, m3.summary, {
-        snapshotId: SNAP_3,
-        sequenceNumber: 3,
-      });
+      const built = buildTable(dir);
+      const { pathA, pathB, fileA, fileB, m3, mf3 } = built;
+      expect(built.previous).toEqual([built.mf1]);
       expect(mf3).toMatchObject({ existing_files_count: 2, existing_rows_count: 5, min_sequence_number: 1 });
-      writeFileSync(
-        meta('list3.avro'),
-        writeManifestList({
-          snapshotId: SNAP_3,
-          parentSnapshotId: SNAP_2,
-          sequenceNumber: 3,
-          manifests: [mf3],
-        }),
-      );
-
-      const snaps: Snap[] = [
-        { id: SNAP_1, parent: undefined, seq: 1, list: uri(meta('list1.avro')), operation: 'append' },
-        { id: SNAP_2, parent: SNAP_1, seq: 2, list: uri(meta('list2.avro')), operation: 'append' },
-        { id: SNAP_3, parent: SNAP_2, seq: 3, list: uri(meta('list3.avro')), operation: 'replace' },
-      ];
-      for (let n = 1; n <= 3; n++) {
-        writeFileSync(
-          meta(`v${n}.metadata.json`),
-          metadataJson(uri(join(dir, 't')), ICEBERG, 16, snaps.slice(0, n)),
-        );
-      }
 
       // The rows, at each snapshot.
       for (const [n, ids] of [
@@ -424,7 +159,7 @@ describe.skipIf(!HAVE_READERS)(
         record_count: 3,
         file_size_in_bytes: fileA.length,
       });
-      expect(b).toMatchObject({ record_count: 2, file_size_in_bytes: fileB!.length });
+      expect(b).toMatchObject({ record_count: 2, file_size_in_bytes: fileB.length });
       for (const f of [a, b]) {
         expect(
           Object.keys(byId(f.column_sizes))
@@ -575,5 +310,115 @@ describe.skipIf(!HAVE_READERS)(
       expect(byId(f.lower_bounds)[17]).toBeUndefined();
       expect(byId(f.value_counts)[17]).toBeUndefined();
     });
+
+    it("reads pyiceberg's own manifest lists and manifests as pyiceberg does", async () => {
+      // pyiceberg writes a table (two appends) in its SQL catalog; our reader must see its tree.
+      const base = join(dir, 'foreign');
+      mkdirSync(base, { recursive: true });
+      const { stdout } = await run(PYTHON, ['-c', WRITE_WITH_PYICEBERG, base], { cwd: ROOT });
+      const metadataPath = (JSON.parse(stdout) as { metadata: string }).metadata.replace(/^file:\/\//, '');
+      const tree = await py('iceberg_metadata.py', metadataPath);
+      // The current snapshot's manifest list, found without parsing its 63-bit id into a double.
+      const metadataText = readFileSync(metadataPath, 'utf8');
+      const listOf = new RegExp(
+        `"snapshot-id"\\s*:\\s*${tree.snapshot_id}\\s*,[^}]*?"manifest-list"\\s*:\\s*"([^"]+)"`,
+      );
+      const listPath = listOf.exec(metadataText)?.[1];
+      expect(listPath, 'the current snapshot and its manifest list in the metadata file').toBeDefined();
+      const list = readManifestList(readFileSync(listPath!.replace(/^file:\/\//, '')));
+      expect(String(list.snapshotId)).toBe(tree.snapshot_id);
+      const asPyiceberg = (m: IcebergManifestFile) => ({
+        manifest_path: m.manifest_path,
+        manifest_length: m.manifest_length,
+        content: m.content,
+        sequence_number: m.sequence_number,
+        min_sequence_number: m.min_sequence_number,
+        added_snapshot_id: String(m.added_snapshot_id),
+        added_files_count: m.added_files_count,
+        existing_files_count: m.existing_files_count,
+        deleted_files_count: m.deleted_files_count,
+        added_rows_count: m.added_rows_count,
+        existing_rows_count: m.existing_rows_count,
+        deleted_rows_count: m.deleted_rows_count,
+      });
+      expect(list.manifests.map(asPyiceberg)).toEqual(
+        (tree.manifests as Row[]).map((m) => {
+          const { partitions: _p, partition_spec_id: _s, ...rest } = m;
+          return rest;
+        }),
+      );
+      expect(list.manifests).toHaveLength(2);
+
+      const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+      const sortedPairs = (
+        m: ReadonlyMap<number, unknown> | undefined,
+        f: (v: never) => unknown = (v) => v,
+      ) =>
+        [...(m ?? new Map())].map(([k, v]) => [k, f(v as never)]).sort((x, y) => Number(x[0]) - Number(y[0]));
+      const ours = list.manifests.flatMap((m) =>
+        readManifest(readFileSync(m.manifest_path.replace(/^file:\/\//, ''))).entries.map((e) => {
+          const x = inheritFromManifest(e, m);
+          const f = x.data_file;
+          return {
+            status: x.status,
+            snapshot_id: String(x.snapshot_id),
+            sequence_number: x.sequence_number,
+            file_sequence_number: x.file_sequence_number,
+            file_path: f.file_path,
+            file_format: f.file_format,
+            record_count: f.record_count,
+            file_size_in_bytes: f.file_size_in_bytes,
+            value_counts: sortedPairs(f.value_counts),
+            null_value_counts: sortedPairs(f.null_value_counts),
+            lower_bounds: sortedPairs(f.lower_bounds, hex),
+            upper_bounds: sortedPairs(f.upper_bounds, hex),
+          };
+        }),
+      );
+      const theirs = (tree.entries as Row[]).map((e) => {
+        const f = e.data_file as Row;
+        const pairs = (v: unknown) => [...((v as [number, unknown][]) ?? [])].sort((x, y) => x[0] - y[0]);
+        return {
+          status: e.status,
+          snapshot_id: String(e.snapshot_id),
+          sequence_number: e.sequence_number,
+          file_sequence_number: e.file_sequence_number,
+          file_path: f.file_path,
+          file_format: f.file_format,
+          record_count: f.record_count,
+          file_size_in_bytes: f.file_size_in_bytes,
+          value_counts: pairs(f.value_counts),
+          null_value_counts: pairs(f.null_value_counts),
+          lower_bounds: pairs(f.lower_bounds),
+          upper_bounds: pairs(f.upper_bounds),
+        };
+      });
+      expect(ours).toEqual(theirs);
+      expect(ours.map((e) => e.sequence_number).sort()).toEqual([1, 2]);
+      expect(ours.every((e) => e.lower_bounds.length > 0)).toBe(true);
+    });
   },
 );
+
+/** pyiceberg creates a table in a SQL catalog under argv[1] and appends twice; prints its metadata location. */
+const WRITE_WITH_PYICEBERG = `
+import datetime, decimal, json, sys
+import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+base = sys.argv[1]
+catalog = SqlCatalog("lake", uri=f"sqlite:///{base}/catalog.db", warehouse=f"file://{base}/wh")
+catalog.create_namespace("ns")
+schema = pa.schema([
+    pa.field("id", pa.int64(), nullable=False),
+    pa.field("name", pa.string()),
+    pa.field("price", pa.decimal128(10, 2)),
+    pa.field("at", pa.timestamp("us", tz="UTC")),
+])
+table = catalog.create_table("ns.t", schema=schema)
+utc = datetime.timezone.utc
+table.append(pa.table({"id": [1, 2], "name": ["a", None], "price": [decimal.Decimal("1.50"), None],
+    "at": [datetime.datetime(2024, 1, 2, tzinfo=utc), None]}, schema=schema))
+table.append(pa.table({"id": [3], "name": ["zz"], "price": [decimal.Decimal("-7.25")],
+    "at": [datetime.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=utc)]}, schema=schema))
+print(json.dumps({"metadata": catalog.load_table("ns.t").metadata_location}))
+`;
