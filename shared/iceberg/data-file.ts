@@ -16,7 +16,8 @@
  *   values, so value and null counts are left out there too);
  * - a truncated lower bound is a prefix (smaller or equal); a truncated upper bound is a prefix
  *   whose last character (byte, for binary) is incremented, and is left out when none can be;
- *   an upper bound the Parquet writer marked inexact is kept only where it is still valid UTF-8;
+ *   a bound the Parquet writer marked inexact is kept for strings (while it is valid UTF-8) and
+ *   binary only, where the Parquet spec makes it a bound still;
  * - no uuid bounds (readers disagree on uuid order: Java compares signed halves), no NaN counts
  *   (Parquet statistics do not count NaNs; absent means unknown, which readers handle).
  * Pure: reads the footer of the bytes it is given.
@@ -289,7 +290,9 @@ function statValue(
         return undefined;
       }
     case 'binary':
-      return leaf.physical === PHYSICAL.BYTE_ARRAY || leaf.physical === PHYSICAL.FLBA ? new Uint8Array(b) : undefined;
+      return leaf.physical === PHYSICAL.BYTE_ARRAY || leaf.physical === PHYSICAL.FLBA
+        ? new Uint8Array(b)
+        : undefined;
     case 'fixed':
       return leaf.physical === PHYSICAL.FLBA && b.length === t.length ? new Uint8Array(b) : undefined;
     case 'uuid':

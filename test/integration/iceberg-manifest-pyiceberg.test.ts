@@ -69,6 +69,11 @@ type Row = Record<string, unknown>;
 const byId = (pairs: unknown): Record<number, unknown> =>
   Object.fromEntries((pairs as [number, unknown][]).map(([k, v]) => [k, v]));
 
+if (!HAVE_READERS)
+  console.warn(
+    'pyiceberg tests skipped: .venv-readers is not installed (bash scripts/install-test-readers.sh)',
+  );
+
 describe.skipIf(!HAVE_READERS)(
   `pyiceberg reads tidemark's manifests${HAVE_READERS ? '' : ' (SKIPPED: .venv-readers is not installed; run bash scripts/install-test-readers.sh)'}`,
   () => {

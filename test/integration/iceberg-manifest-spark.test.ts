@@ -64,6 +64,11 @@ class Spark {
   }
 }
 
+if (!HAVE_SPARK)
+  console.warn(
+    'Spark tests skipped: .venv-readers or .readers/jars is not installed (bash scripts/install-test-readers.sh)',
+  );
+
 describe.skipIf(!HAVE_SPARK)(
   `Spark (Iceberg's Java implementation) reads tidemark's manifests${HAVE_SPARK ? '' : ' (SKIPPED: .venv-readers or .readers/jars is not installed; run bash scripts/install-test-readers.sh)'}`,
   () => {
