@@ -61,7 +61,6 @@ const FILE_COLUMN_ORDERS = 7;
 const SE_TYPE = 1;
 const SE_TYPE_LENGTH = 2;
 const SE_REPETITION = 3;
-const SE_NAME = 4;
 const SE_NUM_CHILDREN = 5;
 const SE_CONVERTED_TYPE = 6;
 const SE_SCALE = 7;
