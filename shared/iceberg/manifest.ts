@@ -18,7 +18,8 @@
  * Values: snapshot ids are `bigint` (other writers draw them from 63 bits); sequence numbers,
  * counts and sizes are `number` (a read value past 2^53 is refused). A partition tuple is keyed by
  * partition field name, each value in its Avro form (int/date `number`, long/timestamp `bigint`,
- * decimal and uuid `Uint8Array`, ...); an unpartitioned table's is `{}`. An added entry written
+ * a decimal the big-endian two's complement `Uint8Array` of its precision's fixed size, a uuid
+ * its 16 bytes, ...); an unpartitioned table's is `{}`. An added entry written
  * before its commit has no snapshot id and no sequence numbers: it inherits them from the
  * manifest list (spec "Sequence Number Inheritance"), so a manifest is written once and reused
  * by every commit attempt (docs/decisions/0024-iceberg-commits.md). Pure: no I/O.
