@@ -10,9 +10,9 @@
  */
 import type { CdcRuntime, CdcTable, Reader } from '../../../contracts/cdc.js';
 import type { CdcSourceSettings, ClosableCdcSource } from '../../../contracts/driver.js';
-import { TidemarkError } from '../../../contracts/errors.js';
 import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
 import type { Schema } from '../../../dataplane/schema.js';
+import { withConnectErrors } from '../../connect-errors.js';
 import { refuseFailedPreconditions } from '../../preflight-lines.js';
 import { MysqlConnection, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
@@ -101,14 +101,10 @@ export class MysqlCdcSource implements ClosableCdcSource, Introspector {
   }
 
   private async guard<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (e) {
-      if (e instanceof TidemarkError) throw e;
-      const translated = translateConnectError(e, this.db.endpoint, this.settings.connectTimeoutMs);
-      if (translated) throw translated;
-      throw e;
-    }
+    return withConnectErrors(
+      () => fn(),
+      (e) => translateConnectError(e, this.db.endpoint, this.settings.connectTimeoutMs),
+    );
   }
 
   async close(): Promise<void> {

@@ -9,10 +9,11 @@
  */
 import type { CdcRuntime, CdcTable, Reader } from '../../../contracts/cdc.js';
 import type { CdcSourceSettings, ClosableCdcSource } from '../../../contracts/driver.js';
-import { SourceError, TidemarkError } from '../../../contracts/errors.js';
+import { SourceError } from '../../../contracts/errors.js';
 import type { SnapshotOptions, SnapshotSource } from '../../../contracts/snapshot.js';
 import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
 import type { Schema } from '../../../dataplane/schema.js';
+import { withConnectErrors } from '../../connect-errors.js';
 import { refuseFailedPreconditions } from '../../preflight-lines.js';
 import { PostgresConnection, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
@@ -119,14 +120,10 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
       ? (sql: S) => Promise<T>
       : never,
   ): Promise<T> {
-    try {
-      return await this.db.run(fn);
-    } catch (e) {
-      if (e instanceof TidemarkError) throw e;
-      const translated = translateConnectError(e, this.db.endpoint, this.settings.connectTimeoutMs);
-      if (translated) throw translated;
-      throw e;
-    }
+    return withConnectErrors(
+      () => this.db.run(fn),
+      (e) => translateConnectError(e, this.db.endpoint, this.settings.connectTimeoutMs),
+    );
   }
 
   async close(): Promise<void> {
