@@ -1,8 +1,8 @@
 /**
  * What both SQL drivers' incremental sources are and share: the source contracts they implement
- * (`SqlSource`), and the guard every statement of theirs runs under (`guardRead`): a read the
- * engine gives up abandons the connection, and a failure leaves as a SourceError that names the
- * table and where the query ran.
+ * (`SqlSource`), the guard every statement of theirs runs under (`guardRead`): a read the engine
+ * gives up abandons the connection, and a failure leaves as a SourceError that names the table
+ * and where the query ran; and the wall-clock text `WallClockZone` asks the database about.
  *
  * Owns the abort handling of a read and the wording of a failed query. Never names a client:
  * each driver's source.ts passes its connection's `abandon`, its connect.ts `translateConnectError`
@@ -10,6 +10,7 @@
  */
 import type { ClosableIncrementalSource } from '../contracts/driver.js';
 import { SourceError } from '../contracts/errors.js';
+import { microsToTimestampText } from '../position/time-text.js';
 import { boundaryError } from './connect-errors.js';
 
 /**
@@ -59,4 +60,13 @@ export async function guardRead<T>(
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }
+}
+
+/**
+ * A wall-clock timestamp (`WallClockZone.wallClockToUtc`) as the text a driver asks its database
+ * to place in a zone; undefined for infinities and BC years, which have no instant worth showing.
+ */
+export function wallClockText(wallMicros: bigint): string | undefined {
+  const text = microsToTimestampText(wallMicros, false);
+  return !/^\d{4}-/.test(text) || text.endsWith(' BC') ? undefined : text;
 }

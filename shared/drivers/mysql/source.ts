@@ -39,10 +39,14 @@ import type {
 import type { Clock } from '../../contracts/state.js';
 import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
-import { microsToTimestampText } from '../../position/time-text.js';
 import { withWarnings } from '../page.js';
-import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
-import { guardRead, type ReadBoundary, type SqlSource } from '../sql-source.js';
+import {
+  connectionOf,
+  DEFAULT_LAG_MS,
+  DEFAULT_STALL_AFTER_MS,
+  type SqlSourceOptions,
+} from '../source-options.js';
+import { guardRead, type ReadBoundary, type SqlSource, wallClockText } from '../sql-source.js';
 import { checkTransactionPrivilege, wallClockToUtcMicros } from './bound.js';
 import { preflightCdcSource, preflightCdcTable } from './cdc/preflight.js';
 import { MysqlConnection, translateConnectError } from './connect.js';
@@ -98,12 +102,7 @@ export class MysqlSource implements SqlSource {
 
   constructor(options: MysqlSourceOptions) {
     this.options = options;
-    this.db = new MysqlConnection({
-      url: options.url,
-      ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
-      ...(options.sourceName !== undefined ? { sourceName: options.sourceName } : {}),
-      ...(options.applicationName !== undefined ? { applicationName: options.applicationName } : {}),
-    });
+    this.db = new MysqlConnection(connectionOf(options));
     const ep = this.db.endpoint;
     this.boundary = {
       at: `${ep.host}:${ep.port}`,
@@ -212,9 +211,8 @@ export class MysqlSource implements SqlSource {
 
   /** A wall-clock timestamp as UTC microseconds, in the writers' zone (cursorTimeZone) or the server's @@global.time_zone (WallClockZone). */
   async wallClockToUtc(wallMicros: bigint): Promise<bigint | undefined> {
-    const text = microsToTimestampText(wallMicros, false);
-    // Infinities and BC years have no instant worth showing.
-    if (!/^\d{4}-/.test(text) || text.endsWith(' BC')) return undefined;
+    const text = wallClockText(wallMicros);
+    if (text === undefined) return undefined;
     return wallClockToUtcMicros(this.db, text, this.options.cursorTimeZone);
   }
 

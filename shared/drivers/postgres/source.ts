@@ -39,10 +39,14 @@ import type {
 import type { Clock } from '../../contracts/state.js';
 import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
-import { microsToTimestampText } from '../../position/time-text.js';
 import { withWarnings } from '../page.js';
-import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
-import { guardRead, type ReadBoundary, type SqlSource } from '../sql-source.js';
+import {
+  connectionOf,
+  DEFAULT_LAG_MS,
+  DEFAULT_STALL_AFTER_MS,
+  type SqlSourceOptions,
+} from '../source-options.js';
+import { guardRead, type ReadBoundary, type SqlSource, wallClockText } from '../sql-source.js';
 import { checkActivityPrivilege, wallClockToUtcMicros } from './bound.js';
 import { preflightCdcSource, preflightCdcTable } from './cdc/preflight.js';
 import { PostgresConnection, type Sql, translateConnectError } from './connect.js';
@@ -81,12 +85,7 @@ export class PostgresSource implements SqlSource {
 
   constructor(options: PostgresSourceOptions) {
     this.options = options;
-    this.db = new PostgresConnection({
-      url: options.url,
-      ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
-      ...(options.applicationName !== undefined ? { applicationName: options.applicationName } : {}),
-      ...(options.sourceName !== undefined ? { sourceName: options.sourceName } : {}),
-    });
+    this.db = new PostgresConnection(connectionOf(options));
     const ep = this.db.endpoint;
     this.boundary = {
       at: `${ep.host}:${ep.port}/${ep.database}`,
@@ -199,9 +198,8 @@ export class PostgresSource implements SqlSource {
 
   /** A wall-clock timestamp as UTC microseconds, in the database's default TimeZone (WallClockZone). */
   async wallClockToUtc(wallMicros: bigint): Promise<bigint | undefined> {
-    const text = microsToTimestampText(wallMicros, false);
-    // Infinities and BC years have no instant worth showing.
-    if (!/^\d{4}-/.test(text) || text.endsWith(' BC')) return undefined;
+    const text = wallClockText(wallMicros);
+    if (text === undefined) return undefined;
     return this.guard(this.db.endpoint.source, (sql) =>
       wallClockToUtcMicros(sql, text, this.options.cursorTimeZone),
     );
