@@ -1,8 +1,8 @@
 /**
  * What every SQL driver shares, whatever the dialect: incremental page request checks, a page
  * read in statements under its byte budget, the empty page, one-time warnings, and
- * introspection's column exclusions and "did you mean" table suggestions. Dialect SQL stays in
- * each driver; this module never names a database client.
+ * introspection's table-name split, column exclusions and "did you mean" table suggestions.
+ * Dialect SQL stays in each driver; this module never names a database client.
  */
 import { DataError, SourceError } from '../contracts/errors.js';
 import type { IncrementalPage, IncrementalResult, Warning } from '../contracts/source.js';
@@ -206,6 +206,18 @@ export function exclusions(
     }
   }
   return set;
+}
+
+/**
+ * Splits a spec table name at its first dot into its container (schema, database) and table;
+ * `form` is the expected form as the refusal shows it (`schema.table (e.g. public.orders)`).
+ */
+export function splitQualified(source: string, form: string): readonly [string, string] {
+  const dot = source.indexOf('.');
+  if (dot <= 0 || dot === source.length - 1) {
+    throw new SourceError('SOURCE_TABLE_MISSING', `table "${source}" must be written as ${form}`);
+  }
+  return [source.slice(0, dot), source.slice(dot + 1)];
 }
 
 /** Up to three of `candidates` close to `target` (case-insensitive edit distance), closest first. */

@@ -27,7 +27,7 @@ import {
   type ResolvedTable,
   tieBreakers,
 } from '../keyset.js';
-import { exclusions, similarNames } from '../page.js';
+import { exclusions, similarNames, splitQualified } from '../page.js';
 import type { TimeBoundType } from './bound.js';
 import { currentAccount, type MysqlConnection } from './connect.js';
 import { type InfoColumn, mapColumn, quoteIdent, type ReadPlan } from './types.js';
@@ -76,14 +76,8 @@ export interface KeysetPlan extends Keyset<ColumnInfo, TimeBoundType> {
 
 /** Splits `database.table` at its first dot. */
 export function splitTableName(source: string): { database: string; table: string } {
-  const dot = source.indexOf('.');
-  if (dot <= 0 || dot === source.length - 1) {
-    throw new SourceError(
-      'SOURCE_TABLE_MISSING',
-      `table "${source}" must be written as database.table (e.g. shop.orders)`,
-    );
-  }
-  return { database: source.slice(0, dot), table: source.slice(dot + 1) };
+  const [database, table] = splitQualified(source, 'database.table (e.g. shop.orders)');
+  return { database, table };
 }
 
 interface ColumnRow {

@@ -26,7 +26,7 @@ import {
   type ResolvedTable,
   tieBreakers,
 } from '../keyset.js';
-import { exclusions, similarNames } from '../page.js';
+import { exclusions, similarNames, splitQualified } from '../page.js';
 import type { TimeBoundType } from './bound.js';
 import type { Sql } from './connect.js';
 import { OID, type PostgresType, quoteIdent, quoteLiteral, type ReadPlan, readPlan } from './types.js';
@@ -95,14 +95,8 @@ export interface TypeRow {
 
 /** Splits `schema.table` at its first dot (spec names are validated to have exactly one). */
 export function splitTableName(source: string): { schema: string; table: string } {
-  const dot = source.indexOf('.');
-  if (dot <= 0 || dot === source.length - 1) {
-    throw new SourceError(
-      'SOURCE_TABLE_MISSING',
-      `table "${source}" must be written as schema.table (e.g. public.orders)`,
-    );
-  }
-  return { schema: source.slice(0, dot), table: source.slice(dot + 1) };
+  const [schema, table] = splitQualified(source, 'schema.table (e.g. public.orders)');
+  return { schema, table };
 }
 
 const RELKINDS = "('r','p','v','m','f')";
