@@ -67,8 +67,13 @@ export async function bundleModule(
     logLevel: 'error',
   });
   // The encoder's worker is found beside the module that starts it (parquet-writer.ts), and
-  // requires the page compressor and the flat writer from beside itself.
-  for (const file of ['parquet-worker.cjs', 'parquet-pages.cjs', 'parquet-flat.cjs']) {
+  // requires the page compressor, the flat writer and the writer properties from beside itself.
+  for (const file of [
+    'parquet-worker.cjs',
+    'parquet-pages.cjs',
+    'parquet-flat.cjs',
+    'parquet-properties.cjs',
+  ]) {
     copyFileSync(join(root, 'shared/sink', file), join(dir, file));
   }
   return { entry: outfile, bytes: statSync(outfile).size };

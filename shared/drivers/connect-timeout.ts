@@ -9,6 +9,9 @@
  */
 import { SourceError } from '../contracts/errors.js';
 
+/** The connect timeout when the spec sets none (`connectTimeoutSeconds`). */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
 /** Where a connection goes, as the message shows it. */
 export interface ConnectTarget {
   readonly host: string;

@@ -1,10 +1,12 @@
 /**
- * What every SQL driver shares, whatever the dialect: incremental page request checks, the empty
- * page, one-time warnings, and introspection's column exclusions and "did you mean" table
- * suggestions. Dialect SQL stays in each driver; this module never names a database client.
+ * What every SQL driver shares, whatever the dialect: incremental page request checks, a page
+ * read in statements under its byte budget, the empty page, one-time warnings, and
+ * introspection's table-name split, column exclusions and "did you mean" table suggestions.
+ * Dialect SQL stays in each driver; this module never names a database client.
  */
 import { DataError, SourceError } from '../contracts/errors.js';
 import type { IncrementalPage, IncrementalResult, Warning } from '../contracts/source.js';
+import type { Schema } from '../dataplane/schema.js';
 
 /** Refuses a page size that is not a positive integer. */
 export function checkPageSize(req: IncrementalPage): void {
@@ -84,6 +86,71 @@ export function pageOutcome(
   return undefined;
 }
 
+/** What one statement of a page did: rows added to the page, rows returned (the look-ahead row included). */
+export interface StatementRead {
+  readonly appended: number;
+  readonly got: number;
+}
+
+/** Bytes per row of the last page read with a byte budget, per keyset: the first guess of the next page. */
+const rowBytesSeen = new WeakMap<object, number>();
+
+/**
+ * Reads one page in statements, as both drivers do: each asks for `rowsToAsk` rows (one more
+ * when it may end the page by rows: that row tells `more`), `read` runs it after the last row
+ * kept (`limit` its LIMIT, `rows` the rows it may add, `appended` the page's rows so far), until
+ * `pageOutcome` says the page is done. `keyset`, the driver's keyset plan, keys the bytes per row
+ * remembered for its next page. Once per statement, never per row.
+ */
+export async function readStatements(
+  budget: PageBudget,
+  pageSize: number,
+  keyset: object,
+  read: (limit: number, rows: number, appended: number) => Promise<StatementRead>,
+): Promise<{ readonly appended: number; readonly more: boolean }> {
+  let appended = 0;
+  let asked = 0;
+  for (;;) {
+    const rest = pageSize - appended;
+    const rows = rowsToAsk(
+      budget,
+      rest,
+      appended > 0 ? budget.bytes / appended : rowBytesSeen.get(keyset),
+      asked,
+    );
+    asked = rows;
+    // Only a statement that may end the page by rows asks for one more: it tells `more`.
+    const limit = rows === rest ? rows + 1 : rows;
+    const r = await read(limit, rows, appended);
+    appended += r.appended;
+    const done = pageOutcome(budget, pageSize, appended, { got: r.got, taken: r.appended, limit });
+    if (done) {
+      if (appended > 0 && Number.isFinite(budget.pageBytes))
+        rowBytesSeen.set(keyset, budget.bytes / appended);
+      return { appended, more: done.more };
+    }
+  }
+}
+
+/**
+ * The table's columns of a resolved wire schema, in its order, matched by name: what a batch
+ * reader selects (then the key columns the schema leaves out, for the resume key).
+ */
+export function dataColumns<C extends { readonly name: string }>(
+  table: { readonly source: string; readonly columns: readonly C[] },
+  schema: Schema,
+): C[] {
+  return schema.columns.map((c) => {
+    const col = table.columns.find((x) => x.name === c.name);
+    if (!col) {
+      throw new DataError(
+        `${table.source}: column "${c.name}" of the resolved schema is not in the table any more; re-introspect the table`,
+      );
+    }
+    return col;
+  });
+}
+
 /** A row's key for messages: `name=text` pairs, each text cut to 64 characters. */
 export function describeKey(names: readonly string[], texts: readonly (string | null)[]): string {
   return names
@@ -139,6 +206,18 @@ export function exclusions(
     }
   }
   return set;
+}
+
+/**
+ * Splits a spec table name at its first dot into its container (schema, database) and table;
+ * `form` is the expected form as the refusal shows it (`schema.table (e.g. public.orders)`).
+ */
+export function splitQualified(source: string, form: string): readonly [string, string] {
+  const dot = source.indexOf('.');
+  if (dot <= 0 || dot === source.length - 1) {
+    throw new SourceError('SOURCE_TABLE_MISSING', `table "${source}" must be written as ${form}`);
+  }
+  return [source.slice(0, dot), source.slice(dot + 1)];
 }
 
 /** Up to three of `candidates` close to `target` (case-insensitive edit distance), closest first. */

@@ -1,14 +1,95 @@
 /**
- * The check lines both SQL drivers' preflights share: what the keyset planner said about a table's
- * key, cursor and index, turned into `key`, `cursor` and `index` lines (shared/contracts/check.ts).
+ * The check lines both SQL drivers' preflights share: a table's lines in their order (`table`,
+ * `key`, `cursor`, `index`, `timezone`, `privilege`), with the wording of all but the driver's
+ * own facts, and what the keyset planner said about a table's key, cursor and index turned into
+ * `key`, `cursor` and `index` lines (shared/contracts/check.ts).
  *
- * Owns the wording of those lines, so `tidemark check` reads the same on every database. Never
- * queries: the driver plans the keyset (or catches its refusal) and passes the outcome in.
+ * Owns the order and the wording of those lines, so `tidemark check` reads the same on every
+ * database. Never queries: the driver's preflight.ts passes in the steps that do (introspection,
+ * the keyset plan, the time zone and privilege checks) and the words that name its own facts.
  */
-import { type CheckItem, failed, passed, warned } from '../contracts/check.js';
+import {
+  type CheckItem,
+  failed,
+  type PreflightTable,
+  passed,
+  step,
+  type TablePreflight,
+  warned,
+} from '../contracts/check.js';
 import { isErrorCode } from '../contracts/error-codes.js';
 import { SourceError, type TidemarkError } from '../contracts/errors.js';
 import type { Warning } from '../contracts/source.js';
+import type { Keyset, KeysetColumn, ResolvedTable } from './keyset.js';
+
+/** The bound settings of the table's source, as the `privilege` line reports them. */
+export interface PreflightBound {
+  readonly lagOnly: boolean;
+  readonly lagMs: number;
+}
+
+/** A driver's steps of a table's check (`tableLines`); each throws as a run would. */
+export interface TableChecks<P extends ResolvedTable<KeysetColumn>, T extends string> {
+  /** Who the `table` line says may SELECT: the `role` (Postgres), the `account` (MySQL). */
+  readonly who: 'role' | 'account';
+  introspect(): Promise<P>;
+  keyset(plan: P): Promise<Keyset<KeysetColumn, T>>;
+  /** The `timezone` line of a keyset bounded by the time cursor `cursor` of bound type `type`. */
+  timeZone(plan: P, cursor: string, type: T): Promise<CheckItem>;
+  /** Checks the privilege the bound reads other sessions' transactions with. */
+  privilege(plan: P): Promise<void>;
+  /** The `privilege` line once it passed (without lagOnly): what the source can see. */
+  readonly seesTransactions: string;
+}
+
+/** Every table line a driver can judge: table, key, cursor, index, timezone, privilege. */
+export async function tableLines<P extends ResolvedTable<KeysetColumn>, T extends string>(
+  t: PreflightTable,
+  bound: PreflightBound,
+  checks: TableChecks<P, T>,
+): Promise<TablePreflight> {
+  let plan: P;
+  try {
+    plan = await checks.introspect();
+  } catch (e) {
+    return { items: [failed('table', e)] };
+  }
+  const items: CheckItem[] = [
+    passed('table', `exists, and this ${checks.who} may SELECT from it (${plan.columns.length} columns)`),
+  ];
+  const cursor = plan.columns.find((c) => c.name === t.cursorColumn);
+  let keyset: Keyset<KeysetColumn, T> | undefined;
+  let refusal: unknown;
+  try {
+    keyset = await checks.keyset(plan);
+  } catch (e) {
+    refusal = e;
+  }
+  items.push(
+    ...keysetLines({
+      primaryKey: plan.primaryKey,
+      cursorColumn: t.cursorColumn,
+      column: cursor,
+      keyset,
+      refusal,
+    }),
+  );
+  if (keyset?.bound.kind === 'time')
+    items.push(await checks.timeZone(plan, keyset.cursor.name, keyset.bound.type));
+
+  items.push(
+    await step('privilege', async () => {
+      await checks.privilege(plan);
+      return bound.lagOnly
+        ? `lagOnly: true: other sessions' open transactions are not consulted; only the lag (${bound.lagMs / 1000} s) protects against late commits`
+        : checks.seesTransactions;
+    }),
+  );
+  return {
+    items,
+    ...(cursor ? { resolved: { ref: plan.ref, schema: plan.schema, cursorNotNull: cursor.notNull } } : {}),
+  };
+}
 
 /** What a driver's keyset planner returned for a table, in the shape both drivers share. */
 export interface KeysetOutcome {

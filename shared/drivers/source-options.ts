@@ -1,6 +1,8 @@
 /**
  * The constructor options every SQL source takes (Postgres and MySQL/MariaDB alike), and their
- * defaults. Each driver documents only what differs (which privilege, which catalog view).
+ * defaults; and the connection options among them, which every connection of a driver takes
+ * (its connect.ts `ConnectOptions`). Each driver documents only what differs (which privilege,
+ * which catalog view).
  */
 import type { Clock } from '../contracts/state.js';
 
@@ -40,3 +42,21 @@ export interface SqlSourceOptions {
 
 export const DEFAULT_LAG_MS = 5_000;
 export const DEFAULT_STALL_AFTER_MS = 60_000;
+
+/** Where a SQL driver's connection goes and how messages name it (connect.ts `ConnectOptions`). */
+export interface ConnectionOptions {
+  readonly url: string;
+  readonly connectTimeoutMs?: number;
+  readonly sourceName?: string;
+  readonly applicationName?: string;
+}
+
+/** The connection options among `o` (a source's options, the CDC settings), none of the rest. */
+export function connectionOf(o: ConnectionOptions): ConnectionOptions {
+  return {
+    url: o.url,
+    ...(o.connectTimeoutMs !== undefined ? { connectTimeoutMs: o.connectTimeoutMs } : {}),
+    ...(o.sourceName !== undefined ? { sourceName: o.sourceName } : {}),
+    ...(o.applicationName !== undefined ? { applicationName: o.applicationName } : {}),
+  };
+}

@@ -6,38 +6,15 @@
 // the encoder holds one slice at a time (shared/sink/parquet-writer.ts says why).
 // Owns nothing else: no I/O, no state beyond the encodes in flight.
 const { parentPort } = require('node:worker_threads');
-const {
-  Compression,
-  EnabledStatistics,
-  Table,
-  WriterPropertiesBuilder,
-  WriterVersion,
-  transformParquetStream,
-} = require('parquet-wasm');
+const wasm = require('parquet-wasm');
 const { compressPages, nativeCompressor } = require('./parquet-pages.cjs');
 const { FlatWriter, templateFor } = require('./parquet-flat.cjs');
+const { writerProperties } = require('./parquet-properties.cjs');
 
-const CODECS = { zstd: Compression.ZSTD, snappy: Compression.SNAPPY };
-/** arrow-rs writer version of each lake format (parquet-writer.ts WRITER_VERSIONS). */
-const WRITER_VERSIONS = { 1: WriterVersion.V1, 2: WriterVersion.V2 };
+const { Table, transformParquetStream } = wasm;
 
 /** Encode id -> the resolver waiting for its next slice. */
 const waiting = new Map();
-
-/** The same properties as parquet-writer.ts `writerProperties` (`native`: Node's zlib compresses). */
-function writerProperties(s) {
-  let builder = new WriterPropertiesBuilder()
-    .setCompression(s.native ? Compression.UNCOMPRESSED : CODECS[s.compression])
-    .setWriterVersion(WRITER_VERSIONS[s.format])
-    .setMaxRowGroupSize(s.maxRowGroupRows)
-    .setMaxRowGroupBytes(s.maxRowGroupBytes)
-    .setDictionaryPageSizeLimit(s.dictionaryPageBytes);
-  for (const column of s.plainColumns) builder = builder.setColumnDictionaryEnabled(column, false);
-  for (const column of s.noStatisticsColumns)
-    builder = builder.setColumnStatisticsEnabled(column, EnabledStatistics.None);
-  if (s.keyValueMetadata) builder = builder.setKeyValueMetadata(new Map(Object.entries(s.keyValueMetadata)));
-  return builder.build();
-}
 
 /** Asks the main thread for the next slice of encode `id`: { ipc } or { done: true }. */
 function pull(id) {
@@ -89,7 +66,7 @@ async function encode(id, settings) {
     );
     const parts = [];
     let length = 0;
-    for await (const part of await transformParquetStream(slices, writerProperties(settings))) {
+    for await (const part of await transformParquetStream(slices, writerProperties(wasm, settings))) {
       parts.push(part);
       length += part.length;
     }

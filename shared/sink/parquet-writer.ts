@@ -4,7 +4,8 @@
  * measured numbers: docs/decisions/0006-parquet-writer.md; why it is fed in slices:
  * docs/decisions/0007-page-byte-budget.md.
  *
- * Owns: the Arrow JS -> Arrow IPC -> wasm -> Parquet path, the writer properties and the
+ * Owns: the Arrow JS -> Arrow IPC -> wasm -> Parquet path, the writer settings (built into
+ * parquet-wasm properties by parquet-properties.cjs, which the worker uses too) and the
  * slicing that bounds the encoder's memory, which writer encodes an object (`writerChoice`), and
  * the encode worker's main-thread side; parquet-pages.cjs compresses the pages where Node's zlib
  * has the codec (docs/decisions/0016-native-page-compression.md), and tidemark's own writer
@@ -32,7 +33,6 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { DataType, type RecordBatch, Table, tableToIPC } from 'apache-arrow';
-import type { WriterProperties } from 'parquet-wasm';
 import type { WarningCode } from '../contracts/error-codes.js';
 import {
   DEFAULT_LAKE_FORMAT,
@@ -43,6 +43,7 @@ import {
 import type { FlatWriterOptions } from './parquet-flat.cjs';
 import { flatSliceOf, isFlat, schemaIpcOf, writeFlat } from './parquet-flat-adapter.js';
 import { compressPages, nativeCompressor, type PageCompressor } from './parquet-pages.cjs';
+import { CODECS, writerProperties } from './parquet-properties.cjs';
 
 /** The codecs tidemark writes; both are read by Athena, Spark, Trino and DuckDB. */
 export type ParquetCompression = 'zstd' | 'snappy';
@@ -117,12 +118,6 @@ export const ENCODE_SLICE_BYTES = 4 * 2 ** 20;
  * bytes anyway; each costs about two values' worth of memory and buys nothing for such values.
  */
 export const LARGE_VALUE_BYTES = 64 * 2 ** 10;
-
-/** The codecs by name (parquet-wasm's `Compression` names). */
-const CODECS = { zstd: 'ZSTD', snappy: 'SNAPPY' } as const satisfies Record<ParquetCompression, string>;
-
-/** arrow-rs writer version of each lake format (parquet-worker.cjs has the same table). */
-const WRITER_VERSIONS = { 1: 'V1', 2: 'V2' } as const satisfies Record<LakeFormat, string>;
 
 let wasmModule: typeof import('parquet-wasm') | undefined;
 /**
@@ -212,22 +207,6 @@ function planEncode(
   };
 }
 
-/** parquet-wasm writer properties of `s` (parquet-worker.cjs builds the same). */
-function writerProperties(s: EncodeSettings): WriterProperties {
-  const { Compression, EnabledStatistics, WriterPropertiesBuilder, WriterVersion } = parquetWasm();
-  let builder = new WriterPropertiesBuilder()
-    .setCompression(s.native ? Compression.UNCOMPRESSED : Compression[CODECS[s.compression]])
-    .setWriterVersion(WriterVersion[WRITER_VERSIONS[s.format]])
-    .setMaxRowGroupSize(s.maxRowGroupRows)
-    .setMaxRowGroupBytes(s.maxRowGroupBytes)
-    .setDictionaryPageSizeLimit(s.dictionaryPageBytes);
-  for (const column of s.plainColumns) builder = builder.setColumnDictionaryEnabled(column, false);
-  for (const column of s.noStatisticsColumns)
-    builder = builder.setColumnStatisticsEnabled(column, EnabledStatistics.None);
-  if (s.keyValueMetadata) builder = builder.setKeyValueMetadata(new Map(Object.entries(s.keyValueMetadata)));
-  return builder.build();
-}
-
 /** The finished file: parquet-wasm's bytes, or with its pages compressed here (`s.native`). */
 function finishFile(bytes: Uint8Array, s: EncodeSettings): Uint8Array {
   return s.native ? compressPages(bytes, nativeCompressor(s.nativeCodec)!) : bytes;
@@ -311,7 +290,8 @@ export function encodeParquet(
   const ipc = tableToIPC(new Table(records[0]!.schema, slices), 'stream');
   // writeParquet consumes (frees) both the wasm table and the properties.
   const { Table: WasmTable, writeParquet } = parquetWasm();
-  const encode = (s: EncodeSettings) => writeParquet(WasmTable.fromIPCStream(ipc), writerProperties(s));
+  const encode = (s: EncodeSettings) =>
+    writeParquet(WasmTable.fromIPCStream(ipc), writerProperties(parquetWasm(), s));
   if (!settings.native) return encode(settings);
   try {
     return finishFile(encode(settings), settings);

@@ -33,7 +33,7 @@
  *   file and memory stores: under their lock). A lease's fence always equals the key's fence.
  */
 import { CursorConflictError, LeaseHeldError, LeaseLostError, StateError } from '../contracts/errors.js';
-import type { CommitRequest, Lease, StateValue } from '../contracts/state.js';
+import type { CommitRequest, Lease, StateRecord, StateValue } from '../contracts/state.js';
 
 /**
  * Largest serialized value (UTF-8 bytes of its JSON) any store accepts. DynamoDB's item limit is
@@ -53,6 +53,11 @@ export interface StoredState {
 
 /** The state of a key nothing was ever written for. */
 export const EMPTY_STATE: StoredState = { version: 0, value: undefined, lease: undefined, fence: 0 };
+
+/** The record of `key` in `state`, as a store returns it (the memory store copies it out). */
+export function recordOf(key: string, state: StoredState): StateRecord {
+  return { key, version: state.version, value: state.value, lease: state.lease };
+}
 
 /** The state after a successful acquisition by `owner`: a new lease with the next fence. */
 function acquired(state: StoredState, owner: string, ttlMs: number, now: number): StoredState {
@@ -126,19 +131,19 @@ export function decideAcquire(
   ttlMs: number,
   now: number,
 ): StoredState {
-  if (heldByOther(state.lease, owner, now)) {
-    throw new LeaseHeldError(key, state.lease.owner, state.lease.expiresAt);
-  }
-  return acquired(state, owner, ttlMs, now);
+  return decideTakeOver(key, state, owner, ttlMs, undefined, now);
 }
 
-/** Applies `takeOver`: `acquire`, except that a live lease of exactly `from` is replaced too. */
+/**
+ * Applies `takeOver`: `acquire`, except that a live lease of exactly `from` is replaced too
+ * (without `from`, exactly `acquire`).
+ */
 export function decideTakeOver(
   key: string,
   state: StoredState,
   owner: string,
   ttlMs: number,
-  from: string,
+  from: string | undefined,
   now: number,
 ): StoredState {
   if (heldByOther(state.lease, owner, now) && state.lease.owner !== from) {

@@ -53,11 +53,11 @@ import type {
 import {
   checkOwner,
   checkTtl,
-  decideAcquire,
   decideCommit,
   decideNote,
   decideRenew,
   decideTakeOver,
+  recordOf,
   type StoredState,
   serializeValue,
 } from './cursor-rules.js';
@@ -137,7 +137,7 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
   }
 
   async load(key: string): Promise<StateRecord> {
-    return toRecord(key, await this.#read(key));
+    return recordOf(key, await this.#read(key));
   }
 
   /**
@@ -173,6 +173,23 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
   async acquire(key: string, owner: string, ttlMs: number): Promise<StateRecord> {
     checkOwner(key, owner);
     checkTtl(key, ttlMs);
+    return this.#takeLease(key, owner, ttlMs, undefined);
+  }
+
+  async takeOver(key: string, owner: string, ttlMs: number, from: string): Promise<StateRecord> {
+    checkOwner(key, owner);
+    checkOwner(key, from);
+    checkTtl(key, ttlMs);
+    return this.#takeLease(key, owner, ttlMs, from);
+  }
+
+  /** `acquire`, and with `from` `takeOver`: one conditional write takes the lease and the next fence. */
+  async #takeLease(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    from: string | undefined,
+  ): Promise<StateRecord> {
     for (let attempt = 1; ; attempt++) {
       const now = this.#clock();
       const updated = await this.#update(key, {
@@ -184,52 +201,27 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
         // name, the second silently overwrites the first and both sync the table. The write
         // passes only if, at write time, the item is new, has no lease, has an expired one,
         // or the lease is already ours (re-acquire after a restart of the same run).
+        // takeOver adds `leaseOwner = :from`. The caller checked that `from` is dead BEFORE this
+        // write; a run that took the lease in between (now holding it under its own name) fails
+        // the condition, so a takeover can only ever displace the holder it checked.
         ConditionExpression:
-          'attribute_not_exists(pk) OR attribute_not_exists(leaseOwner) OR leaseExpiresAt <= :now OR leaseOwner = :owner',
+          'attribute_not_exists(pk) OR attribute_not_exists(leaseOwner) OR leaseExpiresAt <= :now OR leaseOwner = :owner' +
+          (from === undefined ? '' : ' OR leaseOwner = :from'),
         ExpressionAttributeValues: {
           ':owner': { S: owner },
+          ...(from === undefined ? {} : { ':from': { S: from } }),
           ':expiresAt': num(now + ttlMs),
           ':now': num(now),
           ':zero': num(0),
           ':one': num(1),
         },
       });
-      if (updated !== undefined) return toRecord(key, updated);
+      if (updated !== undefined) return recordOf(key, updated);
       // The read throws LeaseHeldError naming the holder; if it shows the lease free, the
       // holder released it in between and the write is tried again.
-      decideAcquire(key, await this.#read(key), owner, ttlMs, now);
-      if (attempt >= MAX_CONDITION_ATTEMPTS) throw contended(key, 'acquire');
-    }
-  }
-
-  async takeOver(key: string, owner: string, ttlMs: number, from: string): Promise<StateRecord> {
-    checkOwner(key, owner);
-    checkOwner(key, from);
-    checkTtl(key, ttlMs);
-    for (let attempt = 1; ; attempt++) {
-      const now = this.#clock();
-      const updated = await this.#update(key, {
-        // ADD increments the fence atomically with the lease (a missing attribute counts as 0),
-        // and only when the condition passes, so no two acquisitions ever get the same fence.
-        UpdateExpression:
-          'SET leaseOwner = :owner, leaseExpiresAt = :expiresAt, updatedAt = :now, version = if_not_exists(version, :zero) ADD fence :one',
-        // acquire's condition plus `leaseOwner = :from`. The caller checked that `from` is dead
-        // BEFORE this write; a run that took the lease in between (now holding it under its own
-        // name) fails the condition, so a takeover can only ever displace the holder it checked.
-        ConditionExpression:
-          'attribute_not_exists(pk) OR attribute_not_exists(leaseOwner) OR leaseExpiresAt <= :now OR leaseOwner = :owner OR leaseOwner = :from',
-        ExpressionAttributeValues: {
-          ':owner': { S: owner },
-          ':from': { S: from },
-          ':expiresAt': num(now + ttlMs),
-          ':now': num(now),
-          ':zero': num(0),
-          ':one': num(1),
-        },
-      });
-      if (updated !== undefined) return toRecord(key, updated);
       decideTakeOver(key, await this.#read(key), owner, ttlMs, from, now);
-      if (attempt >= MAX_CONDITION_ATTEMPTS) throw contended(key, 'takeOver');
+      if (attempt >= MAX_CONDITION_ATTEMPTS)
+        throw contended(key, from === undefined ? 'acquire' : 'takeOver');
     }
   }
 
@@ -280,7 +272,7 @@ export class DynamoCursorStore implements CursorStore, CursorStoreProbe {
         ExpressionAttributeNames: { '#value': 'value' },
         ExpressionAttributeValues: values,
       });
-      if (updated !== undefined) return toRecord(key, updated);
+      if (updated !== undefined) return recordOf(key, updated);
       const current = await this.#read(key);
       // Throws LeaseLostError or CursorConflictError (with both versions) like the other stores.
       decideCommit(key, current, req, now);
@@ -438,10 +430,6 @@ function fromItem(key: string, item: Item | undefined): StoredState {
       ? { owner, expiresAt: Number(expiresAt), fence }
       : undefined;
   return { version, value, lease, fence };
-}
-
-function toRecord(key: string, state: StoredState): StateRecord {
-  return { key, version: state.version, value: state.value, lease: state.lease };
 }
 
 function num(n: number): AttributeValue {

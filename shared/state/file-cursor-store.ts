@@ -36,28 +36,9 @@ import {
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { StateError } from '../contracts/errors.js';
-import type {
-  Clock,
-  CommitRequest,
-  CursorStore,
-  CursorStoreProbe,
-  Lease,
-  StateRecord,
-  StateValue,
-} from '../contracts/state.js';
-import {
-  checkOwner,
-  checkTtl,
-  decideAcquire,
-  decideCommit,
-  decideNote,
-  decideRelease,
-  decideRenew,
-  decideTakeOver,
-  EMPTY_STATE,
-  type StoredState,
-  serializeValue,
-} from './cursor-rules.js';
+import type { Clock, CursorStoreProbe, Lease, StateValue } from '../contracts/state.js';
+import { EMPTY_STATE, type StoredState } from './cursor-rules.js';
+import { StepCursorStore } from './step-cursor-store.js';
 
 /** Tuning of the cross-process lock. The defaults suit a laptop; tests shorten them. */
 export interface FileCursorStoreOptions {
@@ -144,10 +125,12 @@ export function stateFileName(key: string): string {
   return `${name}.json`;
 }
 
-/** A CursorStore keeping one JSON file per key in `dir`, safe across processes on one host. */
-export class FileCursorStore implements CursorStore, CursorStoreProbe {
+/**
+ * A CursorStore keeping one JSON file per key in `dir`, safe across processes on one host (the
+ * operations are step-cursor-store.ts's; a step runs under the key's lock file).
+ */
+export class FileCursorStore extends StepCursorStore implements CursorStoreProbe {
   readonly #dir: string;
-  readonly #clock: Clock;
   readonly #lockStaleMs: number;
   readonly #lockTimeoutMs: number;
   /** Keys whose leftover temp files this instance already swept. */
@@ -158,8 +141,8 @@ export class FileCursorStore implements CursorStore, CursorStoreProbe {
    * @param clock epoch milliseconds deciding lease expiry; tests pass a movable one.
    */
   constructor(dir: string, clock: Clock = Date.now, options: FileCursorStoreOptions = {}) {
+    super(clock);
     this.#dir = dir;
-    this.#clock = clock;
     this.#lockStaleMs = options.lockStaleMs ?? 15_000;
     this.#lockTimeoutMs = options.lockTimeoutMs ?? 30_000;
   }
@@ -167,10 +150,6 @@ export class FileCursorStore implements CursorStore, CursorStoreProbe {
   /** The path of the state file of `key` (for operators and tests). */
   pathOf(key: string): string {
     return join(this.#dir, stateFileName(key));
-  }
-
-  async load(key: string): Promise<StateRecord> {
-    return toRecord(key, await this.#read(key));
   }
 
   /**
@@ -193,67 +172,19 @@ export class FileCursorStore implements CursorStore, CursorStoreProbe {
     }
   }
 
-  async acquire(key: string, owner: string, ttlMs: number): Promise<StateRecord> {
-    checkOwner(key, owner);
-    checkTtl(key, ttlMs);
+  protected step<S extends StoredState | undefined>(
+    key: string,
+    decide: (state: StoredState) => S,
+  ): Promise<S> {
     return this.#withLock(key, async (lock) => {
-      const next = decideAcquire(key, await this.#read(key), owner, ttlMs, this.#clock());
-      await this.#write(key, next, lock);
-      return toRecord(key, next);
-    });
-  }
-
-  async takeOver(key: string, owner: string, ttlMs: number, from: string): Promise<StateRecord> {
-    checkOwner(key, owner);
-    checkOwner(key, from);
-    checkTtl(key, ttlMs);
-    return this.#withLock(key, async (lock) => {
-      const next = decideTakeOver(key, await this.#read(key), owner, ttlMs, from, this.#clock());
-      await this.#write(key, next, lock);
-      return toRecord(key, next);
-    });
-  }
-
-  async renew(key: string, owner: string, ttlMs: number): Promise<Lease> {
-    checkOwner(key, owner);
-    checkTtl(key, ttlMs);
-    return this.#withLock(key, async (lock) => {
-      const next = decideRenew(key, await this.#read(key), owner, ttlMs, this.#clock());
-      await this.#write(key, next, lock);
-      return next.lease!;
-    });
-  }
-
-  async commit(key: string, req: CommitRequest): Promise<StateRecord> {
-    checkOwner(key, req.owner);
-    if (req.renewTtlMs !== undefined) checkTtl(key, req.renewTtlMs, 'renewTtlMs');
-    // Serialize (and size-check) before taking the lock: a refused value costs no I/O.
-    const text = serializeValue(key, req.value);
-    return this.#withLock(key, async (lock) => {
-      const decided = decideCommit(key, await this.#read(key), req, this.#clock());
-      const next = { ...decided, value: JSON.parse(text) as StateValue };
-      await this.#write(key, next, lock);
-      return toRecord(key, next);
-    });
-  }
-
-  async release(key: string, owner: string): Promise<void> {
-    await this.#withLock(key, async (lock) => {
-      const next = decideRelease(await this.#read(key), owner);
+      const next = decide(await this.read(key));
       if (next !== undefined) await this.#write(key, next, lock);
-    });
-  }
-
-  async note(key: string, value: StateValue): Promise<void> {
-    const text = serializeValue(key, value);
-    await this.#withLock(key, async (lock) => {
-      const next = decideNote(key, await this.#read(key), JSON.parse(text) as StateValue);
-      await this.#write(key, next, lock);
+      return next;
     });
   }
 
   /** Reads a state file; a missing file is the empty state, an unreadable one a STATE_CORRUPT error. */
-  async #read(key: string): Promise<StoredState> {
+  protected async read(key: string): Promise<StoredState> {
     const path = this.pathOf(key);
     let text: string;
     try {
@@ -302,7 +233,7 @@ export class FileCursorStore implements CursorStore, CursorStoreProbe {
         ? {}
         : { lease: { owner: state.lease.owner, expiresAt: state.lease.expiresAt } }),
       ...(state.fence === 0 ? {} : { fence: state.fence }),
-      updatedAt: this.#clock(),
+      updatedAt: this.clock(),
     };
     const tmp = `${path}.tmp-${process.pid}-${randomUUID()}`;
     const handle = await open(tmp, 'wx', 0o644);
@@ -539,10 +470,6 @@ function corrupt(key: string, path: string, why: string, cause?: unknown): State
     `state file ${path} of ${key} cannot be used: ${why}; restore it from a backup, or delete it to start ${key} over from nothing`,
     cause === undefined ? undefined : { cause },
   );
-}
-
-function toRecord(key: string, state: StoredState): StateRecord {
-  return { key, version: state.version, value: state.value, lease: state.lease };
 }
 
 function errCode(err: unknown): string | undefined {

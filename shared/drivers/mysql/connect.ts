@@ -15,8 +15,19 @@
  */
 import mysql, { type FieldPacket } from 'mysql2';
 import { SourceError } from '../../contracts/errors.js';
-import { redact } from '../../observability/redact.js';
-import { connectTimeoutError, withinConnectTimeout } from '../connect-timeout.js';
+import {
+  databaseMissing,
+  firstLine,
+  type NetworkFailures,
+  networkError,
+  parseSourceUrl,
+} from '../connect-errors.js';
+import {
+  type ConnectTarget,
+  connectTimeoutError,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  withinConnectTimeout,
+} from '../connect-timeout.js';
 import {
   binaryRowPackets,
   type RowDelivery,
@@ -38,14 +49,10 @@ export interface ConnectOptions {
 }
 
 /** Where a connection goes, for messages: never includes the password. */
-export interface Endpoint {
+export interface Endpoint extends ConnectTarget {
   readonly user: string;
-  readonly host: string;
-  readonly port: number;
   /** The URL's default database ('' when none). */
   readonly database: string;
-  /** `sources.x` or "the source URL". */
-  readonly source: string;
 }
 
 /** What the server is, read once per connection. */
@@ -61,8 +68,6 @@ export interface ServerInfo {
 
 /** One row of a raw query: each value the bytes of the server's text output, or null. */
 export type RawRow = (Buffer | null)[];
-
-export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
 /** The oldest releases we support (docs/decisions/0005-supported-server-versions.md). */
 export const MIN_MARIADB: readonly [number, number] = [10, 5];
@@ -80,22 +85,7 @@ const SESSION_SETUP = "SET NAMES utf8mb4, time_zone = '+00:00'";
 /** Parses the parts of a connection URL that messages may show. */
 export function endpointOf(url: string, sourceName?: string): Endpoint {
   const source = sourceName ?? 'the source URL';
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch (e) {
-    throw new SourceError(
-      'SOURCE_URL_INVALID',
-      `${source} is not a valid URL; percent-encode @ : / # ? % in the user and password (docs/errors.md): ${redact(url)}`,
-      { cause: e },
-    );
-  }
-  if (u.protocol !== 'mysql:' && u.protocol !== 'mariadb:') {
-    throw new SourceError(
-      'SOURCE_URL_INVALID',
-      `${source} must start with mysql:// or mariadb://, got ${u.protocol}//`,
-    );
-  }
+  const u = parseSourceUrl(url, source, ['mysql:', 'mariadb:']);
   return {
     user: decodeURIComponent(u.username) || 'root',
     host: u.hostname || 'localhost',
@@ -504,16 +494,16 @@ export async function currentAccount(db: MysqlConnection): Promise<string> {
   return `'${user.replace(/'/g, "''")}'@'${host.replace(/'/g, "''")}'`;
 }
 
-/** Node socket error codes that mean "nothing answered at host:port". */
-const UNREACHABLE = new Set([
-  'ECONNREFUSED',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ECONNRESET',
-  'EPIPE',
-  'PROTOCOL_CONNECTION_LOST',
-]);
-const NAME_NOT_RESOLVED = new Set(['ENOTFOUND', 'EAI_AGAIN']);
+/** How mysql2 and Node report network failures, in this driver's words (connect-errors.ts). */
+const NETWORK: NetworkFailures = {
+  server: 'MySQL',
+  product: 'MySQL',
+  // mysql2: a connection closed before the handshake ended; its timeout is Node's ETIMEDOUT.
+  unreachable: new Set(['PROTOCOL_CONNECTION_LOST']),
+  timedOut: new Set(),
+  listenSetting: 'bind-address',
+  tlsFix: (source) => `check the ssl parameters in ${source}`,
+};
 
 /**
  * Turns a connection-phase failure into a one-line `SourceError` saying what to check; returns
@@ -541,11 +531,7 @@ export function translateConnectError(
         { cause: e },
       );
     case 'ER_BAD_DB_ERROR':
-      return new SourceError(
-        'SOURCE_DATABASE_MISSING',
-        `database "${ep.database}" does not exist at ${at}; fix the database name in ${ep.source}`,
-        { cause: e },
-      );
+      return databaseMissing(ep, e);
     case 'ER_DBACCESS_DENIED_ERROR':
       return new SourceError(
         'SOURCE_PRIVILEGE',
@@ -556,39 +542,8 @@ export function translateConnectError(
       return new SourceError(
         'SOURCE_UNAVAILABLE',
         `${at} has no free connection slots (too many connections); retry later or raise max_connections`,
-        {
-          cause: e,
-        },
+        { cause: e },
       );
   }
-  if (UNREACHABLE.has(code)) {
-    return new SourceError(
-      'SOURCE_UNREACHABLE',
-      `cannot connect to MySQL at ${at} (${code}); check the host and port in ${ep.source} and that the server accepts TCP connections from here (security group, firewall, bind-address)`,
-      { cause: e },
-    );
-  }
-  if (NAME_NOT_RESOLVED.has(code)) {
-    return new SourceError(
-      'SOURCE_UNREACHABLE',
-      `cannot resolve host "${ep.host}" (${code}); check the host in ${ep.source}`,
-      { cause: e },
-    );
-  }
-  if (code === 'ETIMEDOUT')
-    return connectTimeoutError('MySQL', ep, connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, e);
-  if (/SSL|TLS|CERT/i.test(code) || /\b(SSL|TLS|certificate)\b/i.test(e.message)) {
-    return new SourceError(
-      'SOURCE_TLS',
-      `TLS to ${at} failed: ${firstLine(e.message)}; check the ssl parameters in ${ep.source}`,
-      {
-        cause: e,
-      },
-    );
-  }
-  return undefined;
-}
-
-function firstLine(s: string): string {
-  return s.split('\n')[0]!.trim();
+  return networkError(e, code, ep, connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, NETWORK);
 }

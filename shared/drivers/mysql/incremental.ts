@@ -17,7 +17,7 @@
  * (types.ts `keyLiteral`), and never build per-row objects on the batch path.
  */
 import type { FieldPacket } from 'mysql2';
-import { DataError, RowTooLargeError } from '../../contracts/errors.js';
+import { RowTooLargeError } from '../../contracts/errors.js';
 import type { IncrementalPage, IncrementalResult, Warning } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
 import { type Batch, newBatch, type WriteMode } from '../../dataplane/batch.js';
@@ -26,18 +26,12 @@ import { Op } from '../../dataplane/metadata.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
-import { checkPageSize, describeKey, emptyResult, PageBudget, pageOutcome, rowsToAsk } from '../page.js';
+import { checkPageSize, dataColumns, describeKey, emptyResult, PageBudget, readStatements } from '../page.js';
+import type { ValueContext } from '../value-context.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { MysqlConnection, RawRow } from './connect.js';
 import { type ColumnInfo, type KeysetPlan, realDate, TABLE_ALIAS, type TablePlan } from './introspect.js';
-import {
-  keyLiteral,
-  parseValue,
-  quoteIdent,
-  type RangeAppender,
-  rangeAppenderOf,
-  type ValueContext,
-} from './types.js';
+import { keyLiteral, parseValue, quoteIdent, type RangeAppender, rangeAppenderOf } from './types.js';
 import {
   binaryAppenderOf,
   binaryLayout,
@@ -351,15 +345,7 @@ export async function readBatchPage(
   settled: SettledMark,
   clock: Clock,
 ): Promise<IncrementalResult<Batch | undefined>> {
-  const data = req.schema.columns.map((c) => {
-    const col = plan.columns.find((x) => x.name === c.name);
-    if (!col) {
-      throw new DataError(
-        `${plan.source}: column "${c.name}" of the resolved schema is not in the table any more; re-introspect the table`,
-      );
-    }
-    return col;
-  });
+  const data = dataColumns(plan, req.schema);
   const first = await preparePage(db, plan, keyset, req, data, settings, settled);
   if (first.kind === 'empty') return emptyResult(req, undefined, first.warnings);
   let page: PreparedPage = first;
@@ -391,9 +377,6 @@ export async function readBatchPage(
   }
 }
 
-/** Bytes per row of the last page read with a byte budget, per keyset: the first guess of the next page. */
-const rowBytesSeen = new WeakMap<KeysetPlan, number>();
-
 /**
  * Streams one page (below `page`'s bound) into a new encoder: rows appended, the last row kept
  * for its key. With a byte budget the page may take several statements, each asking for about
@@ -424,40 +407,22 @@ async function streamPage(
     keyIndexes: keyset.keys.map((k) => page.selected.indexOf(k)),
   };
   let after = page.after;
-  let appended = 0;
-  let asked = 0;
   let last: RawRow | undefined;
-  let more: boolean;
-  for (;;) {
-    const rest = req.pageSize - appended;
-    const rows = rowsToAsk(
-      budget,
-      rest,
-      appended > 0 ? budget.bytes / appended : rowBytesSeen.get(keyset),
-      asked,
-    );
-    asked = rows;
-    // Only a statement that may end the page by rows asks for one more: it tells `more`.
-    const limit = rows === rest ? rows + 1 : rows;
+  const { appended, more } = await readStatements(budget, req.pageSize, keyset, async (limit, rows, kept) => {
     const sql =
-      appended === 0 && limit === page.limit
+      kept === 0 && limit === page.limit
         ? page.sql
         : buildPage(plan, keyset, after, page.data, limit, page.bound).sql;
-    const r = await streamRows(st, sql, rows, appended);
-    appended += r.appended;
+    const r = await streamRows(st, sql, rows, kept);
     if (r.last) {
-      last = r.last;
+      const row = r.last;
+      last = row;
       after = keyset.keys.map((k) =>
-        keyLiteral(k.read, parseValue(k.read, last![page.selected.indexOf(k)]!, ctxOf(plan, k))),
+        keyLiteral(k.read, parseValue(k.read, row[page.selected.indexOf(k)]!, ctxOf(plan, k))),
       );
     }
-    const done = pageOutcome(budget, req.pageSize, appended, { got: r.seen, taken: r.appended, limit });
-    if (done) {
-      more = done.more;
-      break;
-    }
-  }
-  if (appended > 0 && Number.isFinite(budget.pageBytes)) rowBytesSeen.set(keyset, budget.bytes / appended);
+    return { appended: r.appended, got: r.seen };
+  });
   return { enc, rows: appended, more, last };
 }
 

@@ -16,10 +16,18 @@
 import type { FieldPacket } from 'mysql2';
 import { SourceError } from '../../contracts/errors.js';
 import type { TableRef, TableSpec, Warning } from '../../contracts/source.js';
-import { describeType, type LogicalType, type Schema } from '../../dataplane/schema.js';
+import { describeType, type Schema } from '../../dataplane/schema.js';
 import { compareSchemas, type SchemaChange, SchemaChangedError } from '../../dataplane/schema-rules.js';
 import { isKeyType } from '../../position/key-codec.js';
-import { exclusions, similarNames } from '../page.js';
+import {
+  cursorMissing,
+  type Keyset,
+  keyMissing,
+  notIndexed,
+  type ResolvedTable,
+  tieBreakers,
+} from '../keyset.js';
+import { exclusions, similarNames, splitQualified } from '../page.js';
 import type { TimeBoundType } from './bound.js';
 import { currentAccount, type MysqlConnection } from './connect.js';
 import { type InfoColumn, mapColumn, quoteIdent, type ReadPlan } from './types.js';
@@ -55,43 +63,21 @@ export interface IndexInfo {
   readonly prefix: boolean;
 }
 
-/** A resolved table: everything the page readers need, computed once per introspection. */
-export interface TablePlan {
-  /** `database.table` as the spec names it. */
-  readonly source: string;
-  /** `` `database`.`table` ``. */
-  readonly qualified: string;
-  /** Every column, in ORDINAL_POSITION order (exclusions are applied to `schema`, not here). */
-  readonly columns: readonly ColumnInfo[];
-  readonly primaryKey: readonly string[];
+/** A resolved table (../keyset.ts), with the indexes the keyset planner reads. */
+export interface TablePlan extends ResolvedTable<ColumnInfo> {
   readonly indexes: readonly IndexInfo[];
-  /** The canonical schema (exclusions applied). */
-  readonly schema: Schema;
-  readonly ref: TableRef;
 }
 
-/** How pages of one table are keyed: (cursor, primary key...) and the bound that applies. */
-export interface KeysetPlan {
-  readonly cursor: ColumnInfo;
-  /** Cursor first, then the primary-key columns that are not the cursor. */
-  readonly keys: readonly ColumnInfo[];
-  readonly types: readonly LogicalType[];
-  readonly bound: { readonly kind: 'time'; readonly type: TimeBoundType } | { readonly kind: 'highWater' };
+/** How pages of one table are keyed (../keyset.ts), and whether zero dates are left out. */
+export interface KeysetPlan extends Keyset<ColumnInfo, TimeBoundType> {
   /** The cursor is a DATE/DATETIME/TIMESTAMP: rows whose cursor is a zero date are never read. */
   readonly zeroDates: boolean;
-  readonly warnings: readonly Warning[];
 }
 
 /** Splits `database.table` at its first dot. */
 export function splitTableName(source: string): { database: string; table: string } {
-  const dot = source.indexOf('.');
-  if (dot <= 0 || dot === source.length - 1) {
-    throw new SourceError(
-      'SOURCE_TABLE_MISSING',
-      `table "${source}" must be written as database.table (e.g. shop.orders)`,
-    );
-  }
-  return { database: source.slice(0, dot), table: source.slice(dot + 1) };
+  const [database, table] = splitQualified(source, 'database.table (e.g. shop.orders)');
+  return { database, table };
 }
 
 interface ColumnRow {
@@ -348,12 +334,7 @@ async function unknownTable(
  */
 export function keysetPlan(plan: TablePlan, cursorColumn: string): KeysetPlan {
   const cursor = plan.columns.find((c) => c.name === cursorColumn);
-  if (!cursor) {
-    throw new SourceError(
-      'SOURCE_CURSOR_INVALID',
-      `${plan.source}: cursor column "${cursorColumn}" does not exist; columns are ${plan.columns.map((c) => c.name).join(', ')}`,
-    );
-  }
+  if (!cursor) throw cursorMissing(plan, cursorColumn, true);
   const refuseType = (c: ColumnInfo, role: string) => {
     const why =
       c.read.keyRefusal ??
@@ -369,33 +350,27 @@ export function keysetPlan(plan: TablePlan, cursorColumn: string): KeysetPlan {
 
   let rest: ColumnInfo[];
   if (plan.primaryKey.length > 0) {
-    rest = plan.primaryKey
-      .filter((k) => k !== cursorColumn)
-      .map((k) => plan.columns.find((c) => c.name === k)!);
+    rest = tieBreakers(plan, cursorColumn);
     for (const k of rest) refuseType(k, 'primary-key');
   } else {
     const unique = plan.indexes.some(
       (i) => i.unique && !i.prefix && i.columns.length === 1 && i.columns[0] === cursorColumn,
     );
-    if (!unique || !cursor.notNull) {
-      throw new SourceError(
-        'SOURCE_KEY_MISSING',
-        `${plan.source} has no primary key and its cursor column "${cursorColumn}" is not ${cursor.notNull ? '' : 'NOT NULL and '}UNIQUE, ` +
-          'so rows sharing a cursor value cannot be paged without loss; add a primary key (or a UNIQUE NOT NULL cursor column)',
-      );
-    }
+    if (!unique || !cursor.notNull) throw keyMissing(plan, cursor);
     rest = [];
   }
   const keys = [cursor, ...rest];
 
   const warnings: Warning[] = [];
   if (!plan.indexes.some((i) => i.columns[0] === cursorColumn && !i.prefix)) {
-    warnings.push({
-      code: 'CURSOR_NOT_INDEXED',
-      message:
-        `${plan.source}: no index leads with cursor column "${cursorColumn}", so every page scans the table; ` +
-        `ALTER TABLE ${plan.qualified} ADD INDEX (${keys.map((k) => quoteIdent(k.name)).join(', ')}), ALGORITHM=INPLACE, LOCK=NONE;`,
-    });
+    const keyList = keys.map((k) => quoteIdent(k.name)).join(', ');
+    warnings.push(
+      notIndexed(
+        plan,
+        cursorColumn,
+        `ALTER TABLE ${plan.qualified} ADD INDEX (${keyList}), ALGORITHM=INPLACE, LOCK=NONE;`,
+      ),
+    );
   }
 
   const t = cursor.read.logical;
@@ -424,12 +399,7 @@ export async function countNullCursors(
   cursorColumn: string,
 ): Promise<number> {
   const cursor = plan.columns.find((c) => c.name === cursorColumn);
-  if (!cursor) {
-    throw new SourceError(
-      'SOURCE_CURSOR_INVALID',
-      `${plan.source}: cursor column "${cursorColumn}" does not exist`,
-    );
-  }
+  if (!cursor) throw cursorMissing(plan, cursorColumn, false);
   const zeroDates = cursor.read.kind === 'date' || cursor.read.kind === 'datetime';
   if (cursor.notNull && !zeroDates) return 0;
   const c = `${TABLE_ALIAS}.${quoteIdent(cursorColumn)}`;

@@ -2,10 +2,11 @@
  * MySQL/MariaDB preflight (`tidemark check`): what an incremental run of a table needs, checked
  * before it runs and reported line by line instead of as the first refusal. Composes
  * introspect.ts and bound.ts, so a check fails with the same message and fix a run would. The
- * same lines, in the same order, as the Postgres preflight.
+ * same lines, in the same order, as the Postgres preflight: both run ../preflight-lines.ts
+ * `tableLines`, which owns that order and the shared wording.
  *
- * Owns: the order of the checks, the `ok` wording, and the one warning only a check gives (a
- * DATETIME cursor). Must never write and never read table rows: the NULL count is the caller's
+ * Owns: this driver's steps and words for the table lines, the `connect` line, and the one
+ * warning only a check gives (a DATETIME cursor). Must never write and never read table rows: the NULL count is the caller's
  * (it applies the spec's `nullCursor` policy).
  */
 import {
@@ -16,18 +17,16 @@ import {
   step,
   type TablePreflight,
 } from '../../contracts/check.js';
-import { keysetLines } from '../preflight-lines.js';
+import { type PreflightBound, tableLines } from '../preflight-lines.js';
 import { checkTransactionPrivilege, type TimeBoundType, timeBound } from './bound.js';
 import { currentAccount, type MysqlConnection } from './connect.js';
-import { introspectTable, type KeysetPlan, keysetPlan, type TablePlan } from './introspect.js';
+import { introspectTable, keysetPlan, type TablePlan } from './introspect.js';
 
 /** Runs a statement with the source's error translation (connection failures become SourceErrors). */
 export type Guard = <T>(fn: () => Promise<T>) => Promise<T>;
 
-/** The bound settings of the table's source. */
-export interface PreflightBound {
-  readonly lagOnly: boolean;
-  readonly lagMs: number;
+/** The bound settings of the table's source; the DATETIME check reads a bound with them. */
+export interface MysqlPreflightBound extends PreflightBound {
   readonly stallAfterMs: number;
 }
 
@@ -43,54 +42,23 @@ export async function preflightConnection(db: MysqlConnection, guard: Guard): Pr
   ];
 }
 
-/** Every table line a driver can judge: table, key, cursor, index, timezone, privilege. */
+/** Every table line a driver can judge, in the shared order (../preflight-lines.ts `tableLines`). */
 export async function preflightTable(
   db: MysqlConnection,
   t: PreflightTable,
-  bound: PreflightBound,
+  bound: MysqlPreflightBound,
   guard: Guard,
 ): Promise<TablePreflight> {
-  let plan: TablePlan;
-  try {
-    plan = await guard(() => introspectTable(db, t));
-  } catch (e) {
-    return { items: [failed('table', e)] };
-  }
-  const items: CheckItem[] = [
-    passed('table', `exists, and this account may SELECT from it (${plan.columns.length} columns)`),
-  ];
-  const cursor = plan.columns.find((c) => c.name === t.cursorColumn);
-  let keyset: KeysetPlan | undefined;
-  let refusal: unknown;
-  try {
-    keyset = keysetPlan(plan, t.cursorColumn);
-  } catch (e) {
-    refusal = e;
-  }
-  items.push(
-    ...keysetLines({
-      primaryKey: plan.primaryKey,
-      cursorColumn: t.cursorColumn,
-      column: cursor,
-      keyset,
-      refusal,
-    }),
-  );
-  if (keyset?.bound.kind === 'time')
-    items.push(await timeZoneLine(db, plan, keyset.cursor.name, keyset.bound.type, bound, guard));
-
-  items.push(
-    await step('privilege', async () => {
+  return tableLines(t, bound, {
+    who: 'account',
+    introspect: () => guard(() => introspectTable(db, t)),
+    keyset: async (plan) => keysetPlan(plan, t.cursorColumn),
+    timeZone: (plan, cursor, type) => timeZoneLine(db, plan, cursor, type, bound, guard),
+    privilege: async (plan) => {
       await guard(() => checkTransactionPrivilege(db, plan.source, bound.lagOnly));
-      return bound.lagOnly
-        ? `lagOnly: true: other sessions' open transactions are not consulted; only the lag (${bound.lagMs / 1000} s) protects against late commits`
-        : `this account sees other sessions' open transactions (PROCESS: information_schema.INNODB_TRX), so a late commit holds the bound back`;
-    }),
-  );
-  return {
-    items,
-    ...(cursor ? { resolved: { ref: plan.ref, schema: plan.schema, cursorNotNull: cursor.notNull } } : {}),
-  };
+    },
+    seesTransactions: `this account sees other sessions' open transactions (PROCESS: information_schema.INNODB_TRX), so a late commit holds the bound back`,
+  });
 }
 
 /**
@@ -105,7 +73,7 @@ async function timeZoneLine(
   plan: TablePlan,
   c: string,
   type: TimeBoundType,
-  bound: PreflightBound,
+  bound: MysqlPreflightBound,
   guard: Guard,
 ): Promise<CheckItem> {
   if (type === 'timestamp') {

@@ -20,7 +20,7 @@
  * uses a primary-key range for it, not for a row constructor `(a, b) > (x, y)`.
  * Must never sort or compare key values in JavaScript, nor build row objects for a chunk.
  */
-import { DataError, SourceError, TidemarkError } from '../../contracts/errors.js';
+import { SourceError } from '../../contracts/errors.js';
 import type {
   ChunkRequest,
   ChunkWindow,
@@ -34,6 +34,8 @@ import { BatchEncoder } from '../../dataplane/encoder.js';
 import { Op } from '../../dataplane/metadata.js';
 import { describeType, type LogicalType, type Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey, isKeyType } from '../../position/key-codec.js';
+import { withConnectErrors } from '../connect-errors.js';
+import { dataColumns } from '../page.js';
 import { binlogAt } from './cdc/position.js';
 import { type ConnectOptions, MysqlConnection, type RawRow, translateConnectError } from './connect.js';
 import { keysetPredicate } from './incremental.js';
@@ -152,16 +154,12 @@ export class MysqlSnapshotSource implements SnapshotSource {
 
   /** Runs `fn` on one of the source's connections, translating connection failures. */
   async use<T>(fn: (db: MysqlConnection) => Promise<T>): Promise<T> {
-    return this.pool.use(async (db) => {
-      try {
-        return await fn(db);
-      } catch (e) {
-        if (e instanceof TidemarkError) throw e;
-        const translated = translateConnectError(e, db.endpoint, this.connect.connectTimeoutMs);
-        if (translated) throw translated;
-        throw e;
-      }
-    });
+    return this.pool.use((db) =>
+      withConnectErrors(
+        () => fn(db),
+        (e) => translateConnectError(e, db.endpoint, this.connect.connectTimeoutMs),
+      ),
+    );
   }
 
   /** How chunks are cut: by the snapshot's binlog position (MariaDB) or by the watermark table. */
@@ -345,14 +343,7 @@ export class MysqlChunker implements TableChunker {
     await this.source.use(async (db) => {
       const p = await this.prepare(db);
       const mode = await this.source.cutMode(db);
-      const data = req.schema.columns.map((c) => {
-        const col = p.plan.columns.find((x) => x.name === c.name);
-        if (!col)
-          throw new DataError(
-            `${p.plan.source}: column "${c.name}" of the resolved schema is not in the table any more; re-introspect the table`,
-          );
-        return col;
-      });
+      const data = dataColumns(p.plan, req.schema);
       const hidden = p.keys.filter((k) => !data.includes(k));
       const selected = [...data, ...hidden];
       const keyIndexes = p.keys.map((k) => selected.indexOf(k));

@@ -22,34 +22,31 @@
  * await my.close();
  */
 import {
-  type CdcPreflight,
   type CdcPreflightSettings,
   type CdcPreflightTable,
   type CheckItem,
   failed,
-  type Preflight,
   type PreflightTable,
   type TablePreflight,
 } from '../../contracts/check.js';
-import { SourceError, TidemarkError } from '../../contracts/errors.js';
 import type {
-  BatchIncrementalSource,
   IncrementalPage,
   IncrementalResult,
-  IncrementalSource,
-  Introspector,
-  NullCursorCounter,
   TableRef,
   TableSpec,
-  WallClockZone,
   Warning,
 } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
 import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
-import { microsToTimestampText } from '../../position/time-text.js';
 import { withWarnings } from '../page.js';
-import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
+import {
+  connectionOf,
+  DEFAULT_LAG_MS,
+  DEFAULT_STALL_AFTER_MS,
+  type SqlSourceOptions,
+} from '../source-options.js';
+import { guardRead, type ReadBoundary, type SqlSource, wallClockText } from '../sql-source.js';
 import { checkTransactionPrivilege, wallClockToUtcMicros } from './bound.js';
 import { preflightCdcSource, preflightCdcTable } from './cdc/preflight.js';
 import { MysqlConnection, translateConnectError } from './connect.js';
@@ -88,21 +85,12 @@ export const MIN_SETTLE_MS = 1_000;
 
 /**
  * A MySQL/MariaDB source for cursor-based incremental sync. One connection (opened on first use,
- * replaced if it dies or a page read is aborted); pages are read one at a time. Implements
- * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter`, `Preflight`,
- * `CdcPreflight` and `WallClockZone`.
+ * replaced if it dies or a page read is aborted); pages are read one at a time. Implements the
+ * contracts of a SQL source (../sql-source.ts `SqlSource`).
  */
-export class MysqlSource
-  implements
-    Introspector,
-    IncrementalSource,
-    BatchIncrementalSource,
-    NullCursorCounter,
-    Preflight,
-    CdcPreflight,
-    WallClockZone
-{
+export class MysqlSource implements SqlSource {
   private readonly db: MysqlConnection;
+  private readonly boundary: ReadBoundary;
   private readonly options: MysqlSourceOptions;
   private readonly lagMs: number;
   private readonly stallAfterMs: number;
@@ -114,12 +102,13 @@ export class MysqlSource
 
   constructor(options: MysqlSourceOptions) {
     this.options = options;
-    this.db = new MysqlConnection({
-      url: options.url,
-      ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
-      ...(options.sourceName !== undefined ? { sourceName: options.sourceName } : {}),
-      ...(options.applicationName !== undefined ? { applicationName: options.applicationName } : {}),
-    });
+    this.db = new MysqlConnection(connectionOf(options));
+    const ep = this.db.endpoint;
+    this.boundary = {
+      at: `${ep.host}:${ep.port}`,
+      abandon: (reason) => this.db.abandon(reason),
+      translate: (e) => translateConnectError(e, ep, options.connectTimeoutMs),
+    };
     this.lagMs = options.lagMs ?? DEFAULT_LAG_MS;
     this.stallAfterMs = options.stallAfterMs ?? DEFAULT_STALL_AFTER_MS;
     this.clock = options.clock ?? Date.now;
@@ -165,37 +154,15 @@ export class MysqlSource
 
   /** One page as row maps (the row path; also the oracle of the batch path). */
   async incremental(req: IncrementalPage): Promise<IncrementalResult<Record<string, unknown>[]>> {
-    return this.guard(
-      req.table.source,
-      async () => {
-        const plan = await this.plan(req.table);
-        const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
-        return withWarnings(
-          await this.schemaGuard(plan, req, () =>
-            readRowPage(this.db, plan, keyset, req, this.settings(), settled),
-          ),
-          created?.warnings,
-        );
-      },
-      req.signal,
+    return this.page(req, (plan, keyset, settled) =>
+      readRowPage(this.db, plan, keyset, req, this.settings(), settled),
     );
   }
 
   /** One page encoded straight into a wire batch (rows streamed into the encoder). `page` is undefined when empty. */
   async incrementalBatch(req: BatchPageRequest): Promise<IncrementalResult<Batch | undefined>> {
-    return this.guard(
-      req.table.source,
-      async () => {
-        const plan = await this.plan(req.table);
-        const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
-        return withWarnings(
-          await this.schemaGuard(plan, req, () =>
-            readBatchPage(this.db, plan, keyset, req, this.settings(), settled, this.clock),
-          ),
-          created?.warnings,
-        );
-      },
-      req.signal,
+    return this.page(req, (plan, keyset, settled) =>
+      readBatchPage(this.db, plan, keyset, req, this.settings(), settled, this.clock),
     );
   }
 
@@ -244,9 +211,8 @@ export class MysqlSource
 
   /** A wall-clock timestamp as UTC microseconds, in the writers' zone (cursorTimeZone) or the server's @@global.time_zone (WallClockZone). */
   async wallClockToUtc(wallMicros: bigint): Promise<bigint | undefined> {
-    const text = microsToTimestampText(wallMicros, false);
-    // Infinities and BC years have no instant worth showing.
-    if (!/^\d{4}-/.test(text) || text.endsWith(' BC')) return undefined;
+    const text = wallClockText(wallMicros);
+    if (text === undefined) return undefined;
     return wallClockToUtcMicros(this.db, text, this.options.cursorTimeZone);
   }
 
@@ -314,32 +280,29 @@ export class MysqlSource
   }
 
   /**
-   * Runs `fn`, turning connection failures and unexpected query errors into SourceErrors. When
-   * `signal` aborts (the engine gave the page up), the connection is abandoned whichever
-   * statement of the read is stalled (the bound's or the page's), so the server stops it and
-   * the next read opens a new connection; `fn` then fails with the signal's reason.
+   * One page of `req`, read by `read` with the table's plan and keyset under `schemaGuard`; the
+   * keyset's one-time warnings go in front of the page's own.
    */
+  private async page<T>(
+    req: IncrementalPage,
+    read: (plan: TablePlan, keyset: KeysetPlan, settled: SettledMark) => Promise<IncrementalResult<T>>,
+  ): Promise<IncrementalResult<T>> {
+    return this.guard(
+      req.table.source,
+      async () => {
+        const plan = await this.plan(req.table);
+        const { keyset, settled, created } = await this.keyset(plan, req.cursorColumn);
+        return withWarnings(
+          await this.schemaGuard(plan, req, () => read(plan, keyset, settled)),
+          created?.warnings,
+        );
+      },
+      req.signal,
+    );
+  }
+
+  /** Runs `fn` under ../sql-source.ts `guardRead` (errors, abort). */
   private async guard<T>(table: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    signal?.throwIfAborted();
-    const onAbort = () => this.db.abandon(signal?.reason);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      return await fn();
-    } catch (e) {
-      if (signal?.aborted) throw signal.reason;
-      if (e instanceof TidemarkError) throw e;
-      const ep = this.db.endpoint;
-      const translated = translateConnectError(e, ep, this.options.connectTimeoutMs);
-      if (translated) throw translated;
-      if (e instanceof Error && e.name === 'AbortError') throw e;
-      const code = String((e as { code?: unknown }).code ?? '');
-      throw new SourceError(
-        'SOURCE_QUERY_FAILED',
-        `${table}: query failed at ${ep.host}:${ep.port}${code ? ` (${code})` : ''}: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`,
-        { cause: e },
-      );
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-    }
+    return guardRead(this.boundary, table, fn, signal);
   }
 }

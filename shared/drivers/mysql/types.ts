@@ -23,6 +23,7 @@ import {
   microsToTimestampText,
   timestampTextToMicros,
 } from '../../position/time-text.js';
+import { type ValueContext, withContext } from '../value-context.js';
 import { doubleOfAscii, NUMERIC_SCRATCH_BYTES, numericOfDecimalAscii } from './wire/ascii-numbers.js';
 
 /**
@@ -228,22 +229,6 @@ export function mapColumn(c: InfoColumn, col: string): ColumnMapping {
 
 // ---------------------------------------------------------------------------------------------
 // Row path: text bytes -> the exact value universe
-
-/** Names a column for value errors: `database.table.column`. */
-export interface ValueContext {
-  readonly table: string;
-  readonly column: string;
-}
-
-/** Runs a parser, prefixing its DataError with `database.table.column`. */
-function withContext<T>(ctx: ValueContext, parse: () => T): T {
-  try {
-    return parse();
-  } catch (e) {
-    if (e instanceof DataError) throw new DataError(`${ctx.table}.${ctx.column}: ${e.message}`, { cause: e });
-    throw e;
-  }
-}
 
 /** True for a date text whose month or day is zero ('0000-00-00', '2024-00-15'): read as NULL. */
 function zeroInDate(text: string): boolean {

@@ -13,8 +13,20 @@
 import { createConnection, type Socket } from 'node:net';
 import postgres from 'postgres';
 import { SourceError } from '../../contracts/errors.js';
-import { redact } from '../../observability/redact.js';
-import { connectTimeoutError, timeoutSeconds, withinConnectTimeout } from '../connect-timeout.js';
+import {
+  databaseMissing,
+  firstLine,
+  type NetworkFailures,
+  networkError,
+  parseSourceUrl,
+} from '../connect-errors.js';
+import {
+  type ConnectTarget,
+  connectTimeoutError,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  timeoutSeconds,
+  withinConnectTimeout,
+} from '../connect-timeout.js';
 import { negotiateTls, type TlsSettings, tlsOf } from './tls.js';
 import { tapSocket } from './wire/copy-tap.js';
 
@@ -34,16 +46,10 @@ export interface ConnectOptions {
 }
 
 /** Where a connection goes, for messages: never includes the password. */
-export interface Endpoint {
+export interface Endpoint extends ConnectTarget {
   readonly user: string;
-  readonly host: string;
-  readonly port: number;
   readonly database: string;
-  /** `sources.x` or "the source URL". */
-  readonly source: string;
 }
-
-export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * Session settings sent in the startup packet, so they hold on every (re)connection:
@@ -67,29 +73,15 @@ const SESSION_SETTINGS = {
 
 /** Parses the parts of a connection URL that messages may show. */
 export function endpointOf(url: string, sourceName?: string): Endpoint {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch (e) {
-    throw new SourceError(
-      'SOURCE_URL_INVALID',
-      `${sourceName ?? 'the source URL'} is not a valid URL; percent-encode @ : / # ? % in the user and password (docs/errors.md): ${redact(url)}`,
-      { cause: e },
-    );
-  }
-  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') {
-    throw new SourceError(
-      'SOURCE_URL_INVALID',
-      `${sourceName ?? 'the source URL'} must start with postgres:// or postgresql://, got ${u.protocol}//`,
-    );
-  }
+  const source = sourceName ?? 'the source URL';
+  const u = parseSourceUrl(url, source, ['postgres:', 'postgresql:']);
   return {
     user: decodeURIComponent(u.username) || 'postgres',
     host: u.hostname || 'localhost',
     port: u.port ? Number(u.port) : 5432,
     database:
       decodeURIComponent(u.pathname.replace(/^\//, '')) || decodeURIComponent(u.username) || 'postgres',
-    source: sourceName ?? 'the source URL',
+    source,
   };
 }
 
@@ -217,7 +209,7 @@ interface Client {
 const BACKEND_SQL = 'SELECT pg_backend_pid()::text AS pid, now()::text AS seen_at';
 
 /** Error codes that mean the connection under a statement is over, not just the statement. */
-const CONNECTION_OVER = new Set([
+export const CONNECTION_OVER: ReadonlySet<string> = new Set([
   'CONNECTION_CLOSED',
   'CONNECTION_DESTROYED',
   'CONNECTION_ENDED',
@@ -430,17 +422,23 @@ function notPostgresError(ep: Endpoint): SourceError {
   );
 }
 
-/** Node socket error codes that mean "nothing answered at host:port". */
-const UNREACHABLE = new Set([
-  'ECONNREFUSED',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ECONNRESET',
-  'EPIPE',
-  'CONNECTION_CLOSED',
-]);
-const NAME_NOT_RESOLVED = new Set(['ENOTFOUND', 'EAI_AGAIN']);
-const TIMED_OUT = new Set(['CONNECT_TIMEOUT', 'ETIMEDOUT']);
+/** How postgres.js and Node report network failures, in this driver's words (connect-errors.ts). */
+const NETWORK: NetworkFailures = {
+  server: 'Postgres',
+  product: 'PostgreSQL',
+  // Node socket error codes (and postgres.js' for a dial that closed) that mean "nothing answered at host:port".
+  unreachable: new Set([
+    'ECONNREFUSED',
+    'EHOSTUNREACH',
+    'ENETUNREACH',
+    'ECONNRESET',
+    'EPIPE',
+    'CONNECTION_CLOSED',
+  ]),
+  timedOut: new Set(['CONNECT_TIMEOUT', 'ETIMEDOUT']),
+  listenSetting: 'listen_addresses',
+  tlsFix: (source) => `check sslmode in ${source} (require / verify-full with the server's CA)`,
+};
 
 /**
  * Turns a connection-phase failure into a one-line `SourceError` saying what to check; returns
@@ -460,9 +458,7 @@ export function translateConnectError(
       return new SourceError(
         'SOURCE_AUTH_FAILED',
         `authentication failed for ${who}; check the password in ${ep.source}`,
-        {
-          cause: e,
-        },
+        { cause: e },
       );
     case '28000':
       return new SourceError(
@@ -471,18 +467,12 @@ export function translateConnectError(
         { cause: e },
       );
     case '3D000':
-      return new SourceError(
-        'SOURCE_DATABASE_MISSING',
-        `database "${ep.database}" does not exist at ${at}; fix the database name in ${ep.source}`,
-        { cause: e },
-      );
+      return databaseMissing(ep, e);
     case '53300':
       return new SourceError(
         'SOURCE_UNAVAILABLE',
         `${at} has no free connection slots (too_many_connections); retry later or raise max_connections`,
-        {
-          cause: e,
-        },
+        { cause: e },
       );
     case '57P03':
       return new SourceError(
@@ -491,34 +481,5 @@ export function translateConnectError(
         { cause: e },
       );
   }
-  if (UNREACHABLE.has(code)) {
-    return new SourceError(
-      'SOURCE_UNREACHABLE',
-      `cannot connect to Postgres at ${at} (${code}); check the host and port in ${ep.source} and that the server accepts TCP connections from here (security group, firewall, listen_addresses)`,
-      { cause: e },
-    );
-  }
-  if (NAME_NOT_RESOLVED.has(code)) {
-    return new SourceError(
-      'SOURCE_UNREACHABLE',
-      `cannot resolve host "${ep.host}" (${code}); check the host in ${ep.source}`,
-      {
-        cause: e,
-      },
-    );
-  }
-  if (TIMED_OUT.has(code))
-    return connectTimeoutError('PostgreSQL', ep, connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, e);
-  if (/SSL|TLS|CERT/i.test(code) || /\b(SSL|TLS|certificate)\b/i.test(e.message)) {
-    return new SourceError(
-      'SOURCE_TLS',
-      `TLS to ${at} failed: ${firstLine(e.message)}; check sslmode in ${ep.source} (require / verify-full with the server's CA)`,
-      { cause: e },
-    );
-  }
-  return undefined;
-}
-
-function firstLine(s: string): string {
-  return s.split('\n')[0]!.trim();
+  return networkError(e, code, ep, connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, NETWORK);
 }

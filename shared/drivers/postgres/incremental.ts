@@ -23,11 +23,12 @@ import type { Schema } from '../../dataplane/schema.js';
 import { SchemaChangedError } from '../../dataplane/schema-rules.js';
 import { decodeKey, encodeKey } from '../../position/key-codec.js';
 import { ordinalHex } from '../../position/position.js';
-import { checkPageSize, describeKey, emptyResult, PageBudget, pageOutcome, rowsToAsk } from '../page.js';
+import { checkPageSize, dataColumns, describeKey, emptyResult, PageBudget, readStatements } from '../page.js';
+import type { ValueContext } from '../value-context.js';
 import { highWaterBound, timeBound } from './bound.js';
 import type { Sql } from './connect.js';
 import { type ColumnInfo, checkColumnsUnchanged, type KeysetPlan, type TablePlan } from './introspect.js';
-import { keyText, parseColumnText, quoteIdent, quoteLiteral, type ValueContext } from './types.js';
+import { keyText, parseColumnText, quoteIdent, quoteLiteral } from './types.js';
 import {
   ChangedWidthError,
   CopyBinaryDecoder,
@@ -246,22 +247,6 @@ export async function readRowPage(
   };
 }
 
-/**
- * The table's columns of a resolved wire schema, in its order, matched by name: what a batch
- * reader selects (then the key columns the schema leaves out, for the resume key).
- */
-export function dataColumns(plan: TablePlan, schema: Schema): ColumnInfo[] {
-  return schema.columns.map((c) => {
-    const col = plan.columns.find((x) => x.name === c.name);
-    if (!col) {
-      throw new DataError(
-        `${plan.source}: column "${c.name}" of the resolved schema is not in the table any more; re-introspect the table`,
-      );
-    }
-    return col;
-  });
-}
-
 /** The columnar page request (IncrementalPage plus what the batch needs). */
 export interface BatchPageRequest extends IncrementalPage {
   readonly schema: Schema;
@@ -304,40 +289,23 @@ export async function readBatchPage(
 
   let after = afterTexts(keyset, req.after);
   let lastKey: unknown[] | undefined;
-  let appended = 0;
-  let asked = 0;
-  let more: boolean;
+  let read: { readonly appended: number; readonly more: boolean };
   try {
-    for (;;) {
-      const rest = req.pageSize - appended;
-      const rows = rowsToAsk(
-        budget,
-        rest,
-        appended > 0 ? budget.bytes / appended : rowBytesSeen.get(keyset),
-        asked,
-      );
-      asked = rows;
-      // Only a statement that may end the page by rows asks for one more: it tells `more`.
-      const limit = rows === rest ? rows + 1 : rows;
-      const r = await copyRows(statement, after, limit, rows, appended);
-      appended += r.appended;
+    read = await readStatements(budget, req.pageSize, keyset, async (limit, rows, kept) => {
+      const r = await copyRows(statement, after, limit, rows, kept);
       if (r.lastKey) {
         lastKey = r.lastKey;
         after = lastKey.map((v, k) => keyText(keyset.types[k]!, v));
       }
-      const done = pageOutcome(budget, req.pageSize, appended, { got: r.tuples, taken: r.appended, limit });
-      if (done) {
-        more = done.more;
-        break;
-      }
-    }
+      return { appended: r.appended, got: r.tuples };
+    });
   } catch (e) {
     throw await schemaFailure(sql, plan, selected, req.table.target, e, req.signal);
   }
+  const { appended, more } = read;
   // After the last statement, before the batch exists: nothing of a changed page is returned.
   // A page that read nothing returns nothing, and skips the query.
   if (appended > 0) await checkColumnsUnchanged(sql, plan, selected, req.table.target);
-  if (appended > 0 && Number.isFinite(budget.pageBytes)) rowBytesSeen.set(keyset, budget.bytes / appended);
 
   if (appended === 0 || lastKey === undefined) return emptyResult(req, undefined, bound.warnings);
   const { posPrefix, ordinalBase } = req;
@@ -355,9 +323,6 @@ export async function readBatchPage(
     ...(bound.warnings.length > 0 ? { warnings: bound.warnings } : {}),
   };
 }
-
-/** Bytes per row of the last page read with a byte budget, per keyset: the first guess of the next page. */
-const rowBytesSeen = new WeakMap<KeysetPlan, number>();
 
 /** What every statement of one page shares. */
 interface CopyStatement {

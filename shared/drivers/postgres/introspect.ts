@@ -14,11 +14,19 @@
  */
 import { SourceError } from '../../contracts/errors.js';
 import type { TableRef, TableSpec, Warning } from '../../contracts/source.js';
-import type { Column, LogicalType, Schema } from '../../dataplane/schema.js';
+import type { Column, Schema } from '../../dataplane/schema.js';
 import { describeType } from '../../dataplane/schema.js';
 import { compareSchemas, SchemaChangedError } from '../../dataplane/schema-rules.js';
 import { isKeyType } from '../../position/key-codec.js';
-import { exclusions, similarNames } from '../page.js';
+import {
+  cursorMissing,
+  type Keyset,
+  keyMissing,
+  notIndexed,
+  type ResolvedTable,
+  tieBreakers,
+} from '../keyset.js';
+import { exclusions, similarNames, splitQualified } from '../page.js';
 import type { TimeBoundType } from './bound.js';
 import type { Sql } from './connect.js';
 import { OID, type PostgresType, quoteIdent, quoteLiteral, type ReadPlan, readPlan } from './types.js';
@@ -48,31 +56,14 @@ export interface ColumnInfo {
   readonly read: ReadPlan;
 }
 
-/** A resolved table: everything the page readers need, computed once per introspection. */
-export interface TablePlan {
-  /** `schema.table` as the spec names it. */
-  readonly source: string;
-  /** `"schema"."table"`. */
-  readonly qualified: string;
+/** A resolved table (../keyset.ts), with the OID the catalog checks use. */
+export interface TablePlan extends ResolvedTable<ColumnInfo> {
   /** pg_class.oid as text (OIDs exceed int4). */
   readonly oid: string;
-  /** Every column, in attnum order (exclusions are applied to `schema`, not here). */
-  readonly columns: readonly ColumnInfo[];
-  readonly primaryKey: readonly string[];
-  /** The canonical schema (exclusions applied). */
-  readonly schema: Schema;
-  readonly ref: TableRef;
 }
 
-/** How pages of one table are keyed: (cursor, primary key...) and the bound that applies. */
-export interface KeysetPlan {
-  readonly cursor: ColumnInfo;
-  /** Cursor first, then the primary-key columns that are not the cursor. */
-  readonly keys: readonly ColumnInfo[];
-  readonly types: readonly LogicalType[];
-  readonly bound: { readonly kind: 'time'; readonly type: TimeBoundType } | { readonly kind: 'highWater' };
-  readonly warnings: readonly Warning[];
-}
+/** How pages of one table are keyed (../keyset.ts). */
+export type KeysetPlan = Keyset<ColumnInfo, TimeBoundType>;
 
 interface ClassRow {
   oid: string;
@@ -104,14 +95,8 @@ export interface TypeRow {
 
 /** Splits `schema.table` at its first dot (spec names are validated to have exactly one). */
 export function splitTableName(source: string): { schema: string; table: string } {
-  const dot = source.indexOf('.');
-  if (dot <= 0 || dot === source.length - 1) {
-    throw new SourceError(
-      'SOURCE_TABLE_MISSING',
-      `table "${source}" must be written as schema.table (e.g. public.orders)`,
-    );
-  }
-  return { schema: source.slice(0, dot), table: source.slice(dot + 1) };
+  const [schema, table] = splitQualified(source, 'schema.table (e.g. public.orders)');
+  return { schema, table };
 }
 
 const RELKINDS = "('r','p','v','m','f')";
@@ -390,12 +375,7 @@ async function unknownTable(sql: Sql, source: string, nsp: string, rel: string):
  */
 export async function keysetPlan(sql: Sql, plan: TablePlan, cursorColumn: string): Promise<KeysetPlan> {
   const cursor = plan.columns.find((c) => c.name === cursorColumn);
-  if (!cursor) {
-    throw new SourceError(
-      'SOURCE_CURSOR_INVALID',
-      `${plan.source}: cursor column "${cursorColumn}" does not exist; columns are ${plan.columns.map((c) => c.name).join(', ')}`,
-    );
-  }
+  if (!cursor) throw cursorMissing(plan, cursorColumn, true);
   const refuseType = (c: ColumnInfo, role: string) => {
     if (!isKeyType(c.read.logical)) {
       throw new SourceError(
@@ -408,9 +388,7 @@ export async function keysetPlan(sql: Sql, plan: TablePlan, cursorColumn: string
 
   let rest: ColumnInfo[];
   if (plan.primaryKey.length > 0) {
-    rest = plan.primaryKey
-      .filter((k) => k !== cursorColumn)
-      .map((k) => plan.columns.find((c) => c.name === k)!);
+    rest = tieBreakers(plan, cursorColumn);
     for (const k of rest) refuseType(k, 'primary-key');
   } else {
     const [u] = await sql.unsafe<{ unique: boolean }[]>(
@@ -420,13 +398,7 @@ export async function keysetPlan(sql: Sql, plan: TablePlan, cursorColumn: string
            AND i.indnkeyatts = 1 AND i.indkey[0] = $2) AS unique`,
       [plan.oid, cursor.attnum],
     );
-    if (!u?.unique || !cursor.notNull) {
-      throw new SourceError(
-        'SOURCE_KEY_MISSING',
-        `${plan.source} has no primary key and its cursor column "${cursorColumn}" is not ${cursor.notNull ? '' : 'NOT NULL and '}UNIQUE, ` +
-          `so rows sharing a cursor value cannot be paged without loss; add a primary key (or a UNIQUE NOT NULL cursor column)`,
-      );
-    }
+    if (!u?.unique || !cursor.notNull) throw keyMissing(plan, cursor);
     rest = [];
   }
   const keys = [cursor, ...rest];
@@ -451,14 +423,10 @@ export async function keysetPlan(sql: Sql, plan: TablePlan, cursorColumn: string
     `SELECT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = $1 AND i.indisvalid AND i.indpred IS NULL AND i.indkey[0] = $2) AS indexed`,
     [plan.oid, cursor.attnum],
   );
-  if (!ix?.indexed) {
-    warnings.push({
-      code: 'CURSOR_NOT_INDEXED',
-      message:
-        `${plan.source}: no index leads with cursor column "${cursorColumn}", so every page scans the table; ` +
-        `CREATE INDEX CONCURRENTLY ON ${plan.qualified} (${keyList});`,
-    });
-  }
+  if (!ix?.indexed)
+    warnings.push(
+      notIndexed(plan, cursorColumn, `CREATE INDEX CONCURRENTLY ON ${plan.qualified} (${keyList});`),
+    );
 
   const bound: KeysetPlan['bound'] =
     cursor.baseOid === OID.timestamptz
@@ -474,12 +442,7 @@ export async function keysetPlan(sql: Sql, plan: TablePlan, cursorColumn: string
 /** Counts rows whose cursor is NULL (0 without a query when the column is NOT NULL). */
 export async function countNullCursors(sql: Sql, plan: TablePlan, cursorColumn: string): Promise<number> {
   const cursor = plan.columns.find((c) => c.name === cursorColumn);
-  if (!cursor) {
-    throw new SourceError(
-      'SOURCE_CURSOR_INVALID',
-      `${plan.source}: cursor column "${cursorColumn}" does not exist`,
-    );
-  }
+  if (!cursor) throw cursorMissing(plan, cursorColumn, false);
   if (cursor.notNull) return 0;
   const [row] = await sql.unsafe<{ n: string }[]>(
     `SELECT count(*)::text AS n FROM ${plan.qualified} WHERE ${quoteIdent(cursorColumn)} IS NULL`,

@@ -3,8 +3,9 @@
  * before it runs and reported line by line instead of as the first refusal. Composes
  * introspect.ts and bound.ts, so a check fails with the same message and fix a run would.
  *
- * Owns: the order of the checks, the `ok` wording, and the one warning only a check gives (a
- * `timestamp without time zone` cursor). Must never write and never read table rows: the NULL
+ * Owns: this driver's steps and words for the table lines, whose order and shared wording are
+ * ../preflight-lines.ts `tableLines`; the `connect` line; and the one warning only a check gives
+ * (a `timestamp without time zone` cursor). Must never write and never read table rows: the NULL
  * count is the caller's (it applies the spec's `nullCursor` policy).
  */
 import {
@@ -15,20 +16,13 @@ import {
   step,
   type TablePreflight,
 } from '../../contracts/check.js';
-import { keysetLines } from '../preflight-lines.js';
+import { type PreflightBound, tableLines } from '../preflight-lines.js';
 import { checkActivityPrivilege, type TimeBoundType } from './bound.js';
 import type { Endpoint, Sql } from './connect.js';
-import { introspectTable, type KeysetPlan, keysetPlan, type TablePlan } from './introspect.js';
+import { introspectTable, keysetPlan, type TablePlan } from './introspect.js';
 
-/** Runs a statement with the source's error translation (connection failures become SourceErrors). */
 /** Runs a step on the source's connection (PostgresSource.guard: its errors become SourceErrors). */
 export type Guard = <T>(fn: (sql: Sql) => Promise<T>) => Promise<T>;
-
-/** The bound settings of the table's source. */
-export interface PreflightBound {
-  readonly lagOnly: boolean;
-  readonly lagMs: number;
-}
 
 /** The `connect` line: server version, endpoint and role (never the password). */
 export async function preflightConnection(ep: Endpoint, guard: Guard): Promise<CheckItem[]> {
@@ -44,53 +38,21 @@ export async function preflightConnection(ep: Endpoint, guard: Guard): Promise<C
   ];
 }
 
-/** Every table line a driver can judge: table, key, cursor, index, timezone, privilege. */
+/** Every table line a driver can judge, in the shared order (../preflight-lines.ts `tableLines`). */
 export async function preflightTable(
   t: PreflightTable,
   bound: PreflightBound,
   guard: Guard,
 ): Promise<TablePreflight> {
-  let plan: TablePlan;
-  try {
-    plan = await guard((sql) => introspectTable(sql, t));
-  } catch (e) {
-    return { items: [failed('table', e)] };
-  }
-  const items: CheckItem[] = [
-    passed('table', `exists, and this role may SELECT from it (${plan.columns.length} columns)`),
-  ];
-  const cursor = plan.columns.find((c) => c.name === t.cursorColumn);
-  let keyset: KeysetPlan | undefined;
-  let refusal: unknown;
-  try {
-    keyset = await guard((sql) => keysetPlan(sql, plan, t.cursorColumn));
-  } catch (e) {
-    refusal = e;
-  }
-  items.push(
-    ...keysetLines({
-      primaryKey: plan.primaryKey,
-      cursorColumn: t.cursorColumn,
-      column: cursor,
-      keyset,
-      refusal,
-    }),
-  );
-  if (keyset?.bound.kind === 'time')
-    items.push(await timeZoneLine(plan, keyset.cursor.name, keyset.bound.type, guard));
-
-  items.push(
-    await step('privilege', async () => {
-      await guard((sql) => checkActivityPrivilege(sql, plan.source, bound.lagOnly));
-      return bound.lagOnly
-        ? `lagOnly: true: other sessions' open transactions are not consulted; only the lag (${bound.lagMs / 1000} s) protects against late commits`
-        : "this role sees other sessions' open transactions (pg_read_all_stats), so a late commit holds the bound back";
-    }),
-  );
-  return {
-    items,
-    ...(cursor ? { resolved: { ref: plan.ref, schema: plan.schema, cursorNotNull: cursor.notNull } } : {}),
-  };
+  return tableLines(t, bound, {
+    who: 'role',
+    introspect: () => guard((sql) => introspectTable(sql, t)),
+    keyset: (plan) => guard((sql) => keysetPlan(sql, plan, t.cursorColumn)),
+    timeZone: (plan, cursor, type) => timeZoneLine(plan, cursor, type, guard),
+    privilege: (plan) => guard((sql) => checkActivityPrivilege(sql, plan.source, bound.lagOnly)),
+    seesTransactions:
+      "this role sees other sessions' open transactions (pg_read_all_stats), so a late commit holds the bound back",
+  });
 }
 
 /**

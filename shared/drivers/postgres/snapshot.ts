@@ -40,9 +40,17 @@ import { BatchEncoder } from '../../dataplane/encoder.js';
 import { Op } from '../../dataplane/metadata.js';
 import { describeType, type LogicalType, type Schema } from '../../dataplane/schema.js';
 import { decodeKey, encodeKey, isKeyType } from '../../position/key-codec.js';
+import { dataColumns } from '../page.js';
 import { WATERMARK_PREFIX } from './cdc/watermarks.js';
-import { type ConnectOptions, endpointOf, queryPool, type Sql, translateConnectError } from './connect.js';
-import { copyFields, ctxOf, dataColumns, schemaFailure } from './incremental.js';
+import {
+  CONNECTION_OVER,
+  type ConnectOptions,
+  endpointOf,
+  queryPool,
+  type Sql,
+  translateConnectError,
+} from './connect.js';
+import { copyFields, ctxOf, schemaFailure } from './incremental.js';
 import { type ColumnInfo, checkColumnsUnchanged, introspectTable, type TablePlan } from './introspect.js';
 import { keyText, parseColumnText, quoteIdent, quoteLiteral } from './types.js';
 import { CopyBinaryDecoder, decodeBinaryValue } from './wire/binary-rows.js';
@@ -54,20 +62,6 @@ const TABLE_ALIAS = 'src';
 const MAX_INITIAL_CAPACITY = 65_536;
 const INSUFFICIENT_PRIVILEGE = '42501';
 const XID_MODULUS = 2n ** 32n;
-
-/** Error codes that mean the connection under a statement is over (postgres.js, server). */
-const CONNECTION_OVER = new Set([
-  'CONNECTION_CLOSED',
-  'CONNECTION_DESTROYED',
-  'CONNECTION_ENDED',
-  'ECONNRESET',
-  'EPIPE',
-  'ETIMEDOUT',
-  '57P01',
-  '57P02',
-  '57P05',
-  '25P03',
-]);
 
 /** What a snapshot source connects with (the CDC source's settings). */
 export interface PostgresSnapshotOptions extends ConnectOptions {

@@ -21,35 +21,32 @@
  * await pg.close();
  */
 import {
-  type CdcPreflight,
   type CdcPreflightSettings,
   type CdcPreflightTable,
   type CheckItem,
   failed,
-  type Preflight,
   type PreflightTable,
   passed,
   type TablePreflight,
 } from '../../contracts/check.js';
-import { SourceError, TidemarkError } from '../../contracts/errors.js';
 import type {
-  BatchIncrementalSource,
   IncrementalPage,
   IncrementalResult,
-  IncrementalSource,
-  Introspector,
-  NullCursorCounter,
   TableRef,
   TableSpec,
-  WallClockZone,
   Warning,
 } from '../../contracts/source.js';
 import type { Clock } from '../../contracts/state.js';
 import type { Batch } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
-import { microsToTimestampText } from '../../position/time-text.js';
 import { withWarnings } from '../page.js';
-import { DEFAULT_LAG_MS, DEFAULT_STALL_AFTER_MS, type SqlSourceOptions } from '../source-options.js';
+import {
+  connectionOf,
+  DEFAULT_LAG_MS,
+  DEFAULT_STALL_AFTER_MS,
+  type SqlSourceOptions,
+} from '../source-options.js';
+import { guardRead, type ReadBoundary, type SqlSource, wallClockText } from '../sql-source.js';
 import { checkActivityPrivilege, wallClockToUtcMicros } from './bound.js';
 import { preflightCdcSource, preflightCdcTable } from './cdc/preflight.js';
 import { PostgresConnection, type Sql, translateConnectError } from './connect.js';
@@ -73,21 +70,12 @@ export type PostgresSourceOptions = SqlSourceOptions;
 
 /**
  * A Postgres source for cursor-based incremental sync. One connection (opened on first use,
- * replaced if it dies or a page read is aborted); pages are read one at a time. Implements
- * `Introspector`, `IncrementalSource`, `BatchIncrementalSource`, `NullCursorCounter`, `Preflight`,
- * `CdcPreflight` and `WallClockZone`.
+ * replaced if it dies or a page read is aborted); pages are read one at a time. Implements the
+ * contracts of a SQL source (../sql-source.ts `SqlSource`).
  */
-export class PostgresSource
-  implements
-    Introspector,
-    IncrementalSource,
-    BatchIncrementalSource,
-    NullCursorCounter,
-    Preflight,
-    CdcPreflight,
-    WallClockZone
-{
+export class PostgresSource implements SqlSource {
   private readonly db: PostgresConnection;
+  private readonly boundary: ReadBoundary;
   private readonly options: PostgresSourceOptions;
   private readonly settings: BoundSettings;
   private readonly clock: Clock;
@@ -97,12 +85,13 @@ export class PostgresSource
 
   constructor(options: PostgresSourceOptions) {
     this.options = options;
-    this.db = new PostgresConnection({
-      url: options.url,
-      ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
-      ...(options.applicationName !== undefined ? { applicationName: options.applicationName } : {}),
-      ...(options.sourceName !== undefined ? { sourceName: options.sourceName } : {}),
-    });
+    this.db = new PostgresConnection(connectionOf(options));
+    const ep = this.db.endpoint;
+    this.boundary = {
+      at: `${ep.host}:${ep.port}/${ep.database}`,
+      abandon: () => this.db.abandon(),
+      translate: (e) => translateConnectError(e, ep, options.connectTimeoutMs),
+    };
     const lagMs = options.lagMs ?? DEFAULT_LAG_MS;
     this.settings = {
       lagMs,
@@ -152,30 +141,13 @@ export class PostgresSource
 
   /** One page as row maps (the row path; also the oracle of the batch path). */
   async incremental(req: IncrementalPage): Promise<IncrementalResult<Record<string, unknown>[]>> {
-    return this.guard(
-      req.table.source,
-      async (sql) => {
-        const plan = await this.plan(sql, req.table);
-        const { keyset, created } = await this.keyset(sql, plan, req.cursorColumn);
-        return withWarnings(await readRowPage(sql, plan, keyset, req, this.settings), created?.warnings);
-      },
-      req.signal,
-    );
+    return this.page(req, (sql, plan, keyset) => readRowPage(sql, plan, keyset, req, this.settings));
   }
 
   /** One page encoded straight into a wire batch (binary COPY). `page` is undefined when empty. */
   async incrementalBatch(req: BatchPageRequest): Promise<IncrementalResult<Batch | undefined>> {
-    return this.guard(
-      req.table.source,
-      async (sql) => {
-        const plan = await this.plan(sql, req.table);
-        const { keyset, created } = await this.keyset(sql, plan, req.cursorColumn);
-        return withWarnings(
-          await readBatchPage(sql, plan, keyset, req, this.settings, this.clock),
-          created?.warnings,
-        );
-      },
-      req.signal,
+    return this.page(req, (sql, plan, keyset) =>
+      readBatchPage(sql, plan, keyset, req, this.settings, this.clock),
     );
   }
 
@@ -226,9 +198,8 @@ export class PostgresSource
 
   /** A wall-clock timestamp as UTC microseconds, in the database's default TimeZone (WallClockZone). */
   async wallClockToUtc(wallMicros: bigint): Promise<bigint | undefined> {
-    const text = microsToTimestampText(wallMicros, false);
-    // Infinities and BC years have no instant worth showing.
-    if (!/^\d{4}-/.test(text) || text.endsWith(' BC')) return undefined;
+    const text = wallClockText(wallMicros);
+    if (text === undefined) return undefined;
     return this.guard(this.db.endpoint.source, (sql) =>
       wallClockToUtcMicros(sql, text, this.options.cursorTimeZone),
     );
@@ -270,34 +241,26 @@ export class PostgresSource
   }
 
   /**
-   * Runs `fn` on the connection, turning connection failures and unexpected query errors into
-   * SourceErrors. When `signal` aborts (the engine gave the page up), the connection is
-   * abandoned whichever statement of the read is stalled (the bound's or the page's), so the
-   * server stops it and the next read opens a new connection; `fn` then fails with the reason.
+   * One page of `req`, read by `read` with the table's plan and keyset; the keyset's one-time
+   * warnings go in front of the page's own.
    */
+  private async page<T>(
+    req: IncrementalPage,
+    read: (sql: Sql, plan: TablePlan, keyset: KeysetPlan) => Promise<IncrementalResult<T>>,
+  ): Promise<IncrementalResult<T>> {
+    return this.guard(
+      req.table.source,
+      async (sql) => {
+        const plan = await this.plan(sql, req.table);
+        const { keyset, created } = await this.keyset(sql, plan, req.cursorColumn);
+        return withWarnings(await read(sql, plan, keyset), created?.warnings);
+      },
+      req.signal,
+    );
+  }
+
+  /** Runs `fn` on the connection under ../sql-source.ts `guardRead` (errors, abort). */
   private async guard<T>(table: string, fn: (sql: Sql) => Promise<T>, signal?: AbortSignal): Promise<T> {
-    signal?.throwIfAborted();
-    const onAbort = () => this.db.abandon();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    const ep = this.db.endpoint;
-    try {
-      return await this.db.run(fn);
-    } catch (e) {
-      if (signal?.aborted) throw signal.reason;
-      if (e instanceof TidemarkError) throw e;
-      const translated = translateConnectError(e, ep, this.options.connectTimeoutMs);
-      if (translated) throw translated;
-      if (e instanceof Error && e.name === 'AbortError') throw e;
-      const code = String((e as { code?: unknown }).code ?? '');
-      throw new SourceError(
-        'SOURCE_QUERY_FAILED',
-        `${table}: query failed at ${ep.host}:${ep.port}/${ep.database}${code ? ` (${code})` : ''}: ${
-          e instanceof Error ? e.message.split('\n')[0] : String(e)
-        }`,
-        { cause: e },
-      );
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-    }
+    return guardRead(this.boundary, table, () => this.db.run(fn), signal);
   }
 }

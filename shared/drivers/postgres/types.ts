@@ -23,6 +23,7 @@ import {
   TIMESTAMP_NEG_INFINITY,
   timestampTextToMicros,
 } from '../../position/time-text.js';
+import { type ValueContext, withContext } from '../value-context.js';
 
 /** Built-in type OIDs (pg_type.dat; stable across releases). */
 export const OID = {
@@ -213,12 +214,6 @@ export function readPlan(t: PostgresType, columnName: string, ndims: number): Re
 // ---------------------------------------------------------------------------------------------
 // Row path: text forms -> the exact value universe
 
-/** Names a column for value errors: `schema.table.column`. */
-export interface ValueContext {
-  readonly table: string;
-  readonly column: string;
-}
-
 /** The largest finite timestamp, in micros since 1970, that does not collide with `infinity`. */
 const MAX_FINITE_MICROS = TIMESTAMP_INFINITY - 1n;
 
@@ -261,16 +256,6 @@ export function parseText(wire: WireKind, text: string, ctx: ValueContext): unkn
       }
       return micros;
     }
-  }
-}
-
-/** Runs a parser, prefixing its DataError with `schema.table.column`. */
-function withContext<T>(ctx: ValueContext, parse: () => T): T {
-  try {
-    return parse();
-  } catch (e) {
-    if (e instanceof DataError) throw new DataError(`${ctx.table}.${ctx.column}: ${e.message}`, { cause: e });
-    throw e;
   }
 }
 

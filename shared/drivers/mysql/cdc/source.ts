@@ -10,10 +10,11 @@
  */
 import type { CdcRuntime, CdcTable, Reader } from '../../../contracts/cdc.js';
 import type { CdcSourceSettings, ClosableCdcSource } from '../../../contracts/driver.js';
-import { TidemarkError } from '../../../contracts/errors.js';
 import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
 import type { Schema } from '../../../dataplane/schema.js';
+import { withConnectErrors } from '../../connect-errors.js';
 import { refuseFailedPreconditions } from '../../preflight-lines.js';
+import { connectionOf } from '../../source-options.js';
 import { MysqlConnection, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
 import { type MysqlSnapshotOptions, MysqlSnapshotSource } from '../snapshot.js';
@@ -37,12 +38,7 @@ export class MysqlCdcSource implements ClosableCdcSource, Introspector {
   private watermarkTable: string | undefined;
 
   constructor(private readonly settings: CdcSourceSettings) {
-    this.db = new MysqlConnection({
-      url: settings.url,
-      sourceName: settings.sourceName,
-      connectTimeoutMs: settings.connectTimeoutMs,
-      applicationName: 'tidemark-cdc',
-    });
+    this.db = new MysqlConnection({ ...connectionOf(settings), applicationName: 'tidemark-cdc' });
   }
 
   async introspect(t: TableSpec): Promise<{ ref: TableRef; schema: Schema; warnings: Warning[] }> {
@@ -64,9 +60,7 @@ export class MysqlCdcSource implements ClosableCdcSource, Introspector {
     }
     const reader = new MysqlCdcReader(
       {
-        url: this.settings.url,
-        sourceName: this.settings.sourceName,
-        connectTimeoutMs: this.settings.connectTimeoutMs,
+        ...connectionOf(this.settings),
         heartbeatMs: runtime.heartbeatMs,
         ...(this.settings.clock ? { clock: this.settings.clock } : {}),
         ...(this.watermarkTable !== undefined ? { watermarkTable: this.watermarkTable } : {}),
@@ -84,14 +78,7 @@ export class MysqlCdcSource implements ClosableCdcSource, Introspector {
    * `watermarkTable`, readers opened before and after decode that table's rows.
    */
   async openSnapshot(options: MysqlSnapshotOptions): Promise<MysqlSnapshotSource> {
-    const snap = new MysqlSnapshotSource(
-      {
-        url: this.settings.url,
-        sourceName: this.settings.sourceName,
-        connectTimeoutMs: this.settings.connectTimeoutMs,
-      },
-      options,
-    );
+    const snap = new MysqlSnapshotSource(connectionOf(this.settings), options);
     if (options.watermarkTable !== undefined) {
       this.watermarkTable = options.watermarkTable;
       for (const r of this.readers) r.setWatermarkTable(options.watermarkTable);
@@ -101,14 +88,10 @@ export class MysqlCdcSource implements ClosableCdcSource, Introspector {
   }
 
   private async guard<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (e) {
-      if (e instanceof TidemarkError) throw e;
-      const translated = translateConnectError(e, this.db.endpoint, this.settings.connectTimeoutMs);
-      if (translated) throw translated;
-      throw e;
-    }
+    return withConnectErrors(
+      () => fn(),
+      (e) => translateConnectError(e, this.db.endpoint, this.settings.connectTimeoutMs),
+    );
   }
 
   async close(): Promise<void> {

@@ -19,8 +19,9 @@
  */
 import { DataError } from '../../../contracts/errors.js';
 import type { ColumnWriter } from '../../../dataplane/encoder.js';
+import type { ValueContext } from '../../value-context.js';
 import type { ColumnInfo } from '../introspect.js';
-import { appenderOf, type ValueContext } from '../types.js';
+import { appenderOf } from '../types.js';
 
 /** Appends one binlog value (never undefined-as-missing: the caller checks presence). */
 export type BinlogAppender = (w: ColumnWriter, v: unknown) => void;

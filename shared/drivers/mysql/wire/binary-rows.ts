@@ -22,13 +22,13 @@
  */
 import mysql from 'mysql2';
 import type { ColumnWriter } from '../../../dataplane/encoder.js';
+import type { ValueContext } from '../../value-context.js';
 import {
   daysFromCivil,
   lastDayOfMonth,
   type RangeAppender,
   type ReadPlan,
   rangeAppenderOf,
-  type ValueContext,
 } from '../types.js';
 import type { ResultField } from './result-fields.js';
 import { type RowRanges, readLenenc } from './text-rows.js';

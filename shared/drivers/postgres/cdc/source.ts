@@ -9,11 +9,13 @@
  */
 import type { CdcRuntime, CdcTable, Reader } from '../../../contracts/cdc.js';
 import type { CdcSourceSettings, ClosableCdcSource } from '../../../contracts/driver.js';
-import { SourceError, TidemarkError } from '../../../contracts/errors.js';
+import { SourceError } from '../../../contracts/errors.js';
 import type { SnapshotOptions, SnapshotSource } from '../../../contracts/snapshot.js';
 import type { Introspector, TableRef, TableSpec, Warning } from '../../../contracts/source.js';
 import type { Schema } from '../../../dataplane/schema.js';
+import { withConnectErrors } from '../../connect-errors.js';
 import { refuseFailedPreconditions } from '../../preflight-lines.js';
+import { connectionOf } from '../../source-options.js';
 import { PostgresConnection, translateConnectError } from '../connect.js';
 import { introspectTable, type TablePlan } from '../introspect.js';
 import { PostgresSnapshotSource } from '../snapshot.js';
@@ -42,12 +44,7 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
   private readonly snapshots = new Set<SnapshotSource>();
 
   constructor(private readonly settings: CdcSourceSettings) {
-    this.db = new PostgresConnection({
-      url: settings.url,
-      sourceName: settings.sourceName,
-      connectTimeoutMs: settings.connectTimeoutMs,
-      applicationName: 'tidemark-cdc',
-    });
+    this.db = new PostgresConnection({ ...connectionOf(settings), applicationName: 'tidemark-cdc' });
   }
 
   async introspect(t: TableSpec): Promise<{ ref: TableRef; schema: Schema; warnings: Warning[] }> {
@@ -80,9 +77,7 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
       if (!this.plans.has(t.ref.source)) await this.introspect({ source: t.ref.source });
     const reader = new PostgresCdcReader(
       {
-        url: this.settings.url,
-        sourceName: this.settings.sourceName,
-        connectTimeoutMs: this.settings.connectTimeoutMs,
+        ...connectionOf(this.settings),
         slot,
         publications: setup.names,
         heartbeatMs: runtime.heartbeatMs,
@@ -103,9 +98,7 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
   async openSnapshot(options: SnapshotOptions): Promise<SnapshotSource> {
     const snapshot = new PostgresSnapshotSource(
       {
-        url: this.settings.url,
-        sourceName: this.settings.sourceName,
-        connectTimeoutMs: this.settings.connectTimeoutMs,
+        ...connectionOf(this.settings),
         ...(this.settings.clock ? { clock: this.settings.clock } : {}),
       },
       options,
@@ -119,14 +112,10 @@ export class PostgresCdcSource implements ClosableCdcSource, Introspector {
       ? (sql: S) => Promise<T>
       : never,
   ): Promise<T> {
-    try {
-      return await this.db.run(fn);
-    } catch (e) {
-      if (e instanceof TidemarkError) throw e;
-      const translated = translateConnectError(e, this.db.endpoint, this.settings.connectTimeoutMs);
-      if (translated) throw translated;
-      throw e;
-    }
+    return withConnectErrors(
+      () => this.db.run(fn),
+      (e) => translateConnectError(e, this.db.endpoint, this.settings.connectTimeoutMs),
+    );
   }
 
   async close(): Promise<void> {

@@ -14,7 +14,8 @@
  * Must never: approximate (a value the column cannot hold is the writer's DataError).
  */
 import type { ColumnWriter } from '../../../dataplane/encoder.js';
-import { OID, parseColumnText, type ReadPlan, type ValueContext } from '../types.js';
+import type { ValueContext } from '../../value-context.js';
+import { OID, parseColumnText, type ReadPlan } from '../types.js';
 
 const INET_OID = 869;
 

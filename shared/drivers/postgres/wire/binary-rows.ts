@@ -31,13 +31,8 @@ import {
   TIMESTAMP_INFINITY,
   TIMESTAMP_NEG_INFINITY,
 } from '../../../position/time-text.js';
-import {
-  multiDimensional,
-  nonFiniteNumeric,
-  timestampOutOfRange,
-  type ValueContext,
-  type WireKind,
-} from '../types.js';
+import type { ValueContext } from '../../value-context.js';
+import { multiDimensional, nonFiniteNumeric, timestampOutOfRange, type WireKind } from '../types.js';
 
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
 const SIGNATURE_LENGTH = 11;
