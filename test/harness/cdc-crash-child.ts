@@ -10,13 +10,18 @@
  * `mutation`, one step of the protocol is replaced by a broken one (./mutations.ts: a wrapper
  * injected here, never a switch in production code). SIGTERM drains (flush, commit, ack,
  * release) and exits 0.
+ *
+ * Below it, the run every crash child of the CDC engine shares (`runEngineChild`: also the
+ * snapshot crash child's, ./pg-snapshot-child.ts): the file state and lake, the mutation
+ * injected under the kill points, the engine's options, the drain on SIGTERM; and the kill
+ * itself (`killSelf`).
  */
 import { join } from 'node:path';
 import type { CdcRuntime, Streamer } from '../../shared/contracts/cdc.js';
 import type { ClosableCdcSource } from '../../shared/contracts/driver.js';
 import type { Sink } from '../../shared/contracts/sink.js';
 import type { CursorStore } from '../../shared/contracts/state.js';
-import type { CdcPoint, CdcTableConfig } from '../../shared/engine/cdc/options.js';
+import type { CdcPoint, CdcRunOptions, CdcTableConfig } from '../../shared/engine/cdc/options.js';
 import { runCdc } from '../../shared/engine/cdc/run.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { createLogger } from '../../shared/observability/log.js';
@@ -31,6 +36,7 @@ import {
   CRASH_SOURCE,
   CRASH_STATE_KEY,
   type CrashChildConfig,
+  type CrashMutation,
   type KillLine,
 } from './cdc-crash-config.js';
 import { ackBeforeCommit, commitBeforeWrite, noopRecover, record } from './mutations.js';
@@ -57,39 +63,73 @@ export const CRASH_SOURCE_NAME = `sources.${CRASH_SOURCE}`;
  * the process exits 1 on an error.
  */
 export function runCrashChild<C extends CrashChildConfig>(open: (config: C) => CrashChildDriver): void {
-  main(open).catch((e: unknown) => {
-    process.stderr.write(`${(e as { code?: string }).code ?? 'ERROR'}: ${String((e as Error).stack ?? e)}\n`);
-    process.exit(1);
+  childMain(async () => {
+    const config = JSON.parse(process.argv[2]!) as C;
+    const { source, tables, runtime, checkAcks } = open(config);
+    const kill = config.kill;
+    await runEngineChild({
+      dir: config.dir,
+      mutation: config.mutation,
+      source,
+      tables,
+      runtime,
+      streamer: (plainStore) => (checkAcks ? checkAcks(source, plainStore) : source),
+      flushRows: config.flushRows ?? 200,
+      idleCommitMs: config.idleCommitMs ?? 1000,
+      faults: async (plainStore) => {
+        let seen = 0;
+        const committedNow = async (): Promise<string | null> =>
+          parseCdcState((await plainStore.load(CRASH_STATE_KEY)).value).position?.value ?? null;
+        const startedAt = await committedNow();
+        return async (point) => {
+          if (!kill || point !== kill.point) return;
+          if (kill.moved && (await committedNow()) === startedAt) return;
+          if (++seen !== kill.nth) return;
+          const line: KillLine = { point, nth: kill.nth, committed: await committedNow() };
+          await killSelf(config.dir, line);
+        };
+      },
+    });
   });
 }
 
-async function main<C extends CrashChildConfig>(open: (config: C) => CrashChildDriver): Promise<void> {
-  const config = JSON.parse(process.argv[2]!) as C;
-  const logger = createLogger({ json: true, level: 'info', metrics: false });
-  const { source, tables, runtime, checkAcks } = open(config);
-  let sink: Sink = new ParquetSink({ store: new FileObjectStore(join(config.dir, 'lake')) });
-  let store: CursorStore = new FileCursorStore(join(config.dir, 'state'));
-  const plainStore = store;
-  let streamer: Streamer = checkAcks ? checkAcks(source, plainStore) : source;
-  if (config.mutation === 'ack-before-commit') streamer = ackBeforeCommit(streamer);
-  if (config.mutation === 'noop-recover') sink = noopRecover(sink);
-  if (config.mutation === 'commit-before-write') ({ sink, store } = commitBeforeWrite(sink, store));
+/** One engine run in a crash test's child process: what differs between the children. */
+export interface EngineChild {
+  /** The child's directory: its state (`state/`), lake (`lake/`) and records. */
+  readonly dir: string;
+  /** The broken protocol step to inject (./mutations.ts), if any. */
+  readonly mutation?: CrashMutation;
+  /** The CDC source (`sourceName: sources.<CRASH_SOURCE>`), closed at the end. */
+  readonly source: ClosableCdcSource;
+  readonly tables: readonly CdcTableConfig[];
+  readonly runtime: CdcRuntime;
+  /** The streamer the engine reads, given the unwrapped store (a mutation wraps it in turn). */
+  readonly streamer: (plainStore: CursorStore) => Streamer;
+  /** The engine's fault hook (where the child kills itself), given the unwrapped store. */
+  readonly faults: (plainStore: CursorStore) => Promise<(point: CdcPoint) => Promise<void>>;
+  /** Flush a table at this many pending rows. */
+  readonly flushRows: number;
+  /** With nothing pending, commit a newer resume position at least this often. */
+  readonly idleCommitMs: number;
+  readonly snapshot?: CdcRunOptions['snapshot'];
+}
 
-  const kill = config.kill;
-  let seen = 0;
-  const committedNow = async (): Promise<string | null> =>
-    parseCdcState((await plainStore.load(CRASH_STATE_KEY)).value).position?.value ?? null;
-  const startedAt = await committedNow();
-  const faults = async (point: CdcPoint): Promise<void> => {
-    if (!kill || point !== kill.point) return;
-    if (kill.moved && (await committedNow()) === startedAt) return;
-    if (++seen !== kill.nth) return;
-    const line: KillLine = { point, nth: kill.nth, committed: await committedNow() };
-    record(config.dir, 'kills', JSON.stringify(line));
-    process.kill(process.pid, 'SIGKILL');
-    // SIGKILL is delivered at once; never go on past the kill point.
-    await new Promise(() => undefined);
-  };
+/**
+ * Runs `runCdc` on a file state store and a file lake in `child.dir`, the mutation injected
+ * under the kill points, until SIGTERM or SIGINT (which drain: flush, commit, ack, release);
+ * prints the summary (JSON) on stdout.
+ */
+export async function runEngineChild(child: EngineChild): Promise<void> {
+  const logger = createLogger({ json: true, level: 'info', metrics: false });
+  const { source, mutation } = child;
+  let sink: Sink = new ParquetSink({ store: new FileObjectStore(join(child.dir, 'lake')) });
+  let store: CursorStore = new FileCursorStore(join(child.dir, 'state'));
+  const plainStore = store;
+  let streamer = child.streamer(plainStore);
+  if (mutation === 'ack-before-commit') streamer = ackBeforeCommit(streamer);
+  if (mutation === 'noop-recover') sink = noopRecover(sink);
+  if (mutation === 'commit-before-write') ({ sink, store } = commitBeforeWrite(sink, store));
+  const faults = await child.faults(plainStore);
 
   const stop = new AbortController();
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => stop.abort());
@@ -98,21 +138,21 @@ async function main<C extends CrashChildConfig>(open: (config: C) => CrashChildD
       pipeline: CRASH_PIPELINE,
       sourceName: CRASH_SOURCE,
       writer: `${CRASH_PIPELINE}.${CRASH_SOURCE}`,
-      tables,
+      tables: child.tables,
       introspector: source,
       streamer,
-      runtime,
+      runtime: child.runtime,
       store,
       sink,
       logger,
       clock: Date.now,
       owner: localOwner(),
       limits: {
-        rows: config.flushRows ?? 200,
+        rows: child.flushRows,
         bytes: 64 * 2 ** 20,
         ms: 1000,
         maxAckLagMs: 2000,
-        idleCommitMs: config.idleCommitMs ?? 1000,
+        idleCommitMs: child.idleCommitMs,
       },
       leaseTtlMs: CRASH_LEASE_TTL_MS,
       renewEveryMs: CRASH_RENEW_EVERY_MS,
@@ -121,10 +161,30 @@ async function main<C extends CrashChildConfig>(open: (config: C) => CrashChildD
       // A killed child's lease is taken over at once: its process is provably gone.
       isHolderDead: isProvablyDead,
       faults,
+      ...(child.snapshot ? { snapshot: child.snapshot } : {}),
     });
     process.stdout.write(`${JSON.stringify(summary)}\n`);
   } finally {
     await source.close();
   }
   process.exitCode = 0;
+}
+
+/**
+ * Appends `line` (JSON) to `<dir>/kills`, fsync'd, and SIGKILLs this process: the parent then
+ * knows exactly where the kill landed. Never returns.
+ */
+export async function killSelf(dir: string, line: unknown): Promise<never> {
+  record(dir, 'kills', JSON.stringify(line));
+  process.kill(process.pid, 'SIGKILL');
+  // SIGKILL is delivered at once; never go on past the kill point.
+  return new Promise<never>(() => undefined);
+}
+
+/** Runs `main` as a child's body: an error is written to stderr (its code first) and exits 1. */
+export function childMain(main: () => Promise<void>): void {
+  main().catch((e: unknown) => {
+    process.stderr.write(`${(e as { code?: string }).code ?? 'ERROR'}: ${String((e as Error).stack ?? e)}\n`);
+    process.exit(1);
+  });
 }

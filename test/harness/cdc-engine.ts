@@ -7,18 +7,19 @@
  */
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import type { Reader, SourcePosition, Streamer } from '../../shared/contracts/cdc.js';
+import type { Streamer } from '../../shared/contracts/cdc.js';
 import type { ObjectRef, Sink } from '../../shared/contracts/sink.js';
 import type { Introspector } from '../../shared/contracts/source.js';
 import type { CursorStore } from '../../shared/contracts/state.js';
 import type { Batch, WriteMode } from '../../shared/dataplane/batch.js';
 import type { CdcRunOptions, CdcSummary, FlushLimits } from '../../shared/engine/cdc/options.js';
 import { runCdc } from '../../shared/engine/cdc/run.js';
-import { cdcStateKey, parseCdcState } from '../../shared/engine/cdc/state.js';
+import { cdcStateKey } from '../../shared/engine/cdc/state.js';
 import { silentLogger } from '../../shared/observability/log.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { ParquetSink } from '../../shared/sink/parquet-sink.js';
 import type { Script, ScriptedServer, TableRecord } from './scripted-source.js';
+import { ackCheckedStreamer, withMember } from './wrap.js';
 
 export const PIPELINE = 'p';
 export const SOURCE = 'src';
@@ -96,19 +97,11 @@ export class RecordingSink implements Sink {
 
 /** A store whose successful commits mark the sink's uncommitted objects committed. */
 export function checkedStore(store: CursorStore, sink: RecordingSink): CursorStore {
-  return new Proxy(store, {
-    get(target, key) {
-      if (key === 'commit') {
-        return async (...args: Parameters<CursorStore['commit']>) => {
-          const r = await target.commit(...args);
-          for (const uri of sink.uncommitted) sink.committed.add(uri);
-          sink.uncommitted = [];
-          return r;
-        };
-      }
-      const v = Reflect.get(target, key) as unknown;
-      return typeof v === 'function' ? v.bind(target) : v;
-    },
+  return withMember(store, 'commit', async (...args) => {
+    const r = await store.commit(...args);
+    for (const uri of sink.uncommitted) sink.committed.add(uri);
+    sink.uncommitted = [];
+    return r;
   });
 }
 
@@ -117,24 +110,10 @@ export function checkedStore(store: CursorStore, sink: RecordingSink): CursorSto
  * position must never be past the position committed to `store` (violations are collected).
  */
 export function checkedStreamer(inner: Streamer, store: CursorStore, violations: string[]): Streamer {
-  return {
-    async openReader(tables, runtime) {
-      const reader = await inner.openReader(tables, runtime);
-      const setConfirmed = async (position: SourcePosition) => {
-        const committed = parseCdcState((await store.load(STATE_KEY)).value).position;
-        if (committed === undefined || Number(position.value) > Number(committed.value))
-          violations.push(`acked ${position.value} while the state holds ${committed?.value ?? 'nothing'}`);
-        await reader.setConfirmed(position);
-      };
-      return new Proxy(reader, {
-        get(target, key) {
-          if (key === 'setConfirmed') return setConfirmed;
-          const v = Reflect.get(target, key) as unknown;
-          return typeof v === 'function' ? v.bind(target) : v;
-        },
-      }) as Reader;
-    },
-  };
+  return ackCheckedStreamer(inner, store, STATE_KEY, (acked, committed) => {
+    if (committed === undefined || Number(acked.value) > Number(committed.value))
+      violations.push(`acked ${acked.value} while the state holds ${committed?.value ?? 'nothing'}`);
+  });
 }
 
 export interface EngineRun {

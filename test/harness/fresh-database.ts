@@ -1,6 +1,7 @@
 /**
- * What `freshPgDatabase` (pg.ts) and `freshMysqlDatabase` (mysql.ts) return, and how they name
- * databases so parallel test files never collide.
+ * What `freshPgDatabase` (pg.ts) and `freshMysqlDatabase` (mysql.ts) return, how they name
+ * databases so parallel test files never collide, and the handle both build (a drop that runs
+ * once however often it is called).
  */
 import { randomBytes } from 'node:crypto';
 
@@ -12,6 +13,29 @@ export interface FreshDatabase {
   readonly url: string;
   /** Drops the database (ending its sessions first). Idempotent. */
   drop(): Promise<void>;
+}
+
+/**
+ * The handle of database `name` at `url`: `drop` runs `dropIt` the first time and returns that
+ * same promise every time after.
+ */
+export function databaseHandle(name: string, url: string, dropIt: () => Promise<void>): FreshDatabase {
+  let dropped: Promise<void> | undefined;
+  return {
+    name,
+    url,
+    drop: () => {
+      dropped ??= dropIt();
+      return dropped;
+    },
+  };
+}
+
+/** The URL of database `name` on the server at `serverUrl` (the same login). */
+export function databaseUrl(serverUrl: string, name: string): string {
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
 }
 
 /** `<prefix>_<12 hex>`, lower case, only [a-z0-9_], within the 63/64-byte identifier limits. */

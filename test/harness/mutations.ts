@@ -6,9 +6,10 @@
  */
 import { appendFileSync, closeSync, fsyncSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Reader, Streamer } from '../../shared/contracts/cdc.js';
+import type { Streamer } from '../../shared/contracts/cdc.js';
 import type { ObjectRef, Sink } from '../../shared/contracts/sink.js';
 import type { CursorStore } from '../../shared/contracts/state.js';
+import { sinkWith, withMember } from './wrap.js';
 
 export function record(dir: string, file: string, line: string): void {
   const path = join(dir, file);
@@ -25,12 +26,7 @@ export function pendingRef(batches: Parameters<Sink['write']>[3]): ObjectRef {
 
 /** Mutation: a recovery that removes nothing (and says so). */
 export function noopRecover(inner: Sink): Sink {
-  return {
-    write: (...a) => inner.write(...a),
-    recover: async () => [],
-    list: (...a) => inner.list(...a),
-    discard: (...a) => inner.discard(...a),
-  };
+  return sinkWith(inner, { recover: async () => [] });
 }
 
 /**
@@ -43,30 +39,19 @@ export function commitBeforeWrite(sink: Sink, store: CursorStore): { sink: Sink;
   let taken: (() => Promise<ObjectRef[]>) | undefined;
   let writing: Promise<unknown> = Promise.resolve();
   return {
-    sink: {
+    sink: sinkWith(sink, {
       write: async (...args) => {
         await writing;
         taken = () => sink.write(...args);
         return [pendingRef(args[3])];
       },
-      recover: (...a) => sink.recover(...a),
-      list: (...a) => sink.list(...a),
-      discard: (...a) => sink.discard(...a),
-    },
-    store: new Proxy(store, {
-      get(target, key) {
-        if (key === 'commit') {
-          return async (...a: Parameters<CursorStore['commit']>) => {
-            const committed = await target.commit(...a);
-            const write = taken;
-            taken = undefined;
-            if (write) writing = write();
-            return committed;
-          };
-        }
-        const v = Reflect.get(target, key) as unknown;
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
+    }),
+    store: withMember(store, 'commit', async (...a) => {
+      const committed = await store.commit(...a);
+      const write = taken;
+      taken = undefined;
+      if (write) writing = write();
+      return committed;
     }),
   };
 }
@@ -76,17 +61,14 @@ export function commitBeforeWrite(sink: Sink, store: CursorStore): { sink: Sink;
  * background a while later (long after the page's cursor commit, which takes milliseconds).
  */
 export function durableBeforeWrite(inner: Sink): Sink {
-  return {
+  return sinkWith(inner, {
     write: async (...args) => {
       setTimeout(() => {
         inner.write(...args).catch(() => undefined);
       }, 1000);
       return [pendingRef(args[3])];
     },
-    recover: (...a) => inner.recover(...a),
-    list: (...a) => inner.list(...a),
-    discard: (...a) => inner.discard(...a),
-  };
+  });
 }
 
 /** A reader that acknowledges every commit as soon as it reads it, before anything is durable. */
@@ -94,18 +76,11 @@ export function ackBeforeCommit(inner: Streamer): Streamer {
   return {
     async openReader(tables, runtime) {
       const reader = await inner.openReader(tables, runtime);
-      const next: Reader['next'] = async (waitMs, signal) => {
+      return withMember(reader, 'next', async (waitMs, signal) => {
         const ev = await reader.next(waitMs, signal);
         if (ev?.kind === 'commit') await reader.setConfirmed(ev.position);
         return ev;
-      };
-      return new Proxy(reader, {
-        get(target, key) {
-          if (key === 'next') return next;
-          const v = Reflect.get(target, key) as unknown;
-          return typeof v === 'function' ? v.bind(target) : v;
-        },
-      }) as Reader;
+      });
     },
   };
 }

@@ -11,42 +11,24 @@
  * state (MySQL keeps no replica position on the server, so this is where an early ack shows):
  * one past the durable position appends a line to `<dir>/violations` (fsync'd).
  */
-import type { Reader, SourcePosition, Streamer } from '../../shared/contracts/cdc.js';
+import type { Streamer } from '../../shared/contracts/cdc.js';
 import type { CursorStore } from '../../shared/contracts/state.js';
 import { MysqlCdcSource } from '../../shared/drivers/mysql/cdc/source.js';
-import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { CRASH_SOURCE_NAME, runCrashChild } from './cdc-crash-child.js';
 import { CRASH_STATE_KEY } from './cdc-crash-config.js';
 import { record } from './mutations.js';
 import { compareBinlog, MY_TABLES, type MyChildConfig } from './mysql-cdc-crash-config.js';
+import { ackCheckedStreamer } from './wrap.js';
 
 /**
  * Checks each `setConfirmed` against the committed state position (read through `store`, the
  * unwrapped one): an ack past it is recorded in `<dir>/violations`.
  */
 function checkedStreamer(inner: Streamer, store: CursorStore, dir: string): Streamer {
-  return {
-    async openReader(tables, runtime) {
-      const reader = await inner.openReader(tables, runtime);
-      const setConfirmed = async (position: SourcePosition) => {
-        const committed = parseCdcState((await store.load(CRASH_STATE_KEY)).value).position;
-        if (committed === undefined || compareBinlog(position.value, committed.value) > 0)
-          record(
-            dir,
-            'violations',
-            JSON.stringify({ acked: position.value, committed: committed?.value ?? null }),
-          );
-        await reader.setConfirmed(position);
-      };
-      return new Proxy(reader, {
-        get(target, key) {
-          if (key === 'setConfirmed') return setConfirmed;
-          const v = Reflect.get(target, key) as unknown;
-          return typeof v === 'function' ? v.bind(target) : v;
-        },
-      }) as Reader;
-    },
-  };
+  return ackCheckedStreamer(inner, store, CRASH_STATE_KEY, (acked, committed) => {
+    if (committed === undefined || compareBinlog(acked.value, committed.value) > 0)
+      record(dir, 'violations', JSON.stringify({ acked: acked.value, committed: committed?.value ?? null }));
+  });
 }
 
 runCrashChild((config: MyChildConfig) => ({

@@ -11,7 +11,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import mysql from 'mysql2/promise';
 import { externalServers } from './env.js';
-import { type FreshDatabase, uniqueDatabaseName } from './fresh-database.js';
+import { databaseHandle, databaseUrl, type FreshDatabase, uniqueDatabaseName } from './fresh-database.js';
 import { startMariaDb } from './mariadb-server.js';
 import { createRunDir } from './run-dir.js';
 import { testServers } from './servers.js';
@@ -34,19 +34,11 @@ export async function freshMysqlDatabase(prefix: string): Promise<FreshDatabase>
   await withAdmin(serverUrl, (connection) =>
     connection.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`),
   );
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  let dropped: Promise<void> | undefined;
-  return {
-    name,
-    url: url.toString(),
-    drop: () => {
-      dropped ??= withAdmin(serverUrl, async (connection) => {
-        await connection.query(`DROP DATABASE IF EXISTS \`${name}\``);
-      });
-      return dropped;
-    },
-  };
+  return databaseHandle(name, databaseUrl(serverUrl, name), () =>
+    withAdmin(serverUrl, async (connection) => {
+      await connection.query(`DROP DATABASE IF EXISTS \`${name}\``);
+    }),
+  );
 }
 
 /**
@@ -78,15 +70,7 @@ export async function privateMysqlDatabase(prefix: string): Promise<FreshDatabas
       database: name,
       templateRoot: TEMPLATE_ROOT,
     });
-    let dropped: Promise<void> | undefined;
-    return {
-      name,
-      url: server.url,
-      drop: () => {
-        dropped ??= server.stop().then(() => runDir.remove());
-        return dropped;
-      },
-    };
+    return databaseHandle(name, server.url, () => server.stop().then(() => runDir.remove()));
   } catch (error) {
     await runDir.remove();
     throw error;

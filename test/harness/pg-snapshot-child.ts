@@ -9,21 +9,16 @@
  * before it; `after-write`: its object written, not committed; `after-commit`: committed, not
  * acknowledged), the process appends the point and the COMMITTED snapshot progress to
  * `<dir>/kills` and SIGKILLs itself. With `mutation`, one protocol step is replaced by a broken
- * one (./mutations.ts): the crash test must then see the lake go wrong. SIGTERM drains.
+ * one (./mutations.ts): the crash test must then see the lake go wrong. SIGTERM drains. The run
+ * itself (state, lake, mutations, engine options) is the one every crash child shares
+ * (./cdc-crash-child.ts `runEngineChild`).
  */
-import { join } from 'node:path';
-import type { Sink } from '../../shared/contracts/sink.js';
-import type { CursorStore } from '../../shared/contracts/state.js';
 import { PostgresCdcSource } from '../../shared/drivers/postgres/cdc/source.js';
 import type { CdcPoint } from '../../shared/engine/cdc/options.js';
-import { runCdc } from '../../shared/engine/cdc/run.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
-import { createLogger } from '../../shared/observability/log.js';
-import { FileObjectStore } from '../../shared/sink/file-object-store.js';
-import { ParquetSink } from '../../shared/sink/parquet-sink.js';
-import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
-import { isProvablyDead, localOwner } from '../../shared/state/lease-owner.js';
-import { commitBeforeWrite, noopRecover, record } from './mutations.js';
+import { CRASH_SOURCE_NAME, childMain, killSelf, runEngineChild } from './cdc-crash-child.js';
+import { CRASH_STATE_KEY } from './cdc-crash-config.js';
+import { record } from './mutations.js';
 import { hookedStreamer } from './pg-snapshot.js';
 
 export interface SnapshotChildConfig {
@@ -36,89 +31,57 @@ export interface SnapshotChildConfig {
   readonly mutation?: 'noop-recover' | 'commit-before-write';
 }
 
-export const SNAPSHOT_STATE_KEY = 'cdc#p#src';
+export const SNAPSHOT_STATE_KEY = CRASH_STATE_KEY;
 
-async function main(): Promise<void> {
+childMain(async () => {
   const config = JSON.parse(process.argv[2]!) as SnapshotChildConfig;
-  const logger = createLogger({ json: true, level: 'info', metrics: false });
   const source = new PostgresCdcSource({
     url: config.url,
-    sourceName: 'sources.src',
+    sourceName: CRASH_SOURCE_NAME,
     connectTimeoutMs: 10_000,
     slot: config.slot,
     publication: config.slot,
     heartbeatMs: 1000,
   });
-  let sink: Sink = new ParquetSink({ store: new FileObjectStore(join(config.dir, 'lake')) });
-  let store: CursorStore = new FileCursorStore(join(config.dir, 'state'));
-  const plainStore = store;
-  if (config.mutation === 'noop-recover') sink = noopRecover(sink);
-  if (config.mutation === 'commit-before-write') ({ sink, store } = commitBeforeWrite(sink, store));
-  const streamer = hookedStreamer(source as never, {
-    beforeRead: (range) => record(config.dir, 'reads', JSON.stringify({ pid: process.pid, range })),
-  });
-
   const kill = config.kill;
-  let landings = 0;
-  let inLanding = false;
-  const faults = async (point: CdcPoint): Promise<void> => {
-    if (point === 'chunk-landed') {
-      landings++;
-      inLanding = true;
-    }
-    const hit = kill && inLanding && landings === kill.nth && point === kill.point;
-    if (point === 'after-commit' || point === 'after-ack') inLanding = false;
-    if (!hit) return;
-    const rec = await plainStore.load(SNAPSHOT_STATE_KEY);
-    const snapshot = parseCdcState(rec.value).tables[config.table]?.snapshot ?? null;
-    record(config.dir, 'kills', JSON.stringify({ point, nth: kill.nth, snapshot }));
-    process.kill(process.pid, 'SIGKILL');
-    await new Promise(() => undefined);
-  };
-
-  const stop = new AbortController();
-  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => stop.abort());
-  try {
-    const summary = await runCdc({
-      pipeline: 'p',
-      sourceName: 'src',
-      writer: 'p.src',
-      tables: [
-        {
-          source: config.table,
-          target: config.table,
-          writeMode: 'upsert',
-          exclude: [],
-          onWiden: 'stop',
-          onTruncate: 'record',
-          snapshot: 'initial',
-        },
-      ],
-      introspector: source,
-      streamer,
-      runtime: { heartbeatMs: 1000, slot: config.slot, publication: config.slot },
-      store,
-      sink,
-      logger,
-      clock: Date.now,
-      owner: localOwner(),
-      limits: { rows: 5000, bytes: 64 * 2 ** 20, ms: 1000, maxAckLagMs: 2000, idleCommitMs: 1000 },
-      leaseTtlMs: 15_000,
-      renewEveryMs: 2000,
-      stopTimeoutMs: 30_000,
-      signal: stop.signal,
-      isHolderDead: isProvablyDead,
-      faults,
-      snapshot: { chunkRows: config.chunkRows, connections: 1 },
-    });
-    process.stdout.write(`${JSON.stringify(summary)}\n`);
-  } finally {
-    await source.close();
-  }
-  process.exitCode = 0;
-}
-
-main().catch((e: unknown) => {
-  process.stderr.write(`${(e as { code?: string }).code ?? 'ERROR'}: ${String((e as Error).stack ?? e)}\n`);
-  process.exit(1);
+  await runEngineChild({
+    dir: config.dir,
+    ...(config.mutation ? { mutation: config.mutation } : {}),
+    source,
+    tables: [
+      {
+        source: config.table,
+        target: config.table,
+        writeMode: 'upsert',
+        exclude: [],
+        onWiden: 'stop',
+        onTruncate: 'record',
+        snapshot: 'initial',
+      },
+    ],
+    runtime: { heartbeatMs: 1000, slot: config.slot, publication: config.slot },
+    streamer: () =>
+      hookedStreamer(source as never, {
+        beforeRead: (range) => record(config.dir, 'reads', JSON.stringify({ pid: process.pid, range })),
+      }),
+    flushRows: 5000,
+    idleCommitMs: 1000,
+    snapshot: { chunkRows: config.chunkRows, connections: 1 },
+    faults: async (plainStore) => {
+      let landings = 0;
+      let inLanding = false;
+      return async (point: CdcPoint) => {
+        if (point === 'chunk-landed') {
+          landings++;
+          inLanding = true;
+        }
+        const hit = kill && inLanding && landings === kill.nth && point === kill.point;
+        if (point === 'after-commit' || point === 'after-ack') inLanding = false;
+        if (!hit) return;
+        const rec = await plainStore.load(SNAPSHOT_STATE_KEY);
+        const snapshot = parseCdcState(rec.value).tables[config.table]?.snapshot ?? null;
+        await killSelf(config.dir, { point, nth: kill.nth, snapshot });
+      };
+    },
+  });
 });

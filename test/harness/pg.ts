@@ -5,7 +5,7 @@
  * Owns: creating and dropping those databases. Never drops a database it did not create.
  */
 import postgres from 'postgres';
-import { type FreshDatabase, uniqueDatabaseName } from './fresh-database.js';
+import { databaseHandle, databaseUrl, type FreshDatabase, uniqueDatabaseName } from './fresh-database.js';
 import { testServers } from './servers.js';
 
 export type { FreshDatabase } from './fresh-database.js';
@@ -23,17 +23,9 @@ export async function freshPgDatabase(prefix: string): Promise<FreshDatabase> {
   const serverUrl = testServers().pgUrl;
   const name = uniqueDatabaseName(prefix);
   await withAdmin(serverUrl, (sql) => sql.unsafe(`CREATE DATABASE "${name}"`));
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  let dropped: Promise<void> | undefined;
-  return {
-    name,
-    url: url.toString(),
-    drop: () => {
-      dropped ??= withAdmin(serverUrl, (sql) => dropDatabase(sql, name));
-      return dropped;
-    },
-  };
+  return databaseHandle(name, databaseUrl(serverUrl, name), () =>
+    withAdmin(serverUrl, (sql) => dropDatabase(sql, name)),
+  );
 }
 
 async function dropDatabase(sql: postgres.Sql, name: string): Promise<void> {

@@ -13,11 +13,11 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HEADLINE_MAX } from '../../functions/cli/args.js';
+import { closedPort } from '../harness/ports.js';
 import { postgresFixture, type SourceFixture } from './incremental/fixture.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -35,15 +35,6 @@ afterAll(async () => {
   await fx?.drop();
   rmSync(scratch, { recursive: true, force: true });
 });
-
-/** A 127.0.0.1 port nothing listens on (bound, then closed). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 /** Writes a spec with `count` incremental tables on `url` (file state and lake) into a fresh dir. */
 function specFile(count: number, url: string, extra: Record<string, unknown> = {}): string {

@@ -105,6 +105,28 @@ async function rejection<E extends Error>(
   throw new Error(`expected ${type.name}, but it resolved`);
 }
 
+/**
+ * Six owners race `take(owner)` for the lease of `key` at once: exactly one wins, every other is
+ * refused with LeaseHeldError naming the winner, and the winner holds the lease.
+ */
+async function expectOneLeaseWinner(
+  store: CursorStore,
+  key: string,
+  take: (owner: string) => Promise<unknown>,
+): Promise<void> {
+  const owners = ['o0', 'o1', 'o2', 'o3', 'o4', 'o5'];
+  const results = await Promise.allSettled(owners.map(take));
+  const winners = results.flatMap((r, i) => (r.status === 'fulfilled' ? [owners[i]!] : []));
+  expect(winners).toHaveLength(1);
+  for (const r of results) {
+    if (r.status === 'rejected') {
+      expect(r.reason).toBeInstanceOf(LeaseHeldError);
+      expect(r.reason).toMatchObject({ key, holder: winners[0] });
+    }
+  }
+  expect((await store.load(key)).lease?.owner).toBe(winners[0]);
+}
+
 describe.each(KINDS)('CursorStore contract: $name', (kind) => {
   beforeAll(() => kind.setup());
   afterAll(() => kind.teardown());
@@ -193,17 +215,7 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
 
   it('a real concurrent race: of 6 owners acquiring a free lease exactly one gets it', async () => {
     const { store, key } = await started('race_acquire');
-    const owners = ['o0', 'o1', 'o2', 'o3', 'o4', 'o5'];
-    const results = await Promise.allSettled(owners.map((o) => store.acquire(key, o, TTL)));
-    const winners = results.flatMap((r, i) => (r.status === 'fulfilled' ? [owners[i]!] : []));
-    expect(winners).toHaveLength(1);
-    for (const r of results) {
-      if (r.status === 'rejected') {
-        expect(r.reason).toBeInstanceOf(LeaseHeldError);
-        expect(r.reason).toMatchObject({ key, holder: winners[0] });
-      }
-    }
-    expect((await store.load(key)).lease?.owner).toBe(winners[0]);
+    await expectOneLeaseWinner(store, key, (o) => store.acquire(key, o, TTL));
   });
 
   it('a live lease refuses a second owner with LeaseHeldError and changes nothing', async () => {
@@ -281,17 +293,7 @@ describe.each(KINDS)('CursorStore contract: $name', (kind) => {
   it('a real concurrent race: of 6 owners taking over from one dead holder exactly one gets it', async () => {
     const { store, key } = await started('race_takeover');
     await store.acquire(key, 'dead', TTL);
-    const owners = ['o0', 'o1', 'o2', 'o3', 'o4', 'o5'];
-    const results = await Promise.allSettled(owners.map((o) => store.takeOver(key, o, TTL, 'dead')));
-    const winners = results.flatMap((r, i) => (r.status === 'fulfilled' ? [owners[i]!] : []));
-    expect(winners).toHaveLength(1);
-    for (const r of results) {
-      if (r.status === 'rejected') {
-        expect(r.reason).toBeInstanceOf(LeaseHeldError);
-        expect(r.reason).toMatchObject({ key, holder: winners[0] });
-      }
-    }
-    expect((await store.load(key)).lease?.owner).toBe(winners[0]);
+    await expectOneLeaseWinner(store, key, (o) => store.takeOver(key, o, TTL, 'dead'));
   });
 
   it('every acquisition gets the next fence, across release, takeOver and expiry; renew, commit and refusals keep it', async () => {

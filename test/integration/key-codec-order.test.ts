@@ -4,7 +4,8 @@
  * tuple), and the tokens of the returned rows must come out in the same order, with equal tokens
  * exactly where the database says the values are equal. Values are read back in their exact text
  * form and converted with `time-text.ts`, which is cross-checked against the database's own
- * arithmetic (epoch microseconds, day differences).
+ * arithmetic (epoch microseconds, day differences). The two order properties are written once
+ * (`expectColumnOrder`, `expectTupleOrder`) and run on each database's columns and ORDER BY.
  *
  * Also documents the two ways a database orders text differently from the tokens (non-C
  * collations, and MariaDB's PAD SPACE `utf8mb4_bin`): why `__pos` starts with a commit sequence.
@@ -90,6 +91,88 @@ function expectSameOrder(label: string, tokens: readonly string[], eqPrev: reado
         `${label}: row ${i - 1} sorts before row ${i} in the database\n${prev}\n${cur}`,
       ).toBe(true);
   }
+}
+
+/** A database the order properties run against: its columns, and its ORDER BY. */
+interface OrderedDatabase {
+  readonly columns: readonly ColumnCase[];
+  /** Replaces the table's rows with `data` (ids, and a value per column per row). */
+  load(data: [bigint[], unknown[][]]): Promise<void>;
+  /**
+   * Rows in the database's order of (columns..., id) as universe tuples, with "equal to the
+   * previous row".
+   */
+  ordered(
+    columns: readonly ColumnCase[],
+    withId: boolean,
+  ): Promise<{ tuples: unknown[][]; eqPrev: boolean[] }>;
+  /**
+   * Also check, ordering by (col, id), that every value read back has the token of the value
+   * sent (decimals compare as numbers: MariaDB pads to the column scale).
+   */
+  readonly readBackByToken?: boolean;
+}
+
+/** ROWS rows: unique ids (ties at the int64 limits and 0 likely) and a value per column. */
+function rowsArbitrary(columns: readonly ColumnCase[]): fc.Arbitrary<[bigint[], unknown[][]]> {
+  return fc.tuple(
+    fc.uniqueArray(withTies(fc.bigInt({ min: INT64_MIN, max: INT64_MAX }), INT64_MIN, INT64_MAX, 0n), {
+      minLength: ROWS,
+      maxLength: ROWS,
+    }),
+    fc.array(fc.tuple(...columns.map((c) => c.value)), { minLength: ROWS, maxLength: ROWS }),
+  );
+}
+
+/** Tokens sort as ORDER BY col, and as ORDER BY (col, id), for every column of `db`. */
+async function expectColumnOrder(db: OrderedDatabase): Promise<void> {
+  await fc.assert(
+    fc.asyncProperty(rowsArbitrary(db.columns), async (data) => {
+      await db.load(data);
+      const [ids, values] = data;
+      const inserted = new Map(ids.map((id, i) => [String(id), values[i]!]));
+      for (const [j, column] of db.columns.entries()) {
+        for (const withId of [false, true]) {
+          const { tuples, eqPrev } = await db.ordered([column], withId);
+          expect(tuples).toHaveLength(ROWS);
+          const types = withId ? [column.type, { kind: 'int64' } as const] : [column.type];
+          expectSameOrder(
+            `${column.name}${withId ? ', id' : ''}`,
+            tuples.map((t) => tokenOf(types, t)),
+            eqPrev,
+          );
+          if (withId) expect(eqPrev.every((e) => !e)).toBe(true);
+          if (withId && db.readBackByToken) {
+            for (const t of tuples) {
+              const sent = inserted.get(String(t[1]))![j];
+              expect(tokenOf([column.type], [t[0]])).toBe(tokenOf([column.type], [sent]));
+            }
+          }
+        }
+      }
+    }),
+    { numRuns: RUNS, endOnFailure: true },
+  );
+}
+
+/** Tokens sort as ORDER BY over three-part tuples: each of `combos` (column names), then id. */
+async function expectTupleOrder(db: OrderedDatabase, combos: readonly string[][]): Promise<void> {
+  const byName = (n: string) => db.columns.find((c) => c.name === n)!;
+  await fc.assert(
+    fc.asyncProperty(rowsArbitrary(db.columns), async (data) => {
+      await db.load(data);
+      for (const names of combos) {
+        const columns = names.map(byName);
+        const { tuples, eqPrev } = await db.ordered(columns, true);
+        expectSameOrder(
+          names.join(', '),
+          tuples.map((t) => tokenOf([...columns.map((c) => c.type), { kind: 'int64' }], t)),
+          eqPrev,
+        );
+      }
+    }),
+    { numRuns: RUNS, endOnFailure: true },
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -285,14 +368,6 @@ describe('key codec order vs Postgres ORDER BY', () => {
     await db?.drop();
   });
 
-  const rowsArbitrary = fc.tuple(
-    fc.uniqueArray(withTies(fc.bigInt({ min: INT64_MIN, max: INT64_MAX }), INT64_MIN, INT64_MAX, 0n), {
-      minLength: ROWS,
-      maxLength: ROWS,
-    }),
-    fc.array(fc.tuple(...PG_COLUMNS.map((c) => c.value)), { minLength: ROWS, maxLength: ROWS }),
-  );
-
   async function load([ids, rows]: [bigint[], unknown[][]]): Promise<void> {
     await sql.unsafe('TRUNCATE t');
     const records = rows.map((row, i) => {
@@ -331,56 +406,22 @@ describe('key codec order vs Postgres ORDER BY', () => {
     };
   }
 
-  it('tokens sort as ORDER BY col, and as ORDER BY (col, id), for every column type', async () => {
-    await fc.assert(
-      fc.asyncProperty(rowsArbitrary, async (data) => {
-        await load(data);
-        for (const column of PG_COLUMNS) {
-          for (const withId of [false, true]) {
-            const { tuples, eqPrev } = await ordered([column], withId);
-            expect(tuples).toHaveLength(ROWS);
-            const types = withId ? [column.type, { kind: 'int64' } as const] : [column.type];
-            expectSameOrder(
-              `${column.name}${withId ? ', id' : ''}`,
-              tuples.map((t) => tokenOf(types, t)),
-              eqPrev,
-            );
-            if (withId) expect(eqPrev.every((e) => !e)).toBe(true);
-          }
-        }
-      }),
-      { numRuns: RUNS, endOnFailure: true },
-    );
-  });
+  const pg: OrderedDatabase = { columns: PG_COLUMNS, load, ordered };
 
-  it('tokens sort as ORDER BY over three-part tuples (cursor, text pk part, id)', async () => {
-    const byName = (n: string) => PG_COLUMNS.find((c) => c.name === n)!;
-    const combos = [
+  it('tokens sort as ORDER BY col, and as ORDER BY (col, id), for every column type', () =>
+    expectColumnOrder(pg));
+
+  it('tokens sort as ORDER BY over three-part tuples (cursor, text pk part, id)', () =>
+    expectTupleOrder(pg, [
       ['c_tstz', 'c_text'],
       ['c_num', 'c_bytea'],
       ['c_bool', 'c_float'],
       ['c_date', 'c_uuid'],
-    ];
-    await fc.assert(
-      fc.asyncProperty(rowsArbitrary, async (data) => {
-        await load(data);
-        for (const names of combos) {
-          const columns = names.map(byName);
-          const { tuples, eqPrev } = await ordered(columns, true);
-          expectSameOrder(
-            names.join(', '),
-            tuples.map((t) => tokenOf([...columns.map((c) => c.type), { kind: 'int64' }], t)),
-            eqPrev,
-          );
-        }
-      }),
-      { numRuns: RUNS, endOnFailure: true },
-    );
-  });
+    ]));
 
   it('reads timestamps and dates back exactly, agreeing with the database arithmetic', async () => {
     await fc.assert(
-      fc.asyncProperty(rowsArbitrary, async (data) => {
+      fc.asyncProperty(rowsArbitrary(PG_COLUMNS), async (data) => {
         await load(data);
         const rows = await sql.unsafe(`
           SELECT id::text AS id, c_tstz::text AS tstz, c_ts::text AS ts, c_date::text AS d,
@@ -625,14 +666,6 @@ describe('key codec order vs MariaDB ORDER BY', () => {
     await db?.drop();
   });
 
-  const rowsArbitrary = fc.tuple(
-    fc.uniqueArray(withTies(fc.bigInt({ min: INT64_MIN, max: INT64_MAX }), INT64_MIN, INT64_MAX, 0n), {
-      minLength: ROWS,
-      maxLength: ROWS,
-    }),
-    fc.array(fc.tuple(...MY_COLUMNS.map((c) => c.value)), { minLength: ROWS, maxLength: ROWS }),
-  );
-
   async function load([ids, rows]: [bigint[], unknown[][]]): Promise<void> {
     await connection.query('TRUNCATE t');
     const values = rows.map((row, i) => [String(ids[i]), ...MY_COLUMNS.map((c, j) => c.toSql(row[j]))]);
@@ -663,60 +696,19 @@ describe('key codec order vs MariaDB ORDER BY', () => {
     };
   }
 
-  it('tokens sort as ORDER BY col, and as ORDER BY (col, id), for every column type', async () => {
-    await fc.assert(
-      fc.asyncProperty(rowsArbitrary, async (data) => {
-        await load(data);
-        const [ids, values] = data;
-        const inserted = new Map(ids.map((id, i) => [String(id), values[i]!]));
-        for (const [j, column] of MY_COLUMNS.entries()) {
-          for (const withId of [false, true]) {
-            const { tuples, eqPrev } = await ordered([column], withId);
-            expect(tuples).toHaveLength(ROWS);
-            const types = withId ? [column.type, { kind: 'int64' } as const] : [column.type];
-            expectSameOrder(
-              `${column.name}${withId ? ', id' : ''}`,
-              tuples.map((t) => tokenOf(types, t)),
-              eqPrev,
-            );
-            if (withId) {
-              // Read back exactly (decimals compare as numbers: MariaDB pads to the column scale).
-              for (const t of tuples) {
-                const sent = inserted.get(String(t[1]))![j];
-                expect(tokenOf([column.type], [t[0]])).toBe(tokenOf([column.type], [sent]));
-              }
-            }
-          }
-        }
-      }),
-      { numRuns: RUNS, endOnFailure: true },
-    );
-  });
+  // Values read back exactly (decimals compare as numbers: MariaDB pads to the column scale).
+  const maria: OrderedDatabase = { columns: MY_COLUMNS, load, ordered, readBackByToken: true };
 
-  it('tokens sort as ORDER BY over three-part tuples (cursor, text/binary pk part, id)', async () => {
-    const byName = (n: string) => MY_COLUMNS.find((c) => c.name === n)!;
-    const combos = [
+  it('tokens sort as ORDER BY col, and as ORDER BY (col, id), for every column type', () =>
+    expectColumnOrder(maria));
+
+  it('tokens sort as ORDER BY over three-part tuples (cursor, text/binary pk part, id)', () =>
+    expectTupleOrder(maria, [
       ['c_dt', 'c_text'],
       ['c_dec65', 'c_bin'],
       ['c_bool', 'c_dbl'],
       ['c_date', 'c_dec38'],
-    ];
-    await fc.assert(
-      fc.asyncProperty(rowsArbitrary, async (data) => {
-        await load(data);
-        for (const names of combos) {
-          const columns = names.map(byName);
-          const { tuples, eqPrev } = await ordered(columns, true);
-          expectSameOrder(
-            names.join(', '),
-            tuples.map((t) => tokenOf([...columns.map((c) => c.type), { kind: 'int64' }], t)),
-            eqPrev,
-          );
-        }
-      }),
-      { numRuns: RUNS, endOnFailure: true },
-    );
-  });
+    ]));
 
   it('documents: utf8mb4_unicode_ci and PAD SPACE utf8mb4_bin order text differently from the tokens', async () => {
     const strings = ['a', 'B', 'b', 'A', 'a\u0001', 'a ', 'ab'];

@@ -12,14 +12,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DuckDBInstance } from '@duckdb/node-api';
 import type mysql from 'mysql2/promise';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseBinlogPosition } from '../../shared/drivers/mysql/cdc/position.js';
 import { mysqlPosition } from '../../shared/position/position.js';
+import { captureFailure as failure, lakePositions } from '../harness/cdc-capture.js';
 import { type MariaDbServer, startMariaDb } from '../harness/mariadb-server.js';
 import {
-  type Capture,
   lakeLatest,
   loadCdcState,
   mysqlCdcSpec,
@@ -82,45 +81,6 @@ async function catchUpAndStop(primary: mysql.Connection, replica: mysql.Connecti
   await replica.query('STOP SLAVE');
 }
 
-/** The capture's error, or a failure when it is still running after `ms`. */
-async function failure(cap: Capture, ms = 60_000): Promise<unknown> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<'running'>((r) => {
-    timer = setTimeout(() => r('running'), ms);
-  });
-  try {
-    const r = await Promise.race([
-      cap.done.then(
-        () => 'ended' as const,
-        (e: unknown) => ({ e }),
-      ),
-      timeout,
-    ]);
-    if (r === 'running') {
-      await cap.stop().catch(() => undefined);
-      throw new Error(`the capture was expected to fail but was still running after ${ms} ms`);
-    }
-    if (r === 'ended') throw new Error('the capture was expected to fail but ended normally');
-    return r.e;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Every (key, __pos) of a lake table, by __pos. */
-async function lakePositions(dir: string, table: string): Promise<{ k: number; pos: string }[]> {
-  const inst = await DuckDBInstance.create(':memory:');
-  const conn = await inst.connect();
-  try {
-    const r = await conn.runAndReadAll(
-      `SELECT CAST(id AS VARCHAR) AS k, __pos AS pos FROM read_parquet('${join(dir, 'lake', table, '*.parquet')}', union_by_name = true) ORDER BY __pos`,
-    );
-    return r.getRowObjects().map((o) => ({ k: Number(o.k), pos: String(o.pos) }));
-  } finally {
-    conn.closeSync();
-  }
-}
-
 /** Inserts ids from..from+9, updates each, deletes `from`: 21 changes. */
 async function work(sql: mysql.Connection, from: number): Promise<number> {
   for (let i = from; i < from + 10; i++)
@@ -178,7 +138,7 @@ describe('mysql cdc: failover to a replica', () => {
     expect(after).toMatchObject({ server: '112', epoch: 1 });
     expect((await loadCdcState(moved.spec)).events?.some((e) => e.kind === 'gap') ?? false).toBe(false);
 
-    const positions = await lakePositions(dir, TABLE);
+    const positions = (await lakePositions(dir, TABLE)).map((p) => ({ k: Number(p.k), pos: p.pos }));
     expect(positions.length).toBe(changes);
     const seen = new Set<string>();
     for (const p of positions) {

@@ -11,47 +11,39 @@
  *   5. binlogs purged while stopped: POSITION_LOST and a gap in the state;
  *   6. one table with every type of docs/types.md, synced by incremental and by CDC: identical
  *      data columns.
+ * 4 and 5 are the capture scenarios every driver runs (./cdc-capture/scenarios.ts) on the MySQL
+ * fixture (./cdc-capture/mysql-fixture.ts); 6 loads the shared golden table (../harness/mysql-golden.ts).
  * The binlog is server-wide: each capture filters to its own database, and takes its own server id.
  */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DuckDBInstance } from '@duckdb/node-api';
 import type mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSpec } from '../../shared/config/spec.js';
 import { binlogPosition } from '../../shared/drivers/mysql/cdc/position.js';
 import { MysqlCdcReader } from '../../shared/drivers/mysql/cdc/reader.js';
 import { MysqlCdcSource } from '../../shared/drivers/mysql/cdc/source.js';
 import { positionAfter } from '../../shared/position/position.js';
+import { lakeDiffs, lakePositions, lakeTyped, startedReaders } from '../harness/cdc-capture.js';
 import { type FreshDatabase, freshMysqlDatabase } from '../harness/mysql.js';
 import {
-  type Capture,
   lakeLatest,
   lakeRows,
   loadCdcState,
   mysqlCdcSpec,
   mysqlClient,
+  serverIds,
   startMysqlCapture,
 } from '../harness/mysql-cdc.js';
-import { runOnce } from './incremental/fixture.js';
+import { GOLDEN_COLUMNS, GOLDEN_INSERT_COLUMNS, GOLDEN_ROWS } from '../harness/mysql-golden.js';
+import { mysqlCaptureFixture } from './cdc-capture/mysql-fixture.js';
+import { positionLostScenario, truncateScenarios } from './cdc-capture/scenarios.js';
+import { incrementalCopy } from './incremental/fixture.js';
 
 const T = { timeout: 120_000 };
 
-// Every MysqlCdcReader this file's captures start, to read its `seen` counters (the registry
-// imports the same module instance, so a wrapper of `start` sees each reader).
-const readers: MysqlCdcReader[] = [];
-const originalStart = MysqlCdcReader.prototype.start;
-MysqlCdcReader.prototype.start = function (
-  this: MysqlCdcReader,
-  ...args: Parameters<MysqlCdcReader['start']>
-) {
-  readers.push(this);
-  return originalStart.apply(this, args);
-};
+// Every MysqlCdcReader this file's captures start, to read its `seen` counters.
+const readers = startedReaders(MysqlCdcReader);
 /** Server ids of this file's captures: distinct from each other and from the server's own (1). */
-let nextServerId = 4000 + Math.floor(Math.random() * 100_000) * 10;
-const serverId = () => nextServerId++;
+const serverId = serverIds(4000);
 
 let db: FreshDatabase;
 let sql: mysql.Connection;
@@ -64,52 +56,9 @@ afterAll(async () => {
   await db?.drop();
 });
 
-/** The capture's error, or a failure when it is still running after `ms`. */
-async function failure(cap: Capture, ms = 60_000): Promise<unknown> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<'running'>((r) => {
-    timer = setTimeout(() => r('running'), ms);
-  });
-  try {
-    const r = await Promise.race([
-      cap.done.then(
-        () => 'ended' as const,
-        (e: unknown) => ({ e }),
-      ),
-      timeout,
-    ]);
-    if (r === 'running') {
-      await cap.stop().catch(() => undefined);
-      throw new Error(`the capture was expected to fail but was still running after ${ms} ms`);
-    }
-    if (r === 'ended') throw new Error('the capture was expected to fail but ended normally');
-    return r.e;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 async function rowsOf<T>(text: string): Promise<T[]> {
   const [rows] = await sql.query(text);
   return rows as T[];
-}
-
-/** Every (key, __pos) of a lake table. */
-async function lakePositions(
-  dir: string,
-  table: string,
-  key: string,
-): Promise<{ k: string; pos: string; op: string }[]> {
-  const inst = await DuckDBInstance.create(':memory:');
-  const conn = await inst.connect();
-  try {
-    const r = await conn.runAndReadAll(
-      `SELECT CAST("${key}" AS VARCHAR) AS k, __pos AS pos, __op AS op FROM read_parquet('${join(dir, 'lake', table, '*.parquet')}', union_by_name = true) ORDER BY __pos`,
-    );
-    return r.getRowObjects().map((o) => ({ k: String(o.k), pos: String(o.pos), op: String(o.op) }));
-  } finally {
-    conn.closeSync();
-  }
 }
 
 describe('mysql cdc: live changes', () => {
@@ -469,29 +418,14 @@ describe('mysql cdc: ALTER TABLE ADD COLUMN during capture', () => {
   );
 });
 
+const captures = mysqlCaptureFixture(
+  () => db,
+  () => sql,
+  serverId,
+);
+
 describe('mysql cdc: TRUNCATE', () => {
-  it('under onTruncate: record is recorded and the capture goes on', T, async () => {
-    const d = db.name;
-    await sql.query(`CREATE TABLE \`${d}\`.tr (id int PRIMARY KEY, v varchar(10))`);
-    const { spec, dir } = mysqlCdcSpec(db.url, serverId(), [{ table: `${d}.tr`, onTruncate: 'record' }]);
-    const cap = startMysqlCapture(spec);
-    try {
-      await cap.until((r) => r[`${d}.tr`] !== undefined, 60_000);
-      await sql.query(`INSERT INTO tr VALUES (1, 'a'), (2, 'a'), (3, 'a')`);
-      await cap.until((r) => r[`${d}.tr`] === 3, 60_000);
-      await sql.query('TRUNCATE TABLE tr');
-      await sql.query(`INSERT INTO tr VALUES (10, 'after')`);
-      await cap.until((r) => r[`${d}.tr`] === 4, 60_000);
-    } finally {
-      await cap.stop();
-    }
-    const state = await loadCdcState(spec);
-    expect(state.events?.filter((e) => e.kind === 'truncate')).toMatchObject([
-      { kind: 'truncate', table: `${d}.tr`, detail: expect.stringContaining('TRUNCATE') },
-    ]);
-    const rows = await lakeRows(dir, `${d}.tr`, ['id', 'v']);
-    expect(rows.at(-1)).toEqual({ id: '10', v: 'after' });
-  });
+  truncateScenarios(captures);
 
   it('DROP TABLE and RENAME TABLE of captured tables are recorded as ddl events', T, async () => {
     const d = db.name;
@@ -528,94 +462,18 @@ describe('mysql cdc: TRUNCATE', () => {
       await cap.stop();
     }
   });
-
-  it('under onTruncate: fail stops the capture with DESTRUCTIVE_DDL', T, async () => {
-    const d = db.name;
-    await sql.query(`CREATE TABLE \`${d}\`.tf (id int PRIMARY KEY, v varchar(10))`);
-    const { spec } = mysqlCdcSpec(db.url, serverId(), [{ table: `${d}.tf`, onTruncate: 'fail' }]);
-    const cap = startMysqlCapture(spec);
-    await cap.until((r) => r[`${d}.tf`] !== undefined, 60_000);
-    await sql.query(`INSERT INTO tf VALUES (1, 'a')`);
-    await cap.until((r) => r[`${d}.tf`] === 1, 60_000);
-    await sql.query(`TRUNCATE \`${d}\`.tf`);
-    const e = await failure(cap);
-    expect(e).toMatchObject({ code: 'DESTRUCTIVE_DDL' });
-    const state = await loadCdcState(spec);
-    expect(state.events?.some((x) => x.kind === 'truncate' && x.table === `${d}.tf`)).toBe(true);
-  });
 });
 
 describe('mysql cdc: binlogs purged while stopped', () => {
-  it('fails the next start with POSITION_LOST and records a gap', T, async () => {
-    const d = db.name;
-    await sql.query(`CREATE TABLE \`${d}\`.pg (id int PRIMARY KEY, v varchar(10))`);
-    const { spec } = mysqlCdcSpec(db.url, serverId(), [{ table: `${d}.pg` }]);
-    const cap = startMysqlCapture(spec);
-    try {
-      await cap.until((r) => r[`${d}.pg`] !== undefined, 60_000);
-      await sql.query(`INSERT INTO pg VALUES (1, 'a'), (2, 'b')`);
-      await cap.until((r) => r[`${d}.pg`] === 2, 60_000);
-    } finally {
-      await cap.stop();
-    }
-    await sql.query(`INSERT INTO pg VALUES (3, 'lost')`);
-    await sql.query('FLUSH BINARY LOGS');
-    const [status] = await sql.query('SHOW MASTER STATUS');
-    const current = (status as { File: string }[])[0]!.File;
-    // MariaDB keeps a binlog until its binlog checkpoint has passed it: purge until it is gone.
-    for (let i = 0; ; i++) {
-      await sql.query(`PURGE BINARY LOGS TO '${current}'`);
-      const [logs] = await sql.query('SHOW BINARY LOGS');
-      if ((logs as { Log_name: string }[])[0]!.Log_name === current) break;
-      if (i > 100) throw new Error(`the binlogs before ${current} could not be purged`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    const again = startMysqlCapture(spec);
-    const e = await failure(again);
-    expect(e).toMatchObject({ code: 'POSITION_LOST' });
-    const state = await loadCdcState(spec);
-    const gaps = state.events?.filter((x) => x.kind === 'gap') ?? [];
-    expect(gaps.length).toBe(1);
-    expect(gaps[0]!.detail).toContain('1236');
-  });
+  positionLostScenario(captures);
 });
 
 // ---------------------------------------------------------------------------------------------
 // Every type, both paths
 
-/** Per column: name and MySQL DDL (mysql-types.test.ts's golden table, plus more forms). */
+/** Per column: name and MySQL DDL (the golden table, ../harness/mysql-golden.ts, plus more forms). */
 const EVERY_TYPE: [name: string, ddl: string][] = [
-  ['id', 'INT PRIMARY KEY'],
-  ['ti', 'TINYINT'],
-  ['tb', 'TINYINT(1)'],
-  ['tu', 'TINYINT UNSIGNED'],
-  ['si', 'SMALLINT'],
-  ['su', 'SMALLINT UNSIGNED'],
-  ['mi', 'MEDIUMINT'],
-  ['mu', 'MEDIUMINT UNSIGNED'],
-  ['i', 'INT'],
-  ['iu', 'INT UNSIGNED'],
-  ['bi', 'BIGINT'],
-  ['bu', 'BIGINT UNSIGNED'],
-  ['d38', 'DECIMAL(38,10)'],
-  ['d65', 'DECIMAL(65,30)'],
-  ['f', 'FLOAT'],
-  ['db', 'DOUBLE'],
-  ['bt', 'BIT(10)'],
-  ['y', 'YEAR'],
-  ['dt', 'DATE'],
-  ['dtm', 'DATETIME(6)'],
-  ['ts', 'TIMESTAMP(6) NULL'],
-  ['tm', 'TIME(6)'],
-  ['vc', 'VARCHAR(20)'],
-  ['l1', 'VARCHAR(20) CHARACTER SET latin1'],
-  ['bn', 'BINARY(3)'],
-  ['bl', 'BLOB'],
-  ['j', 'JSON'],
-  ['e', "ENUM('sad','ok')"],
-  ['st', "SET('x','y','z')"],
-  ['gv', 'BIGINT AS (i * 2) VIRTUAL'],
-  ['gs', "VARCHAR(30) AS (CONCAT(vc, '!')) STORED"],
+  ...GOLDEN_COLUMNS.map(([name, ddl]): [string, string] => [name, ddl]),
   ['ch', 'CHAR(5)'],
   ['vb', 'VARBINARY(10)'],
   ['tt', 'TINYTEXT'],
@@ -631,22 +489,6 @@ const EVERY_TYPE: [name: string, ddl: string][] = [
   ['i4', 'INET4'],
   ['i6', 'INET6'],
 ];
-const GOLDEN_COLUMNS =
-  'id, ti, tb, tu, si, su, mi, mu, i, iu, bi, bu, d38, d65, f, db, bt, y, dt, dtm, ts, tm, vc, l1, bn, bl, j, e, st';
-const GOLDEN_ROWS = `
-  (1, -128, 0, 0, -32768, 0, -8388608, 0, -2147483648, 0, -9223372036854775808, 0,
-   '-9999999999999999999999999999.9999999999', '-99999999999999999999999999999999999.999999999999999999999999999999',
-   -3.4e38, -1.7976931348623157e308, b'0', 1901, '1000-01-01', '1000-01-01 00:00:00.000000', '1970-01-01 00:00:01.000000',
-   '-838:59:59.000000', '', '', X'000000', X'', '[]', 'sad', ''),
-  (2, 127, 1, 255, 32767, 65535, 8388607, 16777215, 2147483647, 4294967295, 9223372036854775807, 18446744073709551615,
-   '9999999999999999999999999999.9999999999', '0.000000000000000000000000000001',
-   16777217, 5e-324, b'1111111111', 2155, '9999-12-31', '9999-12-31 23:59:59.999999', '2038-01-19 03:14:07.999999',
-   '838:59:59.999999', '😀 ünï', 'café €ÿ', X'ff0102', X'00ff', '{"a": 12345678901234567890}', 'ok', 'x,z'),
-  (3, 0, NULL, 1, 0, 1, 0, 1, 0, 1, 9007199254740993, 9007199254740993, '0.0000000001', '-0.000000000000000000000000000001',
-   0.1, 0.1, b'1', 0, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '25:00:00.000001', 'a''b\\\\c', NULL, NULL, NULL,
-   'null', NULL, NULL),
-  (4, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '1969-12-31',
-   '1969-12-31 23:59:59.999999', NULL, '-00:00:00.000001', NULL, NULL, NULL, NULL, NULL, NULL, NULL)`;
 const EXTRA_UPDATES = [
   `UPDATE every_type SET ch = '', vb = X'', tt = '', lt = '', d10 = -99999999.99, dt0 = '1000-01-01 00:00:00',
      ts3 = '1970-01-01 00:00:01.000', tm0 = '-838:59:59', b64 = b'0', fmd = -9999.999, dmd = -99999999.9999,
@@ -660,36 +502,6 @@ const EXTRA_UPDATES = [
      i6 = '::ffff:1.2.3.4' WHERE id = 3`,
 ];
 
-/** Latest version per `id` of a lake table (deletes dropped), every data column as VARCHAR, and the DuckDB types. */
-async function lakeLatestAll(
-  glob: string,
-  columns: readonly string[],
-): Promise<{ rows: Map<string, Record<string, string | null>>; types: Record<string, string> }> {
-  const inst = await DuckDBInstance.create(':memory:');
-  const conn = await inst.connect();
-  try {
-    await conn.run("SET TimeZone = 'UTC'");
-    const described = (
-      await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet('${glob}', union_by_name = true)`)
-    ).getRowObjects();
-    const types = Object.fromEntries(
-      described
-        .filter((c) => !String(c.column_name).startsWith('__'))
-        .map((c) => [String(c.column_name), String(c.column_type)]),
-    );
-    const cols = columns.map((c) => `CAST("${c}" AS VARCHAR) AS "${c}"`).join(', ');
-    const r = await conn.runAndReadAll(
-      `SELECT ${cols} FROM (SELECT *, row_number() OVER (PARTITION BY id ORDER BY __pos DESC) AS rn
-         FROM read_parquet('${glob}', union_by_name = true)) WHERE rn = 1 AND __op <> 'd' ORDER BY id`,
-    );
-    const rows = new Map<string, Record<string, string | null>>();
-    for (const row of r.getRowObjects()) rows.set(String(row.id), row as Record<string, string | null>);
-    return { rows, types };
-  } finally {
-    conn.closeSync();
-  }
-}
-
 describe('mysql cdc: every type, CDC lake == incremental lake', () => {
   it('every data column of every row and every Parquet type agree', T, async () => {
     const d = db.name;
@@ -702,7 +514,7 @@ describe('mysql cdc: every type, CDC lake == incremental lake', () => {
       await cap.until((r) => r[`${d}.every_type`] !== undefined, 60_000);
       // Zero dates need a session sql_mode that allows them.
       await sql.query(`SET SESSION sql_mode = ''; SET time_zone = '+00:00'`);
-      await sql.query(`INSERT INTO every_type (${GOLDEN_COLUMNS}) VALUES ${GOLDEN_ROWS}`);
+      await sql.query(`INSERT INTO every_type (${GOLDEN_INSERT_COLUMNS}) VALUES ${GOLDEN_ROWS}`);
       for (const u of EXTRA_UPDATES) await sql.query(u);
       await sql.query(`SET SESSION sql_mode = DEFAULT; SET time_zone = DEFAULT`);
       await cap.until((r) => (r[`${d}.every_type`] ?? 0) >= 4 + EXTRA_UPDATES.length, 60_000);
@@ -712,44 +524,22 @@ describe('mysql cdc: every type, CDC lake == incremental lake', () => {
     // Every row image went through wire/binlog-rows.ts, none through zongji's parse.
     expect(readers.at(-1)!.seen.rawEvents).toBeGreaterThan(0);
     expect(readers.at(-1)!.seen.zongjiEvents).toBe(0);
-    const incDir = mkdtempSync(join(tmpdir(), 'tidemark-mycdc-inc-'));
-    const incSpec = parseSpec({
-      pipeline: 'inc',
-      sources: { db: { kind: 'mysql', url: db.url } },
-      state: { dir: join(incDir, 'state') },
-      lake: { uri: `file://${join(incDir, 'lake')}` },
-      tables: [
-        {
-          source: 'db',
-          table: `${d}.every_type`,
-          mode: 'incremental',
-          cursor: 'id',
-          writeMode: 'append',
-          pageSize: 1000,
-          lagSeconds: 0,
-          // Every write is committed before this run; other test files' open transactions on the
-          // shared server must not hold the bound back (they did, under a parallel crash test).
-          lagOnly: true,
-        },
-      ],
-    });
-    const summary = await runOnce(incSpec);
+    // The incremental path over the same table, into a lake of its own.
+    const inc = await incrementalCopy('mysql', db.url, `${d}.every_type`, 'id');
+    const summary = inc.summary;
     expect(summary.rows).toBe(4);
     const names = EVERY_TYPE.map(([n]) => n);
-    const cdc = await lakeLatestAll(join(dir, 'lake', `${d}.every_type`, '*.parquet'), names);
-    const inc = await lakeLatestAll(join(incDir, 'lake', `${d}.every_type`, '*.parquet'), names);
-    expect(cdc.types).toEqual(inc.types);
+    // The latest version per id (deletes dropped), every data column as VARCHAR (in UTC), and the DuckDB types.
+    const lakeLatestAll = (lakeDir: string) =>
+      lakeTyped(join(lakeDir, `${d}.every_type`, '*.parquet'), 'id', names, {
+        latest: true,
+        timeZone: 'UTC',
+      });
+    const cdc = await lakeLatestAll(join(dir, 'lake'));
+    const incLake = await lakeLatestAll(inc.lakeDir);
+    expect(cdc.types).toEqual(incLake.types);
     expect(Object.keys(cdc.types)).toEqual(names);
     expect([...cdc.rows.keys()]).toEqual(['1', '2', '3', '4']);
-    const diffs: string[] = [];
-    for (const [id, c] of cdc.rows) {
-      const i = inc.rows.get(id)!;
-      for (const col of names)
-        if (c[col] !== i[col])
-          diffs.push(
-            `id ${id} ${col}: cdc ${JSON.stringify(c[col])?.slice(0, 80)} != incremental ${JSON.stringify(i[col])?.slice(0, 80)}`,
-          );
-    }
-    expect(diffs).toEqual([]);
+    expect(lakeDiffs(cdc, incLake, names, { key: 'id', a: 'cdc', b: 'incremental' })).toEqual([]);
   });
 });

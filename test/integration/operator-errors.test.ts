@@ -9,7 +9,6 @@
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -19,6 +18,7 @@ import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { S3ObjectStore } from '../../shared/sink/s3-object-store.js';
 import { DynamoCursorStore } from '../../shared/state/dynamo-cursor-store.js';
 import { dynamoClient, s3Client } from '../harness/aws.js';
+import { closedPort } from '../harness/ports.js';
 import { testServers } from '../harness/servers.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -28,15 +28,6 @@ const scratch = mkdtempSync(join(tmpdir(), 'tidemark-operr-'));
 afterAll(() => {
   spawnSync('rm', ['-rf', scratch]);
 });
-
-/** A 127.0.0.1 port nothing listens on (bound, then closed). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 /** Runs `tidemark run` on a spec with the given state and lake, in a clean AWS environment. */
 function runWith(state: unknown, lake: unknown, env: NodeJS.ProcessEnv = {}) {

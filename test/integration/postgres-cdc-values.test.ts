@@ -10,40 +10,33 @@
  *   6. TRUNCATE under onTruncate record / fail;
  *   7. ADD COLUMN mid-stream goes on, DROP COLUMN stops with SCHEMA_CHANGED;
  *   8. a slot dropped while stopped: POSITION_LOST and a gap event in the state.
+ * 6 and 8 are the capture scenarios every driver runs (./cdc-capture/scenarios.ts) on the Postgres
+ * fixture (./cdc-capture/postgres-fixture.ts).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSpec, type Spec } from '../../shared/config/spec.js';
+import type { Spec } from '../../shared/config/spec.js';
 import { PostgresCdcReader } from '../../shared/drivers/postgres/cdc/reader.js';
-import { type CdcState, parseCdcState } from '../../shared/engine/cdc/state.js';
-import { openStateStore } from '../../shared/pipeline/open.js';
-import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
 import {
-  type Capture,
+  type CdcTableSpec,
+  captureFailure as failure,
+  lakeDiffs,
   lakeLatest,
   lakeRows,
-  type PgCdcTableSpec,
-  pgCdcSpec,
-  pgClient,
-  startCapture,
-} from '../harness/pg-cdc.js';
-import { runOnce } from './incremental/fixture.js';
+  lakeTyped,
+  loadCdcState as loadState,
+  startedReaders,
+} from '../harness/cdc-capture.js';
+import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
+import { pgCdcSpec, pgClient, startCapture } from '../harness/pg-cdc.js';
+import { postgresCaptureFixture } from './cdc-capture/postgres-fixture.js';
+import { positionLostScenario, truncateScenarios } from './cdc-capture/scenarios.js';
+import { incrementalCopy } from './incremental/fixture.js';
 
-// Every PostgresCdcReader this file's captures start, to read its `seen` counters (the registry
-// imports the same module instance, so a wrapper of `start` sees each reader).
-const readers: PostgresCdcReader[] = [];
-const originalStart = PostgresCdcReader.prototype.start;
-PostgresCdcReader.prototype.start = function (
-  this: PostgresCdcReader,
-  ...args: Parameters<PostgresCdcReader['start']>
-) {
-  readers.push(this);
-  return originalStart.apply(this, args);
-};
+// Every PostgresCdcReader this file's captures start, to read its `seen` counters.
+const readers = startedReaders(PostgresCdcReader);
 
 const T = { timeout: 120_000 };
 
@@ -54,39 +47,8 @@ beforeAll(async () => {
 afterAll(() => db?.drop());
 
 /** A capture spec with a slot and publication of its own (tests share the database). */
-function cdcSpec(url: string, name: string, tables: readonly PgCdcTableSpec[]): { spec: Spec; dir: string } {
+function cdcSpec(url: string, name: string, tables: readonly CdcTableSpec[]): { spec: Spec; dir: string } {
   return pgCdcSpec(url, tables, { slot: name, publication: name });
-}
-
-async function loadState(spec: Spec): Promise<CdcState> {
-  const store = await openStateStore(spec);
-  const rec = await store.load('cdc#p#src');
-  return parseCdcState(rec.value);
-}
-
-/** The capture's error, or a failure when it is still running after `ms`. */
-async function failure(cap: Capture, ms = 60_000): Promise<unknown> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<'running'>((r) => {
-    timer = setTimeout(() => r('running'), ms);
-  });
-  try {
-    const r = await Promise.race([
-      cap.done.then(
-        () => 'ended' as const,
-        (e: unknown) => ({ e }),
-      ),
-      timeout,
-    ]);
-    if (r === 'running') {
-      await cap.stop().catch(() => undefined);
-      throw new Error(`the capture was expected to fail but was still running after ${ms} ms`);
-    }
-    if (r === 'ended') throw new Error('the capture was expected to fail but ended normally');
-    return r.e;
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 function readerOf(slot: string): PostgresCdcReader {
@@ -421,37 +383,6 @@ const EVERY_TYPE_ROWS: string[][] = [
   EVERY_TYPE_COLUMNS.map(() => 'NULL'),
 ];
 
-/** The data columns of a lake table as VARCHAR by `seq`, and their DuckDB types. */
-async function lakeTable(
-  glob: string,
-): Promise<{ rows: Map<string, Record<string, string | null>>; types: Record<string, string> }> {
-  const inst = await DuckDBInstance.create(':memory:');
-  const conn = await inst.connect();
-  try {
-    const described = (
-      await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet('${glob}', union_by_name = true)`)
-    ).getRowObjects();
-    const types = Object.fromEntries(
-      described
-        .filter((c) => !String(c.column_name).startsWith('__'))
-        .map((c) => [String(c.column_name), String(c.column_type)]),
-    );
-    const cols = ['seq', ...EVERY_TYPE_COLUMNS].map((c) => `CAST("${c}" AS VARCHAR) AS "${c}"`).join(', ');
-    const r = await conn.runAndReadAll(
-      `SELECT ${cols} FROM read_parquet('${glob}', union_by_name = true) ORDER BY seq`,
-    );
-    const rows = new Map<string, Record<string, string | null>>();
-    for (const row of r.getRowObjects()) {
-      const seq = String(row.seq);
-      if (rows.has(seq)) throw new Error(`${glob}: seq ${seq} twice`);
-      rows.set(seq, row as Record<string, string | null>);
-    }
-    return { rows, types };
-  } finally {
-    conn.closeSync();
-  }
-}
-
 describe.each([
   { zone: undefined, label: 'server default TimeZone' },
   { zone: 'Asia/Kolkata', label: 'database TimeZone Asia/Kolkata' },
@@ -489,46 +420,21 @@ describe.each([
       }
 
       // The incremental path over the same table, into a lake of its own.
-      const incDir = mkdtempSync(join(tmpdir(), 'tidemark-pgcdc-inc-'));
-      const incSpec = parseSpec({
-        pipeline: 'inc',
-        sources: { db: { kind: 'postgres', url: tdb.url } },
-        state: { dir: join(incDir, 'state') },
-        lake: { uri: `file://${join(incDir, 'lake')}` },
-        tables: [
-          {
-            source: 'db',
-            table: 'public.everything',
-            mode: 'incremental',
-            cursor: 'seq',
-            writeMode: 'append',
-            pageSize: 1000,
-            lagSeconds: 0,
-            // Every write is committed before this run; other test files' open transactions on the
-            // shared server must not hold the bound back (they did, under a parallel crash test).
-            lagOnly: true,
-          },
-        ],
-      });
-      const summary = await runOnce(incSpec);
+      const inc = await incrementalCopy('postgres', tdb.url, 'public.everything', 'seq');
+      const summary = inc.summary;
       expect(summary.rows).toBe(EVERY_TYPE_ROWS.length);
 
-      const cdc = await lakeTable(join(dir, 'lake', 'public.everything', '*.parquet'));
-      const inc = await lakeTable(join(incDir, 'lake', 'public.everything', '*.parquet'));
-      expect(cdc.types).toEqual(inc.types);
+      // Every version (no key twice), as VARCHAR by `seq`, and the DuckDB types.
+      const lakeTable = (lakeDir: string) =>
+        lakeTyped(join(lakeDir, 'public.everything', '*.parquet'), 'seq', EVERY_TYPE_COLUMNS);
+      const cdc = await lakeTable(join(dir, 'lake'));
+      const incLake = await lakeTable(inc.lakeDir);
+      expect(cdc.types).toEqual(incLake.types);
       expect(Object.keys(cdc.types)).toEqual(['seq', ...EVERY_TYPE_COLUMNS]);
-      expect([...cdc.rows.keys()]).toEqual([...inc.rows.keys()]);
+      expect([...cdc.rows.keys()]).toEqual([...incLake.rows.keys()]);
       expect(cdc.rows.size).toBe(EVERY_TYPE_ROWS.length);
-      const diffs: string[] = [];
-      for (const [seq, c] of cdc.rows) {
-        const i = inc.rows.get(seq)!;
-        for (const col of EVERY_TYPE_COLUMNS)
-          if (c[col] !== i[col])
-            diffs.push(
-              `seq ${seq} ${col}: cdc ${JSON.stringify(c[col])} != incremental ${JSON.stringify(i[col])}`,
-            );
-      }
-      expect(diffs).toEqual([]);
+      const names = { key: 'seq', a: 'cdc', b: 'incremental' };
+      expect(lakeDiffs(cdc, incLake, EVERY_TYPE_COLUMNS, names)).toEqual([]);
       // The NULL row is NULL everywhere in both lakes.
       const nullRow = cdc.rows.get(String(EVERY_TYPE_ROWS.length))!;
       for (const col of EVERY_TYPE_COLUMNS) expect(nullRow[col], col).toBeNull();
@@ -813,52 +719,10 @@ describe('interleaved transactions over several tables', () => {
 // ---------------------------------------------------------------------------------------------
 // 6. TRUNCATE
 
-describe('TRUNCATE', () => {
-  it('under onTruncate: record is recorded and the capture goes on', T, async () => {
-    const sql = pgClient(db.url);
-    try {
-      await sql`CREATE TABLE public.tr (id int PRIMARY KEY, v text)`;
-      const { spec, dir } = cdcSpec(db.url, 'tr', [{ table: 'public.tr', onTruncate: 'record' }]);
-      const cap = startCapture(spec);
-      try {
-        await cap.until((r) => r['public.tr'] !== undefined, 60_000);
-        await sql`INSERT INTO tr SELECT g, 'a' FROM generate_series(1, 3) g`;
-        await cap.until((r) => r['public.tr'] === 3, 60_000);
-        await sql`TRUNCATE tr`;
-        await sql`INSERT INTO tr VALUES (10, 'after')`;
-        await cap.until((r) => r['public.tr'] === 4, 60_000);
-      } finally {
-        await cap.stop();
-      }
-      const state = await loadState(spec);
-      expect(state.events?.filter((e) => e.kind === 'truncate')).toMatchObject([
-        { kind: 'truncate', table: 'public.tr', detail: expect.stringContaining('TRUNCATE') },
-      ]);
-      const rows = await lakeRows(dir, 'public.tr', ['id', 'v']);
-      expect(rows.at(-1)).toEqual({ id: '10', v: 'after' });
-    } finally {
-      await sql.end();
-    }
-  });
+const captures = postgresCaptureFixture(() => db);
 
-  it('under onTruncate: fail stops the capture with DESTRUCTIVE_DDL', T, async () => {
-    const sql = pgClient(db.url);
-    try {
-      await sql`CREATE TABLE public.tf (id int PRIMARY KEY, v text)`;
-      const { spec } = cdcSpec(db.url, 'tf', [{ table: 'public.tf', onTruncate: 'fail' }]);
-      const cap = startCapture(spec);
-      await cap.until((r) => r['public.tf'] !== undefined, 60_000);
-      await sql`INSERT INTO tf VALUES (1, 'a')`;
-      await cap.until((r) => r['public.tf'] === 1, 60_000);
-      await sql`TRUNCATE tf`;
-      const e = await failure(cap);
-      expect(e).toMatchObject({ code: 'DESTRUCTIVE_DDL' });
-      const state = await loadState(spec);
-      expect(state.events?.some((x) => x.kind === 'truncate' && x.table === 'public.tf')).toBe(true);
-    } finally {
-      await sql.end();
-    }
-  });
+describe('TRUNCATE', () => {
+  truncateScenarios(captures);
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -906,39 +770,5 @@ describe('a schema change mid-stream', () => {
 // 8. Slot dropped while stopped
 
 describe('a slot dropped while the capture is stopped', () => {
-  it('fails the next start with POSITION_LOST and records a gap', T, async () => {
-    const sql = pgClient(db.url);
-    try {
-      await sql`CREATE TABLE public.sd (id int PRIMARY KEY, v text)`;
-      const { spec } = cdcSpec(db.url, 'sd', [{ table: 'public.sd' }]);
-      const cap = startCapture(spec);
-      try {
-        await cap.until((r) => r['public.sd'] !== undefined, 60_000);
-        await sql`INSERT INTO sd VALUES (1, 'a'), (2, 'b')`;
-        await cap.until((r) => r['public.sd'] === 2, 60_000);
-      } finally {
-        await cap.stop();
-      }
-      // The walsender may take a moment to exit after the stop.
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        try {
-          await sql`SELECT pg_drop_replication_slot('sd')`;
-          break;
-        } catch (e) {
-          if (Date.now() > deadline) throw e;
-          await new Promise((r) => setTimeout(r, 200));
-        }
-      }
-      const again = startCapture(spec);
-      const e = await failure(again);
-      expect(e).toMatchObject({ code: 'POSITION_LOST' });
-      const state = await loadState(spec);
-      const gaps = state.events?.filter((x) => x.kind === 'gap') ?? [];
-      expect(gaps.length).toBe(1);
-      expect(gaps[0]!.detail).toContain('does not exist');
-    } finally {
-      await sql.end();
-    }
-  });
+  positionLostScenario(captures);
 });

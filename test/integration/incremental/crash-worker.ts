@@ -33,6 +33,7 @@ import { silentLogger } from '../../../shared/observability/log.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
 import { commitBeforeWrite, durableBeforeWrite, noopRecover, record } from '../../harness/mutations.js';
+import { sinkWith, withMember } from '../../harness/wrap.js';
 
 /** Where a running sync is killed (see the file comment). */
 export type KillPoint = 'before-write' | 'after-write' | 'after-commit';
@@ -63,7 +64,7 @@ function withKillPoints(
   const at = (point: KillPoint, n: number) =>
     kill !== undefined && kill !== 'timed' && kill.point === point && kill.nth === n;
   return {
-    sink: {
+    sink: sinkWith(sink, {
       write: async (...args) => {
         writes++;
         if (at('before-write', writes)) {
@@ -88,26 +89,16 @@ function withKillPoints(
         record(dir, 'recoveries', `${run} ${removed.map((r) => basename(r.uri)).join(' ')}`.trimEnd());
         return removed;
       },
-      list: (...a) => sink.list(...a),
-      discard: (...a) => sink.discard(...a),
-    },
-    store: new Proxy(store, {
-      get(target, key) {
-        if (key === 'commit') {
-          return async (...a: Parameters<CursorStore['commit']>) => {
-            const page = pageWritten;
-            pageWritten = false;
-            const committed = await target.commit(...a);
-            if (page && at('after-commit', ++commits)) {
-              record(dir, 'kills', `after-commit#${commits}`);
-              die();
-            }
-            return committed;
-          };
-        }
-        const v = Reflect.get(target, key) as unknown;
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
+    }),
+    store: withMember(store, 'commit', async (...a) => {
+      const page = pageWritten;
+      pageWritten = false;
+      const committed = await store.commit(...a);
+      if (page && at('after-commit', ++commits)) {
+        record(dir, 'kills', `after-commit#${commits}`);
+        die();
+      }
+      return committed;
     }),
   };
 }

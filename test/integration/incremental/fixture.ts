@@ -108,16 +108,9 @@ export async function postgresFixture(prefix: string): Promise<SourceFixture> {
       await sql.unsafe(
         `CREATE ROLE ${role} LOGIN PASSWORD 'ro-pass'; GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role};`,
       );
-      const u = new URL(db.url);
-      u.username = role;
-      u.password = 'ro-pass';
-      return u.toString();
+      return withLogin(db.url, 'ro-pass', role);
     },
-    wrongPasswordUrl() {
-      const u = new URL(db.url);
-      u.password = 'definitely-wrong';
-      return u.toString();
-    },
+    wrongPasswordUrl: () => withLogin(db.url, 'definitely-wrong'),
     async session() {
       const s = postgres(db.url, { max: 1, onnotice: () => {} });
       const reserved = await s.reserve();
@@ -215,16 +208,9 @@ export async function mysqlFixture(
       // SELECT on the database, no PROCESS: INNODB_TRX is unreadable.
       await conn.query(`CREATE USER IF NOT EXISTS '${limitedUser}'@'%' IDENTIFIED BY 'ro-pass'`);
       await conn.query(`GRANT SELECT ON \`${db.name}\`.* TO '${limitedUser}'@'%'`);
-      const u = new URL(db.url);
-      u.username = limitedUser;
-      u.password = 'ro-pass';
-      return u.toString();
+      return withLogin(db.url, 'ro-pass', limitedUser);
     },
-    wrongPasswordUrl() {
-      const u = new URL(db.url);
-      u.password = 'definitely-wrong';
-      return u.toString();
-    },
+    wrongPasswordUrl: () => withLogin(db.url, 'definitely-wrong'),
     async createTable(name = table) {
       await conn.query(
         `CREATE TABLE ${name} (id BIGINT PRIMARY KEY, v INT NOT NULL, note TEXT, updated_at DATETIME(6) NOT NULL, INDEX (updated_at, id))`,
@@ -287,9 +273,20 @@ export async function mysqlFixture(
   };
 }
 
-/** A local spec for one fixture table: file state, file lake in a fresh temp dir. */
+/** `url` with the password `password`, and the user `user` where given. */
+function withLogin(url: string, password: string, user?: string): string {
+  const u = new URL(url);
+  if (user !== undefined) u.username = user;
+  u.password = password;
+  return u.toString();
+}
+
+/**
+ * A local spec for one fixture table (or any table of a source: only `kind`, `url` and `table`
+ * are read): file state, file lake in a fresh temp dir.
+ */
 export function localSpec(
-  fx: SourceFixture,
+  fx: Pick<SourceFixture, 'kind' | 'url' | 'table'>,
   table: Partial<{
     pageSize: number;
     lagSeconds: number;
@@ -333,6 +330,33 @@ export function localSpec(
     ],
   });
   return { spec, dir, lakeDir };
+}
+
+/**
+ * One incremental sync of a whole table (`cursor`, append, pipeline `inc`) into a lake of its
+ * own, for comparing with what another path (CDC) wrote. Every write is committed before this
+ * run; other test files' open transactions on a shared server must not hold the bound back (they
+ * did, under a parallel crash test): lagOnly.
+ */
+export async function incrementalCopy(
+  kind: SourceFixture['kind'],
+  url: string,
+  table: string,
+  cursor: string,
+): Promise<{ summary: IncrementalSummary; lakeDir: string }> {
+  const { spec, lakeDir } = localSpec(
+    { kind, url, table },
+    {
+      pipeline: 'inc',
+      cursor,
+      writeMode: 'append',
+      pageSize: 1000,
+      lagSeconds: 0,
+      lagOnly: true,
+      connectTimeoutSeconds: 10,
+    },
+  );
+  return { summary: await runOnce(spec), lakeDir };
 }
 
 /** Runs the real `tidemark` bin with `-c <spec file>` (written into `dir`) and `args`. */
