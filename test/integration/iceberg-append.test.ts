@@ -1,0 +1,185 @@
+/**
+ * The append of decision 0024 end to end on the `file` catalog over a local folder: lake records
+ * encoded with their Iceberg field ids by tidemark's Parquet writer, their metrics, a staged
+ * manifest per commit (shared/iceberg/append.ts `stageAppend`), and the catalog commit that adds
+ * it (`applyAppend`), then read back by a reader we did not write (pyiceberg 0.12, skipped when
+ * .venv-readers is missing).
+ *
+ * What must hold: a commit applied again (a retry after a lost reply, or a recovering process
+ * applying what the state decided) adds nothing; two processes applying the same decided commit
+ * at once add it once; another writer's commit between two of ours is kept (the rebase keeps the
+ * parent's manifests); and the table then holds every row of every commit exactly once.
+ */
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeRows } from '../../shared/dataplane/encoder.js';
+import { toLakeRecordWithIds } from '../../shared/dataplane/lake.js';
+import { Op } from '../../shared/dataplane/metadata.js';
+import {
+  applyAppend,
+  type StagedAppend,
+  stageAppend,
+  type TableFolder,
+} from '../../shared/iceberg/append.js';
+import type { TableIdent } from '../../shared/iceberg/catalog.js';
+import { parquetDataFile } from '../../shared/iceberg/data-file.js';
+import { FileCatalog } from '../../shared/iceberg/file-catalog.js';
+import {
+  COMMIT_ID_SUMMARY_KEY,
+  newTableMetadata,
+  writerCommitProperty,
+} from '../../shared/iceberg/metadata.js';
+import { icebergSchemaOf, lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
+import type { IcebergSchema } from '../../shared/iceberg/spec.js';
+import { FileObjectStore } from '../../shared/sink/file-object-store.js';
+import { encodeParquet } from '../../shared/sink/parquet-writer.js';
+import { FILE_A, FILE_B, TABLE } from './iceberg-table-fixture.js';
+
+const execFileP = promisify(execFile);
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const PYTHON = join(ROOT, '.venv-readers', 'bin', 'python');
+const noPython = existsSync(PYTHON)
+  ? undefined
+  : '(pyiceberg SKIPPED: .venv-readers is missing; run bash scripts/install-test-readers.sh)';
+
+const IDENT: TableIdent = { namespace: 'public', name: 'orders' };
+const TABLE_KEY = 'lake/public.orders';
+
+let dir: string;
+let store: FileObjectStore;
+let catalog: FileCatalog;
+let folder: TableFolder;
+let schema: IcebergSchema;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'tidemark-iceberg-append-'));
+  store = new FileObjectStore(dir);
+  catalog = new FileCatalog({ store, tableKey: () => TABLE_KEY });
+  folder = { store, key: TABLE_KEY };
+  const of = icebergSchemaOf(TABLE);
+  schema = of.schema;
+  const created = await catalog.createTable(
+    IDENT,
+    newTableMetadata({
+      location: catalog.location(IDENT),
+      schema,
+      lastColumnId: of.lastColumnId,
+      properties: {},
+      uuid: randomUUID(),
+      nowMs: Date.now(),
+    }),
+  );
+  expect(created.status).toBe('created');
+});
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+/** Writes one data file of `rows` (positions from `posPrefix`) and stages its commit. */
+async function stage(
+  writerId: string,
+  commitId: string,
+  rows: readonly (readonly unknown[])[],
+  posPrefix: string,
+) {
+  // The sink's path: wire record (the encoder), then the lake cast with the table's field ids.
+  const objects = rows.map((r) =>
+    Object.fromEntries(r.map((v, i) => [TABLE.columns[i]!.name, i === 0 ? BigInt(v as number) : v])),
+  );
+  const wire = encodeRows(TABLE, objects, {
+    posPrefix,
+    ordinalBase: 0,
+    op: Op.update,
+    phase: 'incremental',
+    ingestTsNanos: 1_700_000_000_000_000_000n,
+    snapshot: false,
+  });
+  const record = toLakeRecordWithIds(wire, lakeFieldIdsOf(schema));
+  const bytes = encodeParquet([record], { compression: 'zstd' });
+  const key = `${TABLE_KEY}/data/${commitId}.parquet`;
+  await store.put(key, bytes);
+  return stageAppend(folder, {
+    commit: { writerId, commitId },
+    schema,
+    spec: { 'spec-id': 0, fields: [] },
+    dataFiles: [parquetDataFile(store.uri(key), bytes, schema)],
+  });
+}
+
+const apply = (staged: StagedAppend) => applyAppend(catalog, IDENT, folder, staged, { nowMs: Date.now });
+
+async function pyiceberg(): Promise<{ rows: Record<string, unknown>[] }> {
+  const { stdout } = await execFileP(
+    PYTHON,
+    [
+      join(ROOT, 'test', 'readers', 'read_table.py'),
+      '--catalog',
+      'static',
+      '--metadata',
+      (await catalog.loadTable(IDENT))!.metadataLocation,
+      '--order-by',
+      'id',
+    ],
+    { cwd: ROOT, maxBuffer: 64 * 2 ** 20 },
+  );
+  return JSON.parse(stdout) as { rows: Record<string, unknown>[] };
+}
+
+describe('an Iceberg append: staged, then applied once', () => {
+  let first: StagedAppend;
+
+  it('applies a staged commit once, however often it is applied', async () => {
+    first = await stage('shop.app', 'i0000000001-a1', FILE_A, 'i0000000001');
+    const applied = await apply(first);
+    expect(applied.status).toBe('committed');
+    const again = await apply(first);
+    expect(again.status).toBe('already-committed');
+    const table = (await catalog.loadTable(IDENT))!.metadata;
+    expect(table.snapshots).toHaveLength(1);
+    expect(table.properties[writerCommitProperty('shop.app')]).toBe('i0000000001-a1');
+    expect(table.snapshots[0]!.summary['added-records']).toBe(String(FILE_A.length));
+  });
+
+  it('adds a commit that two processes apply at the same time once', async () => {
+    const second = await stage('shop.app', 'i0000000004-a1', FILE_B, 'i0000000004');
+    const outcomes = await Promise.all([apply(second), apply(second), apply(second)]);
+    expect(outcomes.filter((o) => o.status === 'committed')).toHaveLength(1);
+    const table = (await catalog.loadTable(IDENT))!.metadata;
+    const ids = table.snapshots.map((s) => s.summary[COMMIT_ID_SUMMARY_KEY]);
+    expect(ids).toEqual(['i0000000001-a1', 'i0000000004-a1']);
+    expect(table.snapshots.at(-1)!.summary['total-records']).toBe(String(FILE_A.length + FILE_B.length));
+  });
+
+  it("keeps another writer's commit made between two of ours", async () => {
+    const other = await stage(
+      'other.app',
+      'i0000000009-b1',
+      [[9, 1, 'fig', '1.00', null, 0n, 0, 1, true, null]],
+      'i0000000009',
+    );
+    expect((await apply(other)).status).toBe('committed');
+    // Ours again, decided before the other writer's commit: the rebase keeps both.
+    expect((await apply(first)).status).toBe('already-committed');
+    const table = (await catalog.loadTable(IDENT))!.metadata;
+    expect(table.snapshots.at(-1)!.summary['total-records']).toBe(String(FILE_A.length + FILE_B.length + 1));
+    expect(table.properties[writerCommitProperty('other.app')]).toBe('i0000000009-b1');
+    expect(table.properties[writerCommitProperty('shop.app')]).toBe('i0000000004-a1');
+  });
+
+  it.skipIf(noPython !== undefined)(
+    `is read by pyiceberg: every row of every commit, once ${noPython ?? ''}`,
+    async () => {
+      const { rows } = await pyiceberg();
+      expect(rows.map((r) => Number(r.id))).toEqual([1, 2, 3, 4, 5, 9]);
+      expect(rows.map((r) => r.name)).toEqual(['apple', FILE_A[1]![2], null, 'pear', 'zebra', 'fig']);
+    },
+    120_000,
+  );
+});
