@@ -238,7 +238,17 @@ describe('Iceberg metrics of a Parquet data file', () => {
             if (upper !== undefined)
               expect(compareValues(t, upper, v), `c${i} upper bound`).toBeGreaterThanOrEqual(0);
           }
-          if (ORDERED_EXACT.has(c.type.kind)) {
+          // A row group of only NaN (and nulls) has no Parquet min/max, which the metrics cannot
+          // tell from statistics never written: the column then keeps no bounds (safe, no pruning).
+          const groups = Array.from({ length: Math.ceil(values.length / maxRowGroupRows) }, (_, g) =>
+            values.slice(g * maxRowGroupRows, (g + 1) * maxRowGroupRows),
+          );
+          const nanOnlyGroup =
+            c.type.kind === 'float64' &&
+            groups.some(
+              (g) => g.some((v) => Number.isNaN(v)) && g.every((v) => v === null || Number.isNaN(v)),
+            );
+          if (ORDERED_EXACT.has(c.type.kind) && !nanOnlyGroup) {
             const sorted = [...singles].sort((a, b) => compareValues(t, a, b));
             expect(lower, `c${i} (${c.type.kind}) lower bound`).toBeDefined();
             expect(upper, `c${i} (${c.type.kind}) upper bound`).toBeDefined();
