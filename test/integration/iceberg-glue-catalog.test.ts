@@ -10,7 +10,10 @@
  * reads the table's current VersionId and throws ConcurrentModificationException, as Glue does,
  * when the request names another. Its `beforeUpdate` hook orders two committers explicitly: the
  * other writer commits between our load (and our metadata_location check) and our UpdateTable, so
- * the race is deterministic; commitWithRetry must then reload and rebase, losing nothing.
+ * the race is deterministic; commitWithRetry must then reload and rebase, losing nothing. Its
+ * `loseReply` lets an UpdateTable land and hides the reply (a timeout): the reload must find the
+ * commit, not apply it twice. Then the refusals: a missing database, a Hive table of the same
+ * name, an endpoint where nothing listens.
  */
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -21,6 +24,7 @@ import { promisify } from 'node:util';
 import {
   ConcurrentModificationException,
   CreateDatabaseCommand,
+  CreateTableCommand,
   GetTableCommand,
   GlueClient,
   UpdateTableCommand,
@@ -72,16 +76,21 @@ function glueClient(endpoint: string): GlueClient {
   return new GlueClient({ endpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
 }
 
+interface ShimHook {
+  /** Runs before the next UpdateTable (once). */
+  beforeUpdate?: () => Promise<void>;
+  /** The next UpdateTable lands, and its reply is lost: the client sees a timeout (once). */
+  loseReply?: boolean;
+  /** Every UpdateTable's input, when set. */
+  updates?: UpdateTableCommand['input'][];
+}
+
 /**
  * Glue's VersionId rule, which moto leaves out: an UpdateTable naming a VersionId other than the
  * table's current one fails with ConcurrentModificationException. `hook.beforeUpdate`, when set,
  * runs first (once: it is cleared before it runs).
  */
-function versionIdShim(
-  client: GlueClient,
-  endpoint: string,
-  hook: { beforeUpdate?: () => Promise<void>; updates?: UpdateTableCommand['input'][] },
-) {
+function versionIdShim(client: GlueClient, endpoint: string, hook: ShimHook) {
   const reader = glueClient(endpoint);
   client.middlewareStack.add(
     (next, context) => async (args) => {
@@ -101,7 +110,12 @@ function versionIdShim(
           });
         }
       }
-      return next(args);
+      const out = await next(args);
+      if (context.commandName === UpdateTableCommand.name && hook.loseReply) {
+        hook.loseReply = false;
+        throw Object.assign(new Error('the reply was lost (test)'), { name: 'TimeoutError' });
+      }
+      return out;
     },
     { step: 'initialize', name: 'versionIdShim' },
   );
@@ -112,7 +126,7 @@ describe.skipIf(skip !== undefined)(`glue catalog on moto ${skip ?? ''}`, () => 
   let store: S3ObjectStore;
   let folder: TableFolder;
   let schema: IcebergSchema;
-  const ours: { beforeUpdate?: () => Promise<void>; updates: UpdateTableCommand['input'][] } = {
+  const ours: ShimHook & { updates: UpdateTableCommand['input'][] } = {
     updates: [],
   };
   let catalog: GlueCatalog;
@@ -257,6 +271,57 @@ describe.skipIf(skip !== undefined)(`glue catalog on moto ${skip ?? ''}`, () => 
     expect(table.properties[writerCommitProperty('shop.app')]).toBe('i0000000004-a1');
   });
 
+  it('settles a commit whose reply was lost by reloading: applied once, not twice', async () => {
+    const staged = await stage(
+      'lost.app',
+      'i0000000012-c1',
+      [[12, 1, 'kiwi', '2.00', null, 0n, 0, 1, true, null]],
+      'i0000000012',
+    );
+    const before = (await catalog.loadTable(IDENT))!.metadata.snapshots.length;
+    ours.loseReply = true;
+    const result = await apply(catalog, staged);
+    expect(ours.loseReply).toBe(false);
+    expect(result.status).toBe('already-committed');
+    expect(result.attempts).toBe(2); // the second attempt's reload found it
+    const table = (await catalog.loadTable(IDENT))!.metadata;
+    expect(table.snapshots).toHaveLength(before + 1);
+    expect(table.snapshots.at(-1)!.summary[COMMIT_ID_SUMMARY_KEY]).toBe('i0000000012-c1');
+  });
+
+  it('refuses what it must not write to, with codes an operator can act on', async () => {
+    // No such database: never created by tidemark.
+    const missing = { namespace: 'no_such_db', name: 't' };
+    const metadata = (await catalog.loadTable(IDENT))!.metadata;
+    await expect(catalog.createTable(missing, metadata)).rejects.toMatchObject({
+      code: 'GLUE_DATABASE_MISSING',
+    });
+    // A Hive table of the same name: not overwritten.
+    await glue.send(
+      new CreateTableCommand({
+        DatabaseName: IDENT.namespace,
+        TableInput: {
+          Name: 'hive_orders',
+          TableType: 'EXTERNAL_TABLE',
+          Parameters: { classification: 'parquet' },
+        },
+      }),
+    );
+    const hive = { namespace: IDENT.namespace, name: 'hive_orders' };
+    await expect(catalog.loadTable(hive)).rejects.toMatchObject({ code: 'GLUE_TABLE_NOT_ICEBERG' });
+    // Nothing listening at the endpoint.
+    const closed = new GlueCatalog({
+      store,
+      tableKey: () => TABLE_KEY,
+      endpoint: 'http://127.0.0.1:9',
+      region: MOTO_REGION,
+      credentials: MOTO_CREDENTIALS,
+    });
+    const err = await closed.loadTable(IDENT).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'GLUE_UNREACHABLE' });
+    expect((err as Error).message).toContain('http://127.0.0.1:9');
+  });
+
   it.skipIf(!existsSync(PYTHON))(
     'is read by pyiceberg through its own Glue catalog: every row of every commit, once',
     async () => {
@@ -284,7 +349,7 @@ describe.skipIf(skip !== undefined)(`glue catalog on moto ${skip ?? ''}`, () => 
         { cwd: ROOT, maxBuffer: 64 * 2 ** 20 },
       );
       const { rows } = JSON.parse(stdout) as { rows: Record<string, unknown>[] };
-      expect(rows.map((r) => Number(r.id))).toEqual([1, 2, 3, 4, 5, 9]);
+      expect(rows.map((r) => Number(r.id))).toEqual([1, 2, 3, 4, 5, 9, 12]);
     },
     120_000,
   );
