@@ -147,6 +147,16 @@ export const CODES_BY_AREA = {
     ICEBERG_CONDITIONAL_WRITES_UNSUPPORTED: error(
       'the lake store cannot create an object only if it is absent (S3 If-None-Match ignored, no hard links)',
     ),
+    GLUE_UNREACHABLE: error('no Glue endpoint answered'),
+    GLUE_WRONG_SERVICE: error('something answered at the Glue endpoint, but not Glue'),
+    GLUE_REGION_MISSING: error('no region for Glue'),
+    GLUE_CREDENTIALS: error('no AWS credentials for Glue'),
+    GLUE_ACCESS_DENIED: error('Glue denied an action'),
+    GLUE_WRONG_REGION: error('Glue answered for another region'),
+    GLUE_DATABASE_MISSING: error('the Glue database of a lake table does not exist'),
+    GLUE_FAILED: error('Glue refused a GetTable, CreateTable or UpdateTable'),
+    GLUE_TABLE_NOT_ICEBERG: error('the Glue table of a lake target exists and is not an Iceberg table'),
+    GLUE_NAME_COLLISION: error('two lake targets map to one Glue table name'),
   },
   /** Check (`tidemark check`): the lines of the change stream a CDC start also refuses on. */
   check: {
