@@ -25,9 +25,12 @@
  *   pg-page             bench/pg-page.ts [rows] [rounds]: main-thread CPU of Postgres page reads
  *   parquet-writer      bench/parquet-writer.ts [rows] [rounds]
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
+ *   iceberg-commits     bench/iceberg-commits.ts: Iceberg metadata bytes and commit latency over N
+ *                       appends, manifest merging vs none [--commits N, default 10000] [--quick: 1000]
  *
- * Owns dispatch only. encoder, text-append, mysql-numbers, parquet-writer and cold-start are
- * standalone scripts that read their own argv, so they run as child processes, unchanged.
+ * Owns dispatch only. encoder, text-append, mysql-numbers, parquet-writer, cold-start and
+ * iceberg-commits are standalone scripts that read their own argv, so they run as child
+ * processes, unchanged.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -39,6 +42,7 @@ const SCRIPTS: Readonly<Record<string, string>> = {
   'pg-page': 'pg-page.ts',
   'parquet-writer': 'parquet-writer.ts',
   'cold-start': 'cold-start.ts',
+  'iceberg-commits': 'iceberg-commits.ts',
 };
 const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly string[]): Promise<void> }>>> = {
   incremental: () => import('./incremental.js'),

@@ -8,14 +8,17 @@
  *
  * Owns: the manifest list of the new snapshot (the parent's manifests plus the staged one, written
  * per attempt: each base gets its own list), the snapshot's counters, and the idempotence (the
- * commit id in the summary and the writer's property, ./metadata.ts `appendSnapshot`). Never
- * writes or deletes data files, never touches tidemark's state.
+ * commit id in the summary and the writer's property, ./metadata.ts `appendSnapshot`). The build
+ * also keeps the table's metadata bounded (issue 30 item 4): small manifests merged (./merge.ts),
+ * snapshots expired every 100th sequence number (./expire.ts), and after the commit succeeded the
+ * manifest lists, manifests and old metadata files nothing names any more deleted. Never writes or
+ * deletes data files, never touches tidemark's state.
  */
 import { randomBytes } from 'node:crypto';
 import { SinkError } from '../contracts/errors.js';
-import type { ObjectStore } from '../sink/object-store.js';
 import type { CommitResult, LoadedTable, RetryOptions, TableIdent } from './catalog.js';
 import { type Catalog, commitWithRetry, identText } from './catalog.js';
+import { deleteAfterCommit, expireOnCommit } from './expire.js';
 import {
   EntryStatus,
   type IcebergDataFile,
@@ -26,14 +29,22 @@ import {
   writeManifest,
   writeManifestList,
 } from './manifest.js';
+import { mergeOnAppend } from './merge.js';
 import { appendSnapshot, type CommitIdentity, currentSnapshot, newSnapshotId } from './metadata.js';
 import type { IcebergPartitionSpec, IcebergSchema } from './spec.js';
+import type { TableFolder } from './table-folder.js';
 
-/** Where a table's files are: its folder as a key of the lake's object store. */
-export interface TableFolder {
-  readonly store: ObjectStore;
-  /** The table's folder, e.g. `lake/public.orders` (no trailing `/`). */
-  readonly key: string;
+export type { TableFolder };
+
+/** What `applyAppend` did: the commit, and the clean-up after it. */
+export interface AppendResult extends CommitResult {
+  /** Manifest lists, manifests and metadata files deleted after the commit (URIs). */
+  readonly deletedFiles: readonly string[];
+  /**
+   * Why the clean-up after a successful commit failed, if it did: the commit stands, the files
+   * stay (unreferenced, for maintenance); the caller logs it.
+   */
+  readonly cleanupError?: unknown;
 }
 
 /** One tidemark commit's data files, listed in a manifest no snapshot references yet. */
@@ -95,7 +106,7 @@ export async function stageAppend(
  * (./catalog.ts `commitWithRetry`). `properties` are set in the same commit (the writer's
  * position, for display and for a lost state).
  */
-export function applyAppend(
+export async function applyAppend(
   catalog: Catalog,
   ident: TableIdent,
   folder: TableFolder,
@@ -106,8 +117,10 @@ export function applyAppend(
     readonly summary?: Readonly<Record<string, string>>;
     readonly retry?: RetryOptions;
   },
-): Promise<CommitResult> {
-  return commitWithRetry(
+): Promise<AppendResult> {
+  // The expired manifest lists of the attempt that was last built: the committed one, if any.
+  let expiredLists: readonly string[] = [];
+  const result = await commitWithRetry(
     catalog,
     ident,
     staged.commit,
@@ -121,6 +134,13 @@ export function applyAppend(
         sequenceNumber,
       });
       const inherited = parent ? await parentManifests(folder, ident, parent['manifest-list']) : [];
+      const merged = await mergeOnAppend(folder, base, {
+        ours,
+        inherited,
+        snapshotId,
+        sequenceNumber,
+        commitId: staged.commit.commitId,
+      });
       // A list per attempt: this base's parent and sequence number are in it.
       const listKey = `${folder.key}/metadata/snap-${snapshotId}-${randomBytes(4).toString('hex')}-${staged.commit.commitId}.avro`;
       await folder.store.put(
@@ -129,21 +149,42 @@ export function applyAppend(
           snapshotId,
           parentSnapshotId: parent?.['snapshot-id'],
           sequenceNumber,
-          manifests: [ours, ...inherited],
+          manifests: merged.manifests,
         }),
       );
-      return appendSnapshot(base, {
+      const nowMs = options.nowMs();
+      const appended = appendSnapshot(base, {
         snapshotId,
         manifestListPath: folder.store.uri(listKey),
         added: { dataFiles: staged.dataFiles, records: staged.records, filesSize: staged.filesSize },
         commit: staged.commit,
-        nowMs: options.nowMs(),
+        nowMs,
         ...(options.properties ? { properties: options.properties } : {}),
-        ...(options.summary ? { summary: options.summary } : {}),
+        summary: {
+          ...options.summary,
+          ...(merged.created === undefined
+            ? {}
+            : { 'manifests-created': '1', 'manifests-replaced': String(merged.replaced.length) }),
+        },
       });
+      const expiry = expireOnCommit(appended, nowMs);
+      expiredLists = expiry?.manifestLists ?? [];
+      return expiry?.metadata ?? appended;
     },
     options.retry,
   );
+  if (result.status !== 'committed') return { ...result, deletedFiles: [] };
+  try {
+    const deletedFiles = await deleteAfterCommit(
+      folder,
+      result.table.metadata,
+      expiredLists,
+      result.droppedMetadataFiles,
+    );
+    return { ...result, deletedFiles };
+  } catch (cleanupError) {
+    return { ...result, deletedFiles: [], cleanupError };
+  }
 }
 
 /** The manifests of the parent snapshot, read from its manifest list under the table's folder. */
