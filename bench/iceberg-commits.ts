@@ -23,7 +23,7 @@ import { encodeRows } from '../shared/dataplane/encoder.js';
 import { toLakeRecordWithIds } from '../shared/dataplane/lake.js';
 import { Op } from '../shared/dataplane/metadata.js';
 import type { Schema } from '../shared/dataplane/schema.js';
-import { applyAppend, stageAppend, type TableFolder } from '../shared/iceberg/append.js';
+import { applyAppend, stageAppend } from '../shared/iceberg/append.js';
 import type { TableIdent } from '../shared/iceberg/catalog.js';
 import { parquetDataFile } from '../shared/iceberg/data-file.js';
 import {
@@ -37,6 +37,7 @@ import { MERGE_ENABLED_PROPERTY } from '../shared/iceberg/merge.js';
 import { currentSnapshot, newTableMetadata } from '../shared/iceberg/metadata.js';
 import { icebergSchemaOf, lakeFieldIdsOf } from '../shared/iceberg/schema.js';
 import type { IcebergSchema } from '../shared/iceberg/spec.js';
+import type { TableFolder } from '../shared/iceberg/table-folder.js';
 import { FileObjectStore } from '../shared/sink/file-object-store.js';
 import { encodeParquet } from '../shared/sink/parquet-writer.js';
 

@@ -34,8 +34,6 @@ import { appendSnapshot, type CommitIdentity, currentSnapshot, newSnapshotId } f
 import type { IcebergPartitionSpec, IcebergSchema } from './spec.js';
 import type { TableFolder } from './table-folder.js';
 
-export type { TableFolder };
-
 /** What `applyAppend` did: the commit, and the clean-up after it. */
 export interface AppendResult extends CommitResult {
   /** Manifest lists, manifests and metadata files deleted after the commit (URIs). */

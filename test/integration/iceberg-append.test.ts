@@ -22,12 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeRows } from '../../shared/dataplane/encoder.js';
 import { toLakeRecordWithIds } from '../../shared/dataplane/lake.js';
 import { Op } from '../../shared/dataplane/metadata.js';
-import {
-  applyAppend,
-  type StagedAppend,
-  stageAppend,
-  type TableFolder,
-} from '../../shared/iceberg/append.js';
+import { applyAppend, type StagedAppend, stageAppend } from '../../shared/iceberg/append.js';
 import type { TableIdent } from '../../shared/iceberg/catalog.js';
 import { parquetDataFile } from '../../shared/iceberg/data-file.js';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.js';
@@ -38,6 +33,7 @@ import {
 } from '../../shared/iceberg/metadata.js';
 import { icebergSchemaOf, lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
 import type { IcebergSchema } from '../../shared/iceberg/spec.js';
+import type { TableFolder } from '../../shared/iceberg/table-folder.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { encodeParquet } from '../../shared/sink/parquet-writer.js';
 import { FILE_A, FILE_B, TABLE } from './iceberg-table-fixture.js';
