@@ -22,14 +22,16 @@ import type { Schema } from '../../shared/dataplane/schema.js';
 import { parquetDataFile } from '../../shared/iceberg/data-file.js';
 import {
   EntryStatus,
-  type IcebergManifestFile,
   inheritFromManifest,
-  manifestFileOf,
   readManifest,
-  readManifestList,
   writeManifest,
-  writeManifestList,
 } from '../../shared/iceberg/manifest.js';
+import {
+  type IcebergManifestFile,
+  manifestFileOf,
+  readManifestList,
+  writeManifestList,
+} from '../../shared/iceberg/manifest-list.js';
 import type { IcebergField, IcebergSchema } from '../../shared/iceberg/spec.js';
 import { encodeParquet } from '../../shared/sink/parquet-writer.js';
 import {

@@ -17,15 +17,13 @@ import { toLakeRecord } from '../../shared/dataplane/lake.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { parquetDataFile } from '../../shared/iceberg/data-file.js';
+import { EntryStatus, liveEntries, writeManifest } from '../../shared/iceberg/manifest.js';
 import {
-  EntryStatus,
   type IcebergManifestFile,
-  liveEntries,
   manifestFileOf,
   readManifestList,
-  writeManifest,
   writeManifestList,
-} from '../../shared/iceberg/manifest.js';
+} from '../../shared/iceberg/manifest-list.js';
 import type { IcebergField, IcebergSchema } from '../../shared/iceberg/spec.js';
 import { nativeCompressor } from '../../shared/sink/parquet-pages.cjs';
 import { encodeFlat, encodeParquet } from '../../shared/sink/parquet-writer.js';

@@ -10,20 +10,23 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type AvroSchema, readAvroFile, writeAvroFile } from '../../shared/iceberg/avro.js';
+import { readAvroFile, writeAvroFile } from '../../shared/iceberg/avro.js';
+import type { AvroSchema } from '../../shared/iceberg/avro-schema.js';
 import {
   EntryStatus,
   type IcebergDataFile,
   type IcebergManifestEntry,
-  type IcebergManifestFile,
   inheritFromManifest,
   liveEntries,
-  manifestFileOf,
   readManifest,
-  readManifestList,
   writeManifest,
-  writeManifestList,
 } from '../../shared/iceberg/manifest.js';
+import {
+  type IcebergManifestFile,
+  manifestFileOf,
+  readManifestList,
+  writeManifestList,
+} from '../../shared/iceberg/manifest-list.js';
 import { deserializeValue, twosComplementBE } from '../../shared/iceberg/single-value.js';
 import type { IcebergPartitionSpec, IcebergSchema } from '../../shared/iceberg/spec.js';
 
