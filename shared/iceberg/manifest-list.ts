@@ -22,6 +22,7 @@ import {
   fieldsOf,
   MANIFEST_FILE_ID,
   MANIFEST_FILE_SCHEMA,
+  optionalField,
   requireField,
   toBigint,
   toNumber,
@@ -41,8 +42,18 @@ export interface IcebergFieldSummary {
   readonly upper_bound?: Uint8Array;
 }
 
-/** One manifest as a manifest list lists it (the `manifest_file` struct). */
-export interface IcebergManifestFile {
+/** A manifest's data or delete files and their rows by entry status (ADDED, EXISTING, DELETED). */
+export interface ManifestCounts {
+  readonly added_files_count: number;
+  readonly existing_files_count: number;
+  readonly deleted_files_count: number;
+  readonly added_rows_count: number;
+  readonly existing_rows_count: number;
+  readonly deleted_rows_count: number;
+}
+
+/** One manifest as a manifest list lists it (the `manifest_file` struct; its counts as above). */
+export interface IcebergManifestFile extends ManifestCounts {
   readonly manifest_path: string;
   readonly manifest_length: number;
   readonly partition_spec_id: number;
@@ -50,12 +61,6 @@ export interface IcebergManifestFile {
   readonly sequence_number: number;
   readonly min_sequence_number: number;
   readonly added_snapshot_id: bigint;
-  readonly added_files_count: number;
-  readonly existing_files_count: number;
-  readonly deleted_files_count: number;
-  readonly added_rows_count: number;
-  readonly existing_rows_count: number;
-  readonly deleted_rows_count: number;
   /** One per partition field of the manifest's spec, in spec order; `[]` unpartitioned. */
   readonly partitions?: readonly IcebergFieldSummary[];
   readonly key_metadata?: Uint8Array;
@@ -65,15 +70,9 @@ export interface IcebergManifestFile {
  * What a manifest list needs of a manifest that only its bytes tell: counts by status, partition
  * summaries, and the smallest explicit data sequence number of its live entries.
  */
-export interface ManifestSummary {
+export interface ManifestSummary extends ManifestCounts {
   readonly partition_spec_id: number;
   readonly content: ManifestContent;
-  readonly added_files_count: number;
-  readonly existing_files_count: number;
-  readonly deleted_files_count: number;
-  readonly added_rows_count: number;
-  readonly existing_rows_count: number;
-  readonly deleted_rows_count: number;
   readonly partitions: readonly IcebergFieldSummary[];
   /** The smallest sequence number live entries carry; undefined when none carries one. */
   readonly min_explicit_sequence_number: number | undefined;
@@ -101,28 +100,21 @@ export function manifestFileOf(
   summary: ManifestSummary,
   snapshot: { readonly snapshotId: bigint; readonly sequenceNumber: number },
 ): IcebergManifestFile {
-  const explicit = summary.min_explicit_sequence_number;
+  const { min_explicit_sequence_number: explicit, inherits_sequence_number: inherits, ...listed } = summary;
   const min =
     explicit === undefined
       ? snapshot.sequenceNumber
-      : summary.inherits_sequence_number
+      : inherits
         ? Math.min(explicit, snapshot.sequenceNumber)
         : explicit;
   return {
     manifest_path: manifestPath,
     manifest_length: checkCount('manifest_length', manifestLength),
-    partition_spec_id: summary.partition_spec_id,
-    content: summary.content,
+    // The partition spec id, content, counts and partition summaries, as the manifest's bytes say.
+    ...listed,
     sequence_number: snapshot.sequenceNumber,
     min_sequence_number: min,
     added_snapshot_id: snapshot.snapshotId,
-    added_files_count: summary.added_files_count,
-    existing_files_count: summary.existing_files_count,
-    deleted_files_count: summary.deleted_files_count,
-    added_rows_count: summary.added_rows_count,
-    existing_rows_count: summary.existing_rows_count,
-    deleted_rows_count: summary.deleted_rows_count,
-    partitions: summary.partitions,
   };
 }
 
@@ -168,49 +160,32 @@ export function readManifestList(bytes: Uint8Array): ManifestListRead {
     : new Map();
   const manifests = file.records.map((r): IcebergManifestFile => {
     const rec = r as AvroRecord;
-    const num = (id: number, n: string) => toNumber(valueById(rec, fields, id), `manifest_file.${n}`);
-    const count = (id: number, n: string) => requireField(num(id, n), `manifest_file.${n}`);
-    const partitions = valueById(rec, fields, MANIFEST_FILE_ID.partitions) as AvroRecord[] | undefined;
-    const keyMetadata = valueById(rec, fields, MANIFEST_FILE_ID.key_metadata) as Uint8Array | undefined;
+    const value = (n: keyof typeof MANIFEST_FILE_ID) => valueById(rec, fields, MANIFEST_FILE_ID[n]);
+    const num = (n: keyof typeof MANIFEST_FILE_ID) => toNumber(value(n), `manifest_file.${n}`);
+    const count = (n: keyof typeof MANIFEST_FILE_ID) => requireField(num(n), `manifest_file.${n}`);
+    const partitions = value('partitions') as AvroRecord[] | undefined;
     return {
-      manifest_path: requireField(
-        valueById(rec, fields, MANIFEST_FILE_ID.manifest_path),
-        'manifest_file.manifest_path',
-      ) as string,
-      manifest_length: count(MANIFEST_FILE_ID.manifest_length, 'manifest_length'),
-      partition_spec_id: count(MANIFEST_FILE_ID.partition_spec_id, 'partition_spec_id'),
-      content: (num(MANIFEST_FILE_ID.content, 'content') ?? ManifestContent.DATA) as ManifestContent,
-      sequence_number: num(MANIFEST_FILE_ID.sequence_number, 'sequence_number') ?? 0,
-      min_sequence_number: num(MANIFEST_FILE_ID.min_sequence_number, 'min_sequence_number') ?? 0,
+      manifest_path: requireField(value('manifest_path'), 'manifest_file.manifest_path') as string,
+      manifest_length: count('manifest_length'),
+      partition_spec_id: count('partition_spec_id'),
+      content: (num('content') ?? ManifestContent.DATA) as ManifestContent,
+      sequence_number: num('sequence_number') ?? 0,
+      min_sequence_number: num('min_sequence_number') ?? 0,
       added_snapshot_id: requireField(
-        toBigint(valueById(rec, fields, MANIFEST_FILE_ID.added_snapshot_id)),
+        toBigint(value('added_snapshot_id')),
         'manifest_file.added_snapshot_id',
       ),
-      added_files_count: count(MANIFEST_FILE_ID.added_files_count, 'added_files_count'),
-      existing_files_count: count(MANIFEST_FILE_ID.existing_files_count, 'existing_files_count'),
-      deleted_files_count: count(MANIFEST_FILE_ID.deleted_files_count, 'deleted_files_count'),
-      added_rows_count: count(MANIFEST_FILE_ID.added_rows_count, 'added_rows_count'),
-      existing_rows_count: count(MANIFEST_FILE_ID.existing_rows_count, 'existing_rows_count'),
-      deleted_rows_count: count(MANIFEST_FILE_ID.deleted_rows_count, 'deleted_rows_count'),
-      ...(partitions === undefined
-        ? {}
-        : {
-            partitions: partitions.map((p) => {
-              const nan = valueById(p, summaryFields, FIELD_SUMMARY_ID.contains_nan) as boolean | undefined;
-              const lo = valueById(p, summaryFields, FIELD_SUMMARY_ID.lower_bound) as Uint8Array | undefined;
-              const hi = valueById(p, summaryFields, FIELD_SUMMARY_ID.upper_bound) as Uint8Array | undefined;
-              return {
-                contains_null: requireField(
-                  valueById(p, summaryFields, FIELD_SUMMARY_ID.contains_null),
-                  'field_summary.contains_null',
-                ) as boolean,
-                ...(nan === undefined ? {} : { contains_nan: nan }),
-                ...(lo === undefined ? {} : { lower_bound: lo }),
-                ...(hi === undefined ? {} : { upper_bound: hi }),
-              };
-            }),
-          }),
-      ...(keyMetadata === undefined ? {} : { key_metadata: keyMetadata }),
+      added_files_count: count('added_files_count'),
+      existing_files_count: count('existing_files_count'),
+      deleted_files_count: count('deleted_files_count'),
+      added_rows_count: count('added_rows_count'),
+      existing_rows_count: count('existing_rows_count'),
+      deleted_rows_count: count('deleted_rows_count'),
+      ...optionalField(
+        'partitions',
+        partitions?.map((p) => fieldSummaryOf(p, summaryFields)),
+      ),
+      ...optionalField('key_metadata', value('key_metadata') as Uint8Array | undefined),
     };
   });
   const meta = file.metadata;
@@ -221,5 +196,15 @@ export function readManifestList(bytes: Uint8Array): ManifestListRead {
     sequenceNumber: meta['sequence-number'] === undefined ? undefined : Number(meta['sequence-number']),
     formatVersion: Number(meta['format-version'] ?? 1),
     manifests,
+  };
+}
+
+function fieldSummaryOf(rec: AvroRecord, fields: FieldNames): IcebergFieldSummary {
+  const value = (n: keyof typeof FIELD_SUMMARY_ID) => valueById(rec, fields, FIELD_SUMMARY_ID[n]);
+  return {
+    contains_null: requireField(value('contains_null'), 'field_summary.contains_null') as boolean,
+    ...optionalField('contains_nan', value('contains_nan') as boolean | undefined),
+    ...optionalField('lower_bound', value('lower_bound') as Uint8Array | undefined),
+    ...optionalField('upper_bound', value('upper_bound') as Uint8Array | undefined),
   };
 }

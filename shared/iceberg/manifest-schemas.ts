@@ -363,6 +363,11 @@ export function toNumber(v: AvroValue | undefined, what: string): number | undef
   throw new Error(`${what} is not a number`);
 }
 
+/** `{ [key]: value }`, or `{}` where `value` is undefined: an optional field of a record read. */
+export function optionalField<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return value === undefined ? {} : ({ [key]: value } as { [P in K]: V });
+}
+
 export function requireField<T>(v: T | undefined, what: string): T {
   if (v === undefined) throw new Error(`${what} is missing (tidemark reads v2 manifests)`);
   return v;

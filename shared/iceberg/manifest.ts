@@ -39,6 +39,7 @@ import {
   intMapOf,
   intMapRecords,
   manifestEntrySchema,
+  optionalField,
   type PartitionColumn,
   partitionColumns,
   partitionSchema,
@@ -283,7 +284,13 @@ export function writeManifest(m: ManifestWrite): { bytes: Uint8Array; summary: M
 function dataFileOf(rec: AvroRecord, schema: unknown, spec: IcebergPartitionSpec): IcebergDataFile {
   const fields = fieldsOf(schema, 'data_file');
   const what = (n: string) => `data_file.${n}`;
-  const partitionRec = (valueById(rec, fields, DATA_FILE_ID.partition) ?? {}) as AvroRecord;
+  const value = (n: keyof typeof DATA_FILE_ID) => valueById(rec, fields, DATA_FILE_ID[n]);
+  const num = (n: keyof typeof DATA_FILE_ID) => toNumber(value(n), what(n));
+  const numbers = (n: keyof typeof DATA_FILE_ID) =>
+    (value(n) as AvroValue[] | undefined)?.map((x) => toNumber(x, what(n))!);
+  const counts = (n: keyof typeof DATA_FILE_ID) => intMapOf(value(n), (x) => toNumber(x, what(n))!);
+  const bytes = (n: keyof typeof DATA_FILE_ID) => intMapOf(value(n), (x) => x as Uint8Array);
+  const partitionRec = (value('partition') ?? {}) as AvroRecord;
   const partitionFields = fieldsOf(
     fieldSchema(schema, DATA_FILE_ID.partition) ?? { type: 'record', fields: [] },
     'partition',
@@ -293,52 +300,24 @@ function dataFileOf(rec: AvroRecord, schema: unknown, spec: IcebergPartitionSpec
     const name = spec.fields.find((p) => p['field-id'] === id)?.name ?? avroField;
     partition[name] = partitionRec[avroField] ?? null;
   }
-  const num = (id: number, n: string) => toNumber(valueById(rec, fields, id), what(n));
-  const counts = (id: number, n: string) =>
-    intMapOf(valueById(rec, fields, id), (x) => toNumber(x, what(n))!);
-  const bytes = (id: number) => intMapOf(valueById(rec, fields, id), (x) => x as Uint8Array);
-  const optionalOf = <K extends string, V>(k: K, v: V | undefined) =>
-    v === undefined ? {} : ({ [k]: v } as { [P in K]: V });
   return {
-    content: (num(DATA_FILE_ID.content, 'content') ?? FileContent.DATA) as FileContent,
-    file_path: requireField(valueById(rec, fields, DATA_FILE_ID.file_path), what('file_path')) as string,
-    file_format: requireField(
-      valueById(rec, fields, DATA_FILE_ID.file_format),
-      what('file_format'),
-    ) as string,
+    content: (num('content') ?? FileContent.DATA) as FileContent,
+    file_path: requireField(value('file_path'), what('file_path')) as string,
+    file_format: requireField(value('file_format'), what('file_format')) as string,
     partition,
-    record_count: requireField(num(DATA_FILE_ID.record_count, 'record_count'), what('record_count')),
-    file_size_in_bytes: requireField(
-      num(DATA_FILE_ID.file_size_in_bytes, 'file_size_in_bytes'),
-      what('file_size_in_bytes'),
-    ),
-    ...optionalOf('column_sizes', counts(DATA_FILE_ID.column_sizes, 'column_sizes')),
-    ...optionalOf('value_counts', counts(DATA_FILE_ID.value_counts, 'value_counts')),
-    ...optionalOf('null_value_counts', counts(DATA_FILE_ID.null_value_counts, 'null_value_counts')),
-    ...optionalOf('nan_value_counts', counts(DATA_FILE_ID.nan_value_counts, 'nan_value_counts')),
-    ...optionalOf('lower_bounds', bytes(DATA_FILE_ID.lower_bounds)),
-    ...optionalOf('upper_bounds', bytes(DATA_FILE_ID.upper_bounds)),
-    ...optionalOf(
-      'key_metadata',
-      valueById(rec, fields, DATA_FILE_ID.key_metadata) as Uint8Array | undefined,
-    ),
-    ...optionalOf(
-      'split_offsets',
-      (valueById(rec, fields, DATA_FILE_ID.split_offsets) as AvroValue[] | undefined)?.map(
-        (x) => toNumber(x, what('split_offsets'))!,
-      ),
-    ),
-    ...optionalOf(
-      'equality_ids',
-      (valueById(rec, fields, DATA_FILE_ID.equality_ids) as AvroValue[] | undefined)?.map(
-        (x) => toNumber(x, what('equality_ids'))!,
-      ),
-    ),
-    ...optionalOf('sort_order_id', num(DATA_FILE_ID.sort_order_id, 'sort_order_id')),
-    ...optionalOf(
-      'referenced_data_file',
-      valueById(rec, fields, DATA_FILE_ID.referenced_data_file) as string | undefined,
-    ),
+    record_count: requireField(num('record_count'), what('record_count')),
+    file_size_in_bytes: requireField(num('file_size_in_bytes'), what('file_size_in_bytes')),
+    ...optionalField('column_sizes', counts('column_sizes')),
+    ...optionalField('value_counts', counts('value_counts')),
+    ...optionalField('null_value_counts', counts('null_value_counts')),
+    ...optionalField('nan_value_counts', counts('nan_value_counts')),
+    ...optionalField('lower_bounds', bytes('lower_bounds')),
+    ...optionalField('upper_bounds', bytes('upper_bounds')),
+    ...optionalField('key_metadata', value('key_metadata') as Uint8Array | undefined),
+    ...optionalField('split_offsets', numbers('split_offsets')),
+    ...optionalField('equality_ids', numbers('equality_ids')),
+    ...optionalField('sort_order_id', num('sort_order_id')),
+    ...optionalField('referenced_data_file', value('referenced_data_file') as string | undefined),
   };
 }
 
@@ -365,22 +344,17 @@ export function readManifest(bytes: Uint8Array): ManifestRead {
   const dataFileSchema = fieldSchema(file.schema, ENTRY_ID.data_file);
   const out: IcebergManifestEntry[] = file.records.map((r) => {
     const rec = r as AvroRecord;
-    const snapshot = toBigint(valueById(rec, entryFields, ENTRY_ID.snapshot_id));
-    const seq = toNumber(valueById(rec, entryFields, ENTRY_ID.sequence_number), 'sequence_number');
-    const fileSeq = toNumber(
-      valueById(rec, entryFields, ENTRY_ID.file_sequence_number),
-      'file_sequence_number',
-    );
+    const value = (n: keyof typeof ENTRY_ID) => valueById(rec, entryFields, ENTRY_ID[n]);
     return {
-      status: requireField(
-        toNumber(valueById(rec, entryFields, ENTRY_ID.status), 'status'),
-        'status',
-      ) as EntryStatus,
-      ...(snapshot === undefined ? {} : { snapshot_id: snapshot }),
-      ...(seq === undefined ? {} : { sequence_number: seq }),
-      ...(fileSeq === undefined ? {} : { file_sequence_number: fileSeq }),
+      status: requireField(toNumber(value('status'), 'status'), 'status') as EntryStatus,
+      ...optionalField('snapshot_id', toBigint(value('snapshot_id'))),
+      ...optionalField('sequence_number', toNumber(value('sequence_number'), 'sequence_number')),
+      ...optionalField(
+        'file_sequence_number',
+        toNumber(value('file_sequence_number'), 'file_sequence_number'),
+      ),
       data_file: dataFileOf(
-        requireField(valueById(rec, entryFields, ENTRY_ID.data_file), 'data_file') as AvroRecord,
+        requireField(value('data_file'), 'data_file') as AvroRecord,
         dataFileSchema,
         spec,
       ),
