@@ -197,6 +197,16 @@ const manifestFileArb: fc.Arbitrary<IcebergManifestFile> = fc
       ) as unknown as IcebergManifestFile,
   );
 
+/** A data file with only the fields the spec requires. */
+const minimalFile = (path: string, records = 1): IcebergDataFile => ({
+  content: 0,
+  file_path: path,
+  file_format: 'PARQUET',
+  partition: {},
+  record_count: records,
+  file_size_in_bytes: 1,
+});
+
 describe('Iceberg manifests', () => {
   it("writes the spec's field ids and the header key/values v2 requires", () => {
     const { bytes } = writeManifest({
@@ -423,14 +433,7 @@ describe('Iceberg manifests', () => {
   });
 
   it('takes the smallest live data sequence number, the new one for inheriting entries', () => {
-    const f = (n: number): IcebergDataFile => ({
-      content: 0,
-      file_path: `f${n}`,
-      file_format: 'PARQUET',
-      partition: {},
-      record_count: n,
-      file_size_in_bytes: 1,
-    });
+    const f = (n: number) => minimalFile(`f${n}`, n);
     const min = (entries: IcebergManifestEntry[]) =>
       manifestFileOf('m', 1, writeManifest({ schema: SCHEMA, spec: UNPARTITIONED, entries }).summary, {
         snapshotId: 1n,
@@ -482,14 +485,7 @@ describe('Iceberg manifests', () => {
   });
 
   it('inherits snapshot id and sequence numbers from the manifest list, for added entries only', () => {
-    const df: IcebergDataFile = {
-      content: 0,
-      file_path: 'a',
-      file_format: 'PARQUET',
-      partition: {},
-      record_count: 1,
-      file_size_in_bytes: 1,
-    };
+    const df = minimalFile('a');
     const { bytes, summary } = writeManifest({
       schema: SCHEMA,
       spec: UNPARTITIONED,
@@ -534,14 +530,7 @@ describe('Iceberg manifests', () => {
   });
 
   it('refuses what the spec forbids', () => {
-    const df: IcebergDataFile = {
-      content: 0,
-      file_path: 'a',
-      file_format: 'PARQUET',
-      partition: {},
-      record_count: 1,
-      file_size_in_bytes: 1,
-    };
+    const df = minimalFile('a');
     const write = (entries: IcebergManifestEntry[], content?: 'data' | 'deletes') => () =>
       writeManifest({ schema: SCHEMA, spec: UNPARTITIONED, entries, content });
     expect(write([{ status: EntryStatus.EXISTING, data_file: df }])).toThrow(
