@@ -67,6 +67,7 @@ export class AvroIn {
   }
 }
 
+/** Reads one value of `node` at the input's position, advancing it. */
 export function readValue(input: AvroIn, node: SchemaNode): AvroValue {
   switch (node.kind) {
     case 'null':

@@ -153,6 +153,7 @@ function defaultValue(node: SchemaNode, json: unknown, path: string): unknown {
   }
 }
 
+/** Appends `v` as a value of `node`; `path` names the field in the error when it does not fit. */
 export function writeValue(out: AvroOut, node: SchemaNode, v: unknown, path: string): void {
   switch (node.kind) {
     case 'null':

@@ -39,6 +39,7 @@ export const INT_MAX = 2 ** 31 - 1;
 
 // ---- schemas, compiled
 
+/** A compiled schema: the type tree the encoder and decoder walk, named types resolved. */
 export type SchemaNode =
   | { readonly kind: 'null' | 'boolean' | 'int' | 'long' | 'float' | 'double' | 'bytes' | 'string' }
   | RecordNode
@@ -48,6 +49,7 @@ export type SchemaNode =
   | { readonly kind: 'union'; readonly branches: readonly SchemaNode[] }
   | { readonly kind: 'fixed'; readonly name: string; readonly size: number };
 
+/** A compiled record type. */
 export interface RecordNode {
   readonly kind: 'record';
   readonly name: string;

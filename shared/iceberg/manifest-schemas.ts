@@ -283,6 +283,10 @@ function findField(fields: readonly IcebergField[], id: number): IcebergField | 
   return undefined;
 }
 
+/**
+ * The partition fields of `spec` over `schema`, each with its result type and Avro form; throws
+ * for a transform whose result type is unknown.
+ */
 export function partitionColumns(spec: IcebergPartitionSpec, schema: IcebergSchema): PartitionColumn[] {
   const defined = new Set<string>();
   return spec.fields.map((p) => {
@@ -299,6 +303,7 @@ export function partitionColumns(spec: IcebergPartitionSpec, schema: IcebergSche
   });
 }
 
+/** The manifest's partition struct (record r102): one optional field per partition column. */
 export function partitionSchema(columns: readonly PartitionColumn[]): AvroSchema {
   return {
     type: 'record',
@@ -336,6 +341,7 @@ export function unwrapNull(schema: unknown): unknown {
   return schema;
 }
 
+/** The type of the field with id `id` in a record schema (or an optional one); undefined when absent. */
 export function fieldSchema(record: unknown, id: number): unknown {
   const r = unwrapNull(record) as { fields: { 'field-id'?: unknown; type: unknown }[] };
   return r.fields.find((f) => f['field-id'] === id)?.type;
@@ -352,6 +358,7 @@ export function valueById(rec: AvroRecord, fields: FieldNames, id: number): Avro
   return v === null ? undefined : v;
 }
 
+/** A read int or long as a number; a long past 2^53 is refused, naming `what`. */
 export function toNumber(v: AvroValue | undefined, what: string): number | undefined {
   if (v === undefined) return undefined;
   if (typeof v === 'number') return v;
@@ -368,11 +375,13 @@ export function optionalField<K extends string, V>(key: K, value: V | undefined)
   return value === undefined ? {} : ({ [key]: value } as { [P in K]: V });
 }
 
+/** `v`, which a v2 file must have; throws naming `what` when it is absent. */
 export function requireField<T>(v: T | undefined, what: string): T {
   if (v === undefined) throw new Error(`${what} is missing (tidemark reads v2 manifests)`);
   return v;
 }
 
+/** A read long (or int) as a bigint. */
 export function toBigint(v: AvroValue | undefined): bigint | undefined {
   if (v === undefined) return undefined;
   return typeof v === 'bigint' ? v : BigInt(v as number);
