@@ -48,6 +48,9 @@ export interface DataFileMetrics {
   readonly split_offsets: readonly number[];
 }
 
+/** Which bound of a column: the smallest value or the largest. */
+type Side = 'lower' | 'upper';
+
 export interface MetricsOptions {
   /** Characters (string) or bytes (binary) a bound keeps; default 16, as Iceberg's default. */
   readonly truncateLength?: number;
@@ -208,12 +211,7 @@ function footerOf(file: Uint8Array): ThriftStruct {
 // ---- statistics -> values of the Iceberg type
 
 /** A Parquet statistics value (PLAIN bytes of one value) as a value of Iceberg type `t`, or undefined. */
-function statValue(
-  leaf: Leaf,
-  t: PrimitiveType,
-  b: Uint8Array,
-  side: 'lower' | 'upper',
-): SingleValue | undefined {
+function statValue(leaf: Leaf, t: PrimitiveType, b: Uint8Array, side: Side): SingleValue | undefined {
   const view = new DataView(b.buffer, b.byteOffset, b.length);
   const enc = leaf.encoding;
   const integer = (): bigint | undefined => {
@@ -335,10 +333,24 @@ export function truncateBinaryUpper(b: Uint8Array, n: number): Uint8Array | unde
   return undefined;
 }
 
+/**
+ * A bound of `side` as Iceberg's truncate(n) keeps it: strings and binaries cut to `n`, an upper
+ * one rounded up (undefined when it cannot be); other types as they are.
+ */
+function truncatedBound(t: PrimitiveType, v: SingleValue, side: Side, n: number): SingleValue | undefined {
+  if (t.kind === 'string')
+    return side === 'lower' ? truncateStringLower(v as string, n) : truncateStringUpper(v as string, n);
+  if (t.kind === 'binary')
+    return side === 'lower'
+      ? truncateBinaryLower(v as Uint8Array, n)
+      : truncateBinaryUpper(v as Uint8Array, n);
+  return v;
+}
+
 /** Whether a row group's chunk statistics hold a min (or max) Iceberg may use. */
 function statBytes(
   stats: ThriftStruct | undefined,
-  side: 'lower' | 'upper',
+  side: Side,
 ): { bytes: Uint8Array; exact: boolean } | undefined {
   if (!stats) return undefined;
   const bytes = field(stats, side === 'lower' ? ST_MIN_VALUE : ST_MAX_VALUE) as Uint8Array | undefined;
@@ -441,30 +453,19 @@ export function parquetMetrics(
     });
   }
 
-  const lowerBounds = new Map<number, Uint8Array>();
-  const upperBounds = new Map<number, Uint8Array>();
-  for (const [id, v0] of lower) {
-    if (noLower.has(id)) continue;
-    const t = primitiveOf(types.get(id)!)!;
-    const v =
-      t.kind === 'string'
-        ? truncateStringLower(v0 as string, truncate)
-        : t.kind === 'binary'
-          ? truncateBinaryLower(v0 as Uint8Array, truncate)
-          : v0;
-    lowerBounds.set(id, serializeValue(t, v));
-  }
-  for (const [id, v0] of upper) {
-    if (noUpper.has(id)) continue;
-    const t = primitiveOf(types.get(id)!)!;
-    const v =
-      t.kind === 'string'
-        ? truncateStringUpper(v0 as string, truncate)
-        : t.kind === 'binary'
-          ? truncateBinaryUpper(v0 as Uint8Array, truncate)
-          : v0;
-    if (v !== undefined) upperBounds.set(id, serializeValue(t, v));
-  }
+  /** The kept bounds of one side: serialized, strings and binaries truncated to `truncate`. */
+  const serialized = (found: ReadonlyMap<number, SingleValue>, skip: ReadonlySet<number>, side: Side) => {
+    const out = new Map<number, Uint8Array>();
+    for (const [id, v0] of found) {
+      if (skip.has(id)) continue;
+      const t = primitiveOf(types.get(id)!)!;
+      const v = truncatedBound(t, v0, side, truncate);
+      if (v !== undefined) out.set(id, serializeValue(t, v));
+    }
+    return out;
+  };
+  const lowerBounds = serialized(lower, noLower, 'lower');
+  const upperBounds = serialized(upper, noUpper, 'upper');
   for (const id of noNulls) nulls.delete(id);
 
   const declared = num(meta, FILE_NUM_ROWS);

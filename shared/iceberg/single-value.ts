@@ -9,50 +9,23 @@
  * decimal's unscaled value; `string`; `Uint8Array` for uuid, fixed, binary. Never a nested type
  * (struct, list, map have no single-value form). Pure.
  */
-import type { IcebergPrimitive, IcebergType } from './spec.js';
+import { type IcebergPrimitive, type IcebergType, SIMPLE_PRIMITIVES, type SimplePrimitive } from './spec.js';
 
 /** A primitive type, parsed. */
 export type PrimitiveType =
-  | {
-      readonly kind:
-        | 'boolean'
-        | 'int'
-        | 'long'
-        | 'float'
-        | 'double'
-        | 'date'
-        | 'time'
-        | 'timestamp'
-        | 'timestamptz'
-        | 'string'
-        | 'uuid'
-        | 'binary';
-    }
+  | { readonly kind: SimplePrimitive }
   | { readonly kind: 'decimal'; readonly precision: number; readonly scale: number }
   | { readonly kind: 'fixed'; readonly length: number };
 
 /** A value of a primitive type (see the module comment). */
 export type SingleValue = boolean | number | bigint | string | Uint8Array;
 
-const SIMPLE = new Set([
-  'boolean',
-  'int',
-  'long',
-  'float',
-  'double',
-  'date',
-  'time',
-  'timestamp',
-  'timestamptz',
-  'string',
-  'uuid',
-  'binary',
-]);
+const SIMPLE: ReadonlySet<string> = new Set(SIMPLE_PRIMITIVES);
 
 /** The primitive type named `type`, or undefined for a nested type or a name Iceberg v2 lacks. */
 export function primitiveOf(type: IcebergType): PrimitiveType | undefined {
   if (typeof type !== 'string') return undefined;
-  if (SIMPLE.has(type)) return { kind: type as 'int' };
+  if (SIMPLE.has(type)) return { kind: type as SimplePrimitive };
   const d = /^decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$/.exec(type);
   if (d) return { kind: 'decimal', precision: Number(d[1]), scale: Number(d[2]) };
   const f = /^fixed\[\s*(\d+)\s*\]$/.exec(type);

@@ -4,27 +4,30 @@
  * named as the specification names them (https://iceberg.apache.org/spec/, "Table Metadata" and
  * "Schemas and Data Types"), so a field here reads as the spec's field of the same name.
  *
- * Owns: the shapes only. Building and changing metadata is ./metadata.ts, the lake schema's
+ * Owns: the shapes only (and the list of the simple primitive types' names). Building and changing metadata is ./metadata.ts, the lake schema's
  * mapping onto these types ./schema.ts, manifests ./manifest.ts, catalogs ./catalog.ts. tidemark
  * writes format version 2 only (Athena reads v2; `timestamp_ns` and default values are v3).
  */
 
+/** The primitive types whose JSON name is the whole type (no precision, scale or length). */
+export const SIMPLE_PRIMITIVES = [
+  'boolean',
+  'int',
+  'long',
+  'float',
+  'double',
+  'date',
+  'time',
+  'timestamp',
+  'timestamptz',
+  'string',
+  'uuid',
+  'binary',
+] as const;
+export type SimplePrimitive = (typeof SIMPLE_PRIMITIVES)[number];
+
 /** A primitive type's JSON name: `"long"`, `"decimal(20, 0)"`, `"fixed[16]"`, ... */
-export type IcebergPrimitive =
-  | 'boolean'
-  | 'int'
-  | 'long'
-  | 'float'
-  | 'double'
-  | 'date'
-  | 'time'
-  | 'timestamp'
-  | 'timestamptz'
-  | 'string'
-  | 'uuid'
-  | 'binary'
-  | `decimal(${number}, ${number})`
-  | `fixed[${number}]`;
+export type IcebergPrimitive = SimplePrimitive | `decimal(${number}, ${number})` | `fixed[${number}]`;
 
 /** A struct: its fields, each with its id (unique in the table's schema, never reused). */
 export interface IcebergStruct {

@@ -1,11 +1,13 @@
 /**
  * fast-check arbitraries of wire values for every logical kind (shared/dataplane/schema.ts), in
  * the forms `encodeRows` takes: the encoder's round-trip tests and the Parquet page tests draw
- * from the same inputs.
+ * from the same inputs. And arbitraries of the types and schemas themselves (random logical
+ * types, lists nested, random table schemas), which the schema-change rules and the Iceberg
+ * schema tests draw from.
  */
 import fc from 'fast-check';
 import { formatDecimal } from '../../shared/dataplane/decimal128.js';
-import type { LogicalType } from '../../shared/dataplane/schema.js';
+import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
 
 export const MIN_I64 = -(2n ** 63n);
 export const MAX_I64 = 2n ** 63n - 1n;
@@ -94,3 +96,57 @@ export const KINDS: LogicalType[] = [
   { kind: 'list', element: { kind: 'decimal', precision: 20, scale: 4 } },
   { kind: 'list', element: { kind: 'list', element: { kind: 'int64' } } },
 ];
+
+/**
+ * A logical type that is not a list: one of KINDS' fixed-size kinds, or a decimal of precision
+ * 1..`maxPrecision` and scale 0..`maxScale` (never above its precision).
+ */
+export function scalarTypeArb(maxPrecision = 38, maxScale = 38): fc.Arbitrary<LogicalType> {
+  return fc.oneof(
+    fc.constantFrom(...KINDS.filter((t) => t.kind !== 'list' && t.kind !== 'decimal')),
+    fc
+      .tuple(fc.integer({ min: 1, max: maxPrecision }), fc.integer({ min: 0, max: maxScale }))
+      .map(([p, s]) => ({ kind: 'decimal' as const, precision: Math.max(p, s), scale: s })),
+  );
+}
+
+/** Mostly a `scalar` type, else a list of one, nested up to `listDepth` lists deep. */
+export function logicalTypeArb(
+  scalar: fc.Arbitrary<LogicalType>,
+  listDepth: 1 | 2,
+): fc.Arbitrary<LogicalType> {
+  const list = (element: LogicalType): LogicalType => ({ kind: 'list', element });
+  return fc.oneof(
+    { weight: 4, arbitrary: scalar },
+    { weight: 1, arbitrary: scalar.map(list) },
+    ...(listDepth === 2 ? [{ weight: 1, arbitrary: scalar.map((t) => list(list(t))) }] : []),
+  );
+}
+
+/**
+ * A table schema of 1..`maxColumns` columns with unique lowercase names, each of `type` and
+ * nullable or not, keyed by its first k columns (k may be 0); a column's source type is
+ * `sourceType` of its logical type.
+ */
+export function tableSchemaArb(
+  type: fc.Arbitrary<LogicalType>,
+  options: { readonly maxColumns: number; readonly sourceType: (t: LogicalType) => string },
+): fc.Arbitrary<Schema> {
+  return fc
+    .uniqueArray(fc.stringMatching(/^[a-z][a-z0-9_]{0,8}$/), { minLength: 1, maxLength: options.maxColumns })
+    .chain((names) =>
+      fc.tuple(
+        fc.tuple(...names.map((name) => fc.tuple(fc.constant(name), type, fc.boolean()))),
+        fc.integer({ min: 0, max: names.length }),
+      ),
+    )
+    .map(([cols, pk]) => ({
+      columns: cols.map(([name, t, nullable]) => ({
+        name,
+        type: t,
+        nullable,
+        sourceType: options.sourceType(t),
+      })),
+      primaryKey: cols.slice(0, pk).map(([n]) => n),
+    }));
+}

@@ -16,14 +16,13 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { S3Client } from '@aws-sdk/client-s3';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { freePort } from '../../shared/local/free-port.js';
 import { ownProcess, stopProcess } from '../../shared/local/owned-processes.js';
+import { READERS_BIN } from './readers.js';
 
-const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const MOTO_SERVER = join(REPO_ROOT, '.venv-readers', 'bin', 'moto_server');
+const MOTO_SERVER = join(READERS_BIN, 'moto_server');
 const START_TIMEOUT_MS = 30_000;
 const STOP_GRACE_MS = 5_000;
 /** The credentials and region every client of the server uses (moto accepts any). */

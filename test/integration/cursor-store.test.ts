@@ -5,7 +5,7 @@
  * store must show (item layout, table creation), and a model-based property test comparing every
  * store with a tiny reference model of the rules.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -27,9 +27,9 @@ import { DynamoCursorStore } from '../../shared/state/dynamo-cursor-store.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { MemCursorStore } from '../../shared/state/mem-cursor-store.js';
 import { dynamoClient } from '../harness/aws.js';
+import { raceWorkers, readyOf, startWorker } from '../harness/worker-race.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const REPO_ROOT = join(HERE, '..', '..');
 const WORKER = join(HERE, 'cursor-store-worker.ts');
 const TTL = 60_000;
 /** The crash worker's payload size: large enough that a write takes a while, under the value limit. */
@@ -770,52 +770,12 @@ interface WorkerCounts {
   readonly fences?: readonly number[];
 }
 
-function startWorker(args: string[]): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', WORKER, ...args], {
-    cwd: REPO_ROOT,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-}
+/** Starts the cursor store worker with `args` (its mode first). */
+const startStoreWorker = (args: readonly string[]) => startWorker(WORKER, args);
 
-/** Resolves when the child prints `ready`; rejects if it exits first. */
-function readyOf(child: ChildProcess): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      seen += d.toString();
-      if (seen.includes('ready')) resolve();
-    });
-    child.on('exit', (code) => reject(new Error(`worker exited with ${code} before it was ready`)));
-  });
-}
-
-/**
- * Starts one worker per args list, waits until all are ready, starts them at once (one line on
- * stdin) and returns their counts.
- */
-async function runWorkersTogether(argLists: string[][]): Promise<WorkerCounts[]> {
-  const children = argLists.map(startWorker);
-  const results = children.map(
-    (child) =>
-      new Promise<WorkerCounts>((resolve, reject) => {
-        let out = '';
-        let err = '';
-        child.stdout!.on('data', (d) => {
-          out += d;
-        });
-        child.stderr!.on('data', (d) => {
-          err += d;
-        });
-        child.on('error', reject);
-        child.on('exit', (code) => {
-          if (code !== 0) reject(new Error(`worker exited ${code}: ${err}`));
-          else resolve(JSON.parse(out.replace('ready', '').trim()) as WorkerCounts);
-        });
-      }),
-  );
-  await Promise.all(children.map(readyOf));
-  for (const child of children) child.stdin!.end('go\n');
-  return Promise.all(results);
+/** Starts one worker per args list and races them (test/harness/worker-race.ts): their counts. */
+function runWorkersTogether(argLists: string[][]): Promise<WorkerCounts[]> {
+  return raceWorkers<WorkerCounts>(argLists.map(startStoreWorker));
 }
 
 describe('FileCursorStore across processes', () => {
@@ -876,7 +836,7 @@ describe('FileCursorStore across processes', () => {
     let tempsLeft = 0;
     let lastVersion = 0;
     for (let round = 0; round < 20; round++) {
-      const child = startWorker(['crash', dir, key, 'crasher', String(CRASH_PAYLOAD_CHARS)]);
+      const child = startStoreWorker(['crash', dir, key, 'crasher', String(CRASH_PAYLOAD_CHARS)]);
       const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
       await readyOf(child);
       await new Promise((r) => setTimeout(r, 5 + Math.random() * 60));

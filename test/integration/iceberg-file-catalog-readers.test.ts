@@ -11,34 +11,20 @@
  * Tables with data need the manifests (./manifest.ts): not here. Each reader is skipped, saying
  * what to install, when its venv or jars are missing.
  */
-import { type ChildProcessByStdio, execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { createInterface, type Interface } from 'node:readline';
-import type { Readable, Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { commitWithRetry, type TableIdent } from '../../shared/iceberg/catalog.js';
 import { FileCatalog, VERSION_HINT_FILE } from '../../shared/iceberg/file-catalog.js';
 import { appendSnapshot, COMMIT_ID_SUMMARY_KEY, newTableMetadata } from '../../shared/iceberg/metadata.js';
 import type { IcebergSchema } from '../../shared/iceberg/spec.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
+import { readersMissing, runReaderScript, SparkSession, sparkMissing } from '../harness/readers.js';
 
-const execFileP = promisify(execFile);
-const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const PYTHON = join(REPO_ROOT, '.venv-readers', 'bin', 'python');
-const JARS = join(REPO_ROOT, '.readers', 'jars');
-const INSTALL = 'run bash scripts/install-test-readers.sh';
-const noPython = existsSync(PYTHON) ? undefined : `(skipped: ${PYTHON} is missing; ${INSTALL})`;
-const noSpark =
-  noPython ??
-  (existsSync(JARS) && readdirSync(JARS).some((f) => f.startsWith('iceberg-spark-runtime'))
-    ? undefined
-    : `(skipped: no Iceberg Spark runtime in ${JARS}; ${INSTALL})`);
+const noPython = readersMissing === undefined ? undefined : `(skipped: ${readersMissing})`;
+const noSpark = sparkMissing === undefined ? undefined : `(skipped: ${sparkMissing})`;
 
 const SCHEMA: Omit<IcebergSchema, 'schema-id'> = {
   type: 'struct',
@@ -87,15 +73,8 @@ interface Inspected {
   rows?: number;
 }
 
-async function inspect(target: string, scan = false): Promise<Inspected> {
-  const { stdout } = await execFileP(
-    PYTHON,
-    ['test/readers/inspect_metadata.py', target, ...(scan ? ['--scan'] : [])],
-    {
-      cwd: REPO_ROOT,
-    },
-  );
-  return JSON.parse(stdout) as Inspected;
+function inspect(target: string, scan = false): Promise<Inspected> {
+  return runReaderScript<Inspected>('inspect_metadata.py', [target, ...(scan ? ['--scan'] : [])]);
 }
 
 /** Lake folder with two tables: `shop.empty` (no snapshot) and `shop.snaps` (two appends). */
@@ -200,54 +179,6 @@ describe.skipIf(noPython !== undefined)(`pyiceberg reads the file catalog's tabl
   });
 });
 
-/** One Spark session (spark_reader.py) answering JSON requests. */
-class SparkSession {
-  private readonly lines: Interface;
-  private readonly queue: ((line: string) => void)[] = [];
-  private readonly buffered: string[] = [];
-  constructor(private readonly child: ChildProcessByStdio<Writable, Readable, null>) {
-    this.lines = createInterface({ input: child.stdout });
-    this.lines.on('line', (line) => {
-      const next = this.queue.shift();
-      if (next) next(line);
-      else this.buffered.push(line);
-    });
-  }
-  private next(): Promise<string> {
-    const line = this.buffered.shift();
-    if (line !== undefined) return Promise.resolve(line);
-    return new Promise((resolve, reject) => {
-      this.queue.push(resolve);
-      this.child.once('exit', (code) => reject(new Error(`spark_reader exited (${code})`)));
-    });
-  }
-  async ready(): Promise<void> {
-    const first = JSON.parse(await this.next()) as { ready?: boolean };
-    if (!first.ready) throw new Error(`spark_reader did not start: ${JSON.stringify(first)}`);
-  }
-  async ask(
-    request: object,
-  ): Promise<{ ok: boolean; error?: string; columns: string[]; rows: Record<string, unknown>[] }> {
-    this.child.stdin.write(`${JSON.stringify(request)}\n`);
-    const answer = JSON.parse(await this.next());
-    if (!answer.ok) throw new Error(`spark: ${answer.error} (request ${JSON.stringify(request)})`);
-    return answer;
-  }
-  async quit(): Promise<void> {
-    this.child.stdin.end(`${JSON.stringify({ quit: true })}\n`);
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        this.child.kill('SIGKILL');
-        resolve();
-      }, 30_000);
-      this.child.once('exit', () => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
-  }
-}
-
 describe.skipIf(noSpark !== undefined)(
   `Spark's Hadoop catalog reads and writes the file catalog's tables ${noSpark ?? ''}`,
   () => {
@@ -257,23 +188,12 @@ describe.skipIf(noSpark !== undefined)(
     beforeAll(async () => {
       dir = await mkdtemp(join(tmpdir(), 'tidemark-iceberg-spark-'));
       tables = await makeTables(dir);
-      const child = spawn(
-        PYTHON,
-        [
-          'test/readers/spark_reader.py',
-          '--hadoop',
-          `h=file://${join(dir, 'wh')}`,
-          '--conf',
-          'spark.sql.catalog.h.cache-enabled=false',
-        ],
-        {
-          cwd: REPO_ROOT,
-          env: { ...process.env, TZ: 'UTC' },
-          stdio: ['pipe', 'pipe', 'inherit'],
-        },
-      );
-      spark = new SparkSession(child);
-      await spark.ready();
+      spark = await SparkSession.start([
+        '--hadoop',
+        `h=file://${join(dir, 'wh')}`,
+        '--conf',
+        'spark.sql.catalog.h.cache-enabled=false',
+      ]);
     }, 120_000);
     afterAll(async () => {
       await spark?.quit();

@@ -14,7 +14,6 @@
  *   writers each land once; s3rver (ignores the condition): the probe says so and the catalog
  *   refuses to write.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -44,9 +43,9 @@ import { S3ObjectStore } from '../../shared/sink/s3-object-store.js';
 import { s3Client } from '../harness/aws.js';
 import { type MotoServer, motoS3Client, motoUnavailable, startMotoServer } from '../harness/moto-server.js';
 import { testServers } from '../harness/servers.js';
+import { raceWorkers, startWorker } from '../harness/worker-race.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const REPO_ROOT = join(HERE, '..', '..');
 const WORKER = join(HERE, 'iceberg-catalog-worker.ts');
 const T: TableIdent = { namespace: 'shop', name: 'orders' };
 const tableKey = (t: TableIdent) => `wh/${t.namespace}/${t.name}`;
@@ -352,52 +351,16 @@ interface WorkerResult {
   readonly attempts: number;
 }
 
-/** Starts the workers, waits until all are ready, releases them at once, and returns their results. */
-async function raceWorkers(
+/** Races one catalog worker per writer (test/harness/worker-race.ts): their results. */
+function raceCatalogWorkers(
   dir: string,
   writers: string[],
   count: number,
   faults: boolean,
 ): Promise<WorkerResult[]> {
-  const children: ChildProcess[] = writers.map((w) =>
-    spawn(process.execPath, ['--import', 'tsx', WORKER, dir, w, String(count), faults ? '1' : '0'], {
-      cwd: REPO_ROOT,
-      stdio: ['pipe', 'pipe', 'pipe'],
-    }),
+  return raceWorkers<WorkerResult>(
+    writers.map((w) => startWorker(WORKER, [dir, w, String(count), faults ? '1' : '0'])),
   );
-  const results = children.map(
-    (child) =>
-      new Promise<WorkerResult>((resolve, reject) => {
-        let out = '';
-        let err = '';
-        child.stdout!.on('data', (d) => {
-          out += d;
-        });
-        child.stderr!.on('data', (d) => {
-          err += d;
-        });
-        child.on('error', reject);
-        child.on('exit', (code) => {
-          if (code !== 0) reject(new Error(`worker exited ${code}: ${err}`));
-          else resolve(JSON.parse(out.replace('ready', '').trim()) as WorkerResult);
-        });
-      }),
-  );
-  await Promise.all(
-    children.map(
-      (child) =>
-        new Promise<void>((resolve, reject) => {
-          let seen = '';
-          child.stdout!.on('data', (d: Buffer) => {
-            seen += d.toString();
-            if (seen.includes('ready')) resolve();
-          });
-          child.on('exit', (code) => reject(new Error(`worker exited with ${code} before it was ready`)));
-        }),
-    ),
-  );
-  for (const child of children) child.stdin!.end('go\n');
-  return Promise.all(results);
 }
 
 /**
@@ -458,7 +421,7 @@ describe('file catalog: writers racing from several processes', () => {
     });
     await catalog.createTable(ident, emptyTable(catalog, ident));
     const writers = ['p.w1', 'p.w2', 'p.w3', 'p.w4'];
-    const results = await raceWorkers(dir, writers, 12, true);
+    const results = await raceCatalogWorkers(dir, writers, 12, true);
     await expectEveryCommitOnce(catalog, ident, writers, 12);
     // The race was real: writers lost CAS rounds and settled lost replies.
     expect(results.reduce((sum, r) => sum + r.attempts, 0)).toBeGreaterThan(48);

@@ -12,31 +12,33 @@
  * Skips, saying so, where .venv-readers is not installed (scripts/install-test-readers.sh).
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { parquetDataFile } from '../../shared/iceberg/data-file.js';
 import {
   EntryStatus,
-  type IcebergManifestFile,
   inheritFromManifest,
-  manifestFileOf,
   readManifest,
-  readManifestList,
   writeManifest,
-  writeManifestList,
 } from '../../shared/iceberg/manifest.js';
+import {
+  type IcebergManifestFile,
+  manifestFileOf,
+  readManifestList,
+  writeManifestList,
+} from '../../shared/iceberg/manifest-list.js';
 import type { IcebergField, IcebergSchema } from '../../shared/iceberg/spec.js';
 import { encodeParquet } from '../../shared/sink/parquet-writer.js';
+import { READERS_PYTHON, REPO_ROOT, readersMissing, runReaderScript } from '../harness/readers.js';
 import {
   buildTable,
+  expectReadableMetrics,
   FIELDS,
-  LONG_NAME,
-  lakeRecord,
+  fixtureRecord,
   metadataJson,
   SNAP_1,
   SNAP_2,
@@ -45,37 +47,26 @@ import {
   withFieldIds,
 } from './iceberg-table-fixture.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const PYTHON = join(ROOT, '.venv-readers', 'bin', 'python');
-const HAVE_READERS = existsSync(PYTHON);
-const run = promisify(execFile);
+const execFileP = promisify(execFile);
 
-async function py(script: string, metadataPath: string): Promise<Record<string, unknown>> {
-  try {
-    const { stdout } = await run(
-      PYTHON,
-      [join('test/readers', script), '--catalog', 'static', '--metadata', `file://${metadataPath}`],
-      { cwd: ROOT, maxBuffer: 64 * 2 ** 20 },
-    );
-    return JSON.parse(stdout) as Record<string, unknown>;
-  } catch (e) {
-    const stderr = (e as { stderr?: string }).stderr ?? '';
-    throw new Error(`pyiceberg (${script}) failed: ${stderr || String(e)}`);
-  }
-}
+/** A pyiceberg reader script's JSON for the table of the metadata file at `metadataPath`. */
+const py = (script: string, metadataPath: string) =>
+  runReaderScript<Record<string, unknown>>(script, [
+    '--catalog',
+    'static',
+    '--metadata',
+    `file://${metadataPath}`,
+  ]);
 
 type Row = Record<string, unknown>;
 /** A map column of inspect.* as an object by field id. */
 const byId = (pairs: unknown): Record<number, unknown> =>
   Object.fromEntries((pairs as [number, unknown][]).map(([k, v]) => [k, v]));
 
-if (!HAVE_READERS)
-  console.warn(
-    'pyiceberg tests skipped: .venv-readers is not installed (bash scripts/install-test-readers.sh)',
-  );
+if (readersMissing) console.warn(`pyiceberg tests skipped: ${readersMissing}`);
 
-describe.skipIf(!HAVE_READERS)(
-  `pyiceberg reads tidemark's manifests${HAVE_READERS ? '' : ' (SKIPPED: .venv-readers is not installed; run bash scripts/install-test-readers.sh)'}`,
+describe.skipIf(readersMissing !== undefined)(
+  `pyiceberg reads tidemark's manifests${readersMissing ? ` (SKIPPED: ${readersMissing})` : ''}`,
   () => {
     let dir: string;
     const meta = (name: string) => join(dir, 't', 'metadata', name);
@@ -178,24 +169,8 @@ describe.skipIf(!HAVE_READERS)(
       expect(byId(b.null_value_counts)).toMatchObject({ 2: 0, 3: 0, 9: 1, 10: 0 });
 
       // Bounds, decoded by pyiceberg into the columns' types.
+      expectReadableMetrics({ a, b });
       const metrics = (f: Row, column: string) => (f.readable_metrics as Record<string, Row>)[column]!;
-      expect(metrics(a, 'id')).toMatchObject({
-        lower_bound: 1,
-        upper_bound: 3,
-        value_count: 3,
-        null_value_count: 0,
-      });
-      expect(metrics(a, 'qty')).toMatchObject({ lower_bound: -2_147_483_648, upper_bound: 7 });
-      expect(metrics(b, 'qty')).toMatchObject({ lower_bound: 0, upper_bound: 2_147_483_647 });
-      // Strings: truncated to 16 characters, the upper bound's last one incremented.
-      expect(metrics(a, 'name')).toMatchObject({ lower_bound: LONG_NAME.slice(0, 16), upper_bound: 'apple' });
-      expect(metrics(b, 'name')).toMatchObject({ lower_bound: 'pear', upper_bound: 'zebra' });
-      expect(metrics(a, 'price')).toMatchObject({ lower_bound: '-3.25', upper_bound: '12.50' });
-      expect(metrics(b, 'price')).toMatchObject({ lower_bound: '0.00', upper_bound: '99999999.99' });
-      expect(metrics(a, 'big')).toMatchObject({
-        lower_bound: '-99999999999999999999999999999.000000001',
-        upper_bound: '0.000000001',
-      });
       expect(metrics(a, 'at')).toMatchObject({
         lower_bound: '1969-12-31T23:59:59.999999+00:00',
         upper_bound: '2023-11-14T22:13:20.000001+00:00',
@@ -204,10 +179,6 @@ describe.skipIf(!HAVE_READERS)(
         lower_bound: '1970-01-01T00:00:00.000000+00:00',
         upper_bound: '9999-12-31T23:59:59.999999+00:00',
       });
-      expect(metrics(a, 'day')).toMatchObject({ lower_bound: '1969-12-31', upper_bound: '2022-01-08' });
-      expect(metrics(b, 'ratio')).toMatchObject({ lower_bound: -1.5, upper_bound: 1e300 });
-      expect(metrics(a, 'ok')).toMatchObject({ lower_bound: false, upper_bound: true });
-      expect(metrics(b, 'blob')).toMatchObject({ lower_bound: '00', upper_bound: 'ff' });
       expect(metrics(a, '__pos').lower_bound).toMatch(/^i000000000001/);
 
       // What we read back of our own manifest equals what pyiceberg read.
@@ -248,7 +219,7 @@ describe.skipIf(!HAVE_READERS)(
         [3, []],
       ];
       const file = encodeParquet(
-        [withFieldIds(lakeRecord(schema, rows, 'i000000000003'), new Map([['tags', 17]]))],
+        [withFieldIds(fixtureRecord(schema, rows, 'i000000000003'), new Map([['tags', 17]]))],
         {
           compression: 'snappy',
         },
@@ -320,7 +291,9 @@ describe.skipIf(!HAVE_READERS)(
       // pyiceberg writes a table (two appends) in its SQL catalog; our reader must see its tree.
       const base = join(dir, 'foreign');
       mkdirSync(base, { recursive: true });
-      const { stdout } = await run(PYTHON, ['-c', WRITE_WITH_PYICEBERG, base], { cwd: ROOT });
+      const { stdout } = await execFileP(READERS_PYTHON, ['-c', WRITE_WITH_PYICEBERG, base], {
+        cwd: REPO_ROOT,
+      });
       const metadataPath = (JSON.parse(stdout) as { metadata: string }).metadata.replace(/^file:\/\//, '');
       const tree = await py('iceberg_metadata.py', metadataPath);
       // The current snapshot's manifest list, found without parsing its 63-bit id into a double.

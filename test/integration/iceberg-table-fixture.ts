@@ -12,25 +12,29 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Schema as ArrowSchema, Field, List, RecordBatch } from 'apache-arrow';
-import { encodeRows } from '../../shared/dataplane/encoder.js';
-import { toLakeRecord } from '../../shared/dataplane/lake.js';
-import { Op } from '../../shared/dataplane/metadata.js';
+import { expect } from 'vitest';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { parquetDataFile } from '../../shared/iceberg/data-file.js';
 import {
   EntryStatus,
-  type IcebergManifestFile,
+  type IcebergManifestEntry,
   liveEntries,
+  writeManifest,
+} from '../../shared/iceberg/manifest.js';
+import {
+  type IcebergManifestFile,
   manifestFileOf,
   readManifestList,
-  writeManifest,
   writeManifestList,
-} from '../../shared/iceberg/manifest.js';
+} from '../../shared/iceberg/manifest-list.js';
 import type { IcebergField, IcebergSchema } from '../../shared/iceberg/spec.js';
 import { nativeCompressor } from '../../shared/sink/parquet-pages.cjs';
 import { encodeFlat, encodeParquet } from '../../shared/sink/parquet-writer.js';
+import { lakeRecord } from '../harness/lake-record.js';
 
 // ---- the table: a lake schema, the same columns as an Iceberg schema, ids 1..n
+
+type Row = Record<string, unknown>;
 
 export const TABLE: Schema = {
   columns: [
@@ -120,7 +124,43 @@ export const FILE_B: unknown[][] = [
   [5, 0, 'zebra', '0.00', '1.000000000', 0n, 0, -1.5, null, Uint8Array.of(0)],
 ];
 
-export function lakeRecord(
+/**
+ * The metrics readers decode from files A and B (`readable_metrics` of their `files` table:
+ * bounds by column type, counts), for the columns whose values pyiceberg and Spark print alike;
+ * timestamps differ in form (pyiceberg prints the offset), so each reader's test checks those.
+ */
+export const READABLE_METRICS: Readonly<Record<'a' | 'b', Readonly<Record<string, object>>>> = {
+  a: {
+    id: { lower_bound: 1, upper_bound: 3, value_count: 3, null_value_count: 0 },
+    qty: { lower_bound: -2_147_483_648, upper_bound: 7, null_value_count: 1 },
+    // Strings: truncated to 16 characters (an upper bound would get its last one incremented).
+    name: { lower_bound: LONG_NAME.slice(0, 16), upper_bound: 'apple' },
+    price: { lower_bound: '-3.25', upper_bound: '12.50' },
+    big: { lower_bound: '-99999999999999999999999999999.000000001', upper_bound: '0.000000001' },
+    day: { lower_bound: '1969-12-31', upper_bound: '2022-01-08' },
+    ok: { lower_bound: false, upper_bound: true },
+  },
+  b: {
+    qty: { lower_bound: 0, upper_bound: 2_147_483_647 },
+    name: { lower_bound: 'pear', upper_bound: 'zebra' },
+    price: { lower_bound: '0.00', upper_bound: '99999999.99' },
+    day: { lower_bound: '1970-01-01', upper_bound: '9999-12-31' },
+    ratio: { lower_bound: -1.5, upper_bound: 1e300 },
+    blob: { lower_bound: '00', upper_bound: 'ff' },
+  },
+};
+
+/** Checks a reader's `files` rows of A and B against READABLE_METRICS, column by column. */
+export function expectReadableMetrics(files: { readonly a: Row; readonly b: Row }): void {
+  for (const file of ['a', 'b'] as const) {
+    const metrics = files[file].readable_metrics as Record<string, Row>;
+    for (const [column, expected] of Object.entries(READABLE_METRICS[file]))
+      expect(metrics[column], `file ${file}, column ${column}`).toMatchObject(expected);
+  }
+}
+
+/** Rows written as FILE_A's are (small int64 values as numbers) as a lake record at `posPrefix`. */
+export function fixtureRecord(
   schema: Schema,
   rows: readonly (readonly unknown[])[],
   posPrefix: string,
@@ -129,16 +169,7 @@ export function lakeRecord(
   const wire = (v: unknown, i: number) =>
     schema.columns[i]!.type.kind === 'int64' && typeof v === 'number' ? BigInt(v) : v;
   const objects = rows.map((r) => Object.fromEntries(r.map((v, i) => [schema.columns[i]!.name, wire(v, i)])));
-  return toLakeRecord(
-    encodeRows(schema, objects, {
-      posPrefix,
-      ordinalBase: 0,
-      op: Op.update,
-      phase: 'incremental',
-      ingestTsNanos: 1_700_000_000_000_000_000n,
-      snapshot: false,
-    }),
-  );
+  return lakeRecord(schema, objects, { posPrefix });
 }
 
 /** `record` with `PARQUET:field_id` on every field (and on a list's element: `elementIds`). */
@@ -232,11 +263,11 @@ export function buildTable(dir: string): BuiltTable {
   const meta = (name: string) => join(dir, 't', 'metadata', name);
   const uri = (path: string) => `file://${path}`;
   // Data file A by parquet-wasm (encodeParquet), B by tidemark's flat writer (gzip pages).
-  const fileA = encodeParquet([withFieldIds(lakeRecord(TABLE, FILE_A, 'i000000000001'))], {
+  const fileA = encodeParquet([withFieldIds(fixtureRecord(TABLE, FILE_A, 'i000000000001'))], {
     compression: 'snappy',
   });
   const fileB = encodeFlat(
-    [withFieldIds(lakeRecord(TABLE, FILE_B, 'i000000000002'))],
+    [withFieldIds(fixtureRecord(TABLE, FILE_B, 'i000000000002'))],
     {},
     nativeCompressor('gzip')!,
   );
@@ -246,74 +277,55 @@ export function buildTable(dir: string): BuiltTable {
   writeFileSync(pathA, fileA);
   writeFileSync(pathB, fileB);
 
+  /**
+   * Snapshot `n` (sequence number `n`): manifest m<n>.avro of `entries`, and list<n>.avro of it
+   * and the `carried` manifests. Returns the manifest and its list entry.
+   */
+  const snapshot = (
+    n: number,
+    ids: { readonly snapshotId: bigint; readonly parentSnapshotId: bigint | undefined },
+    entries: IcebergManifestEntry[],
+    carried: readonly IcebergManifestFile[] = [],
+  ) => {
+    const m = writeManifest({ schema: ICEBERG, spec: SPEC, entries });
+    writeFileSync(meta(`m${n}.avro`), m.bytes);
+    const mf = manifestFileOf(uri(meta(`m${n}.avro`)), m.bytes.length, m.summary, {
+      snapshotId: ids.snapshotId,
+      sequenceNumber: n,
+    });
+    writeFileSync(
+      meta(`list${n}.avro`),
+      writeManifestList({ ...ids, sequenceNumber: n, manifests: [mf, ...carried] }),
+    );
+    return { m, mf };
+  };
+  const readList = (n: number) => readManifestList(new Uint8Array(readFileSync(meta(`list${n}.avro`))));
+
   // Snapshot 1: append A. The manifest is written before the commit: no snapshot id, no sequence numbers.
-  const m1 = writeManifest({
-    schema: ICEBERG,
-    spec: SPEC,
-    entries: [{ status: EntryStatus.ADDED, data_file: parquetDataFile(uri(pathA), fileA, ICEBERG) }],
-  });
-  writeFileSync(meta('m1.avro'), m1.bytes);
-  const mf1 = manifestFileOf(uri(meta('m1.avro')), m1.bytes.length, m1.summary, {
-    snapshotId: SNAP_1,
-    sequenceNumber: 1,
-  });
-  writeFileSync(
-    meta('list1.avro'),
-    writeManifestList({
-      snapshotId: SNAP_1,
-      parentSnapshotId: undefined,
-      sequenceNumber: 1,
-      manifests: [mf1],
-    }),
-  );
+  const { mf: mf1 } = snapshot(1, { snapshotId: SNAP_1, parentSnapshotId: undefined }, [
+    { status: EntryStatus.ADDED, data_file: parquetDataFile(uri(pathA), fileA, ICEBERG) },
+  ]);
 
   // Snapshot 2: append B; the list carries snapshot 1's manifest forward as read back.
-  const m2 = writeManifest({
-    schema: ICEBERG,
-    spec: SPEC,
-    entries: [{ status: EntryStatus.ADDED, data_file: parquetDataFile(uri(pathB), fileB, ICEBERG) }],
-  });
-  writeFileSync(meta('m2.avro'), m2.bytes);
-  const previous = readManifestList(new Uint8Array(readFileSync(meta('list1.avro'))));
-  const mf2 = manifestFileOf(uri(meta('m2.avro')), m2.bytes.length, m2.summary, {
-    snapshotId: SNAP_2,
-    sequenceNumber: 2,
-  });
-  writeFileSync(
-    meta('list2.avro'),
-    writeManifestList({
-      snapshotId: SNAP_2,
-      parentSnapshotId: SNAP_1,
-      sequenceNumber: 2,
-      manifests: [mf2, ...previous.manifests],
-    }),
+  const previous = readList(1);
+  snapshot(
+    2,
+    { snapshotId: SNAP_2, parentSnapshotId: SNAP_1 },
+    [{ status: EntryStatus.ADDED, data_file: parquetDataFile(uri(pathB), fileB, ICEBERG) }],
+    previous.manifests,
   );
 
   // Snapshot 3: both manifests merged into one of EXISTING entries, sequence numbers kept.
   const live = liveEntries(
-    readManifestList(new Uint8Array(readFileSync(meta('list2.avro')))).manifests.map((m) => ({
+    readList(2).manifests.map((m) => ({
       manifest: m,
       bytes: new Uint8Array(readFileSync(m.manifest_path.slice('file://'.length))),
     })),
   );
-  const m3 = writeManifest({
-    schema: ICEBERG,
-    spec: SPEC,
-    entries: live.map((e) => ({ ...e, status: EntryStatus.EXISTING })),
-  });
-  writeFileSync(meta('m3.avro'), m3.bytes);
-  const mf3 = manifestFileOf(uri(meta('m3.avro')), m3.bytes.length, m3.summary, {
-    snapshotId: SNAP_3,
-    sequenceNumber: 3,
-  });
-  writeFileSync(
-    meta('list3.avro'),
-    writeManifestList({
-      snapshotId: SNAP_3,
-      parentSnapshotId: SNAP_2,
-      sequenceNumber: 3,
-      manifests: [mf3],
-    }),
+  const { m: m3, mf: mf3 } = snapshot(
+    3,
+    { snapshotId: SNAP_3, parentSnapshotId: SNAP_2 },
+    live.map((e) => ({ ...e, status: EntryStatus.EXISTING })),
   );
 
   const snaps: Snap[] = [

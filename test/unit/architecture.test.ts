@@ -6,6 +6,7 @@
  * - nothing under shared/ imports functions/ or infra/;
  * - shared/engine never names a database client (`postgres`, `mysql2`) or a driver;
  * - drivers never import the engine;
+ * - shared/iceberg (the table format) imports neither the drivers nor the engine;
  * - shared/config reaches the drivers only through the registry (the kinds and capabilities it
  *   validates a spec against), never a driver folder;
  * - shared/observability/redact.ts imports nothing, so every layer (drivers and config included)
@@ -88,6 +89,15 @@ const RULES: readonly Rule[] = [
     check: (edge) =>
       edge.internal !== undefined && under(edge.internal, 'shared/engine')
         ? `engine ${edge.internal}`
+        : undefined,
+  },
+  {
+    name: 'the Iceberg format never imports drivers or the engine',
+    appliesTo: (file) => under(file, 'shared/iceberg'),
+    check: (edge) =>
+      edge.internal !== undefined &&
+      (under(edge.internal, 'shared/drivers') || under(edge.internal, 'shared/engine'))
+        ? `internal module ${edge.internal}`
         : undefined,
   },
   {
@@ -258,6 +268,14 @@ describe('the import rule checker', () => {
         "import postgres from 'postgres';\nimport type { Batch } from '../../dataplane/batch.js';",
       ],
       ['functions/cli/ok.ts', "import { run } from '../../shared/engine/run.js';"],
+      [
+        'shared/iceberg/bad.ts',
+        "import { r } from '../drivers/postgres/reader.js';\nimport { run } from '../engine/run.js';",
+      ],
+      [
+        'shared/iceberg/ok.ts',
+        "import { SinkError } from '../contracts/errors.js';\nimport type { ObjectStore } from '../sink/object-store.js';",
+      ],
       ['shared/config/ok.ts', "import { driverKinds } from '../drivers/registry.js';"],
       ['shared/config/bad.ts', "import { PostgresSource } from '../drivers/postgres/index.js';"],
       [REDACTION, "import { x } from './log.js';\nimport { URL } from 'node:url';"],
@@ -271,6 +289,7 @@ describe('the import rule checker', () => {
     expect(found.filter((v) => v.startsWith('shared/drivers/postgres/bad.ts'))).toHaveLength(1);
     expect(found.filter((v) => v.startsWith(REDACTION))).toHaveLength(2);
     expect(found.filter((v) => v.startsWith('shared/config/bad.ts'))).toHaveLength(1);
+    expect(found.filter((v) => v.startsWith('shared/iceberg/bad.ts'))).toHaveLength(2);
   });
 });
 

@@ -10,13 +10,8 @@
 import zlib from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  AvroError,
-  type AvroSchema,
-  type AvroValue,
-  readAvroFile,
-  writeAvroFile,
-} from '../../shared/iceberg/avro.js';
+import { readAvroFile, writeAvroFile } from '../../shared/iceberg/avro.js';
+import { AvroError, type AvroSchema, type AvroValue } from '../../shared/iceberg/avro-schema.js';
 
 // ---- random schemas, each with an arbitrary of its values and the value read back
 

@@ -11,9 +11,6 @@ import zlib from 'node:zlib';
 import { Schema as ArrowSchema, Field, List, RecordBatch } from 'apache-arrow';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { encodeRows } from '../../shared/dataplane/encoder.js';
-import { toLakeRecord } from '../../shared/dataplane/lake.js';
-import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
 import {
   parquetDataFile,
@@ -33,6 +30,7 @@ import {
 import type { IcebergField, IcebergPrimitive, IcebergSchema } from '../../shared/iceberg/spec.js';
 import { decodeStruct, nativeCompressor } from '../../shared/sink/parquet-pages.cjs';
 import { encodeFlat, encodeParquet } from '../../shared/sink/parquet-writer.js';
+import { lakeRecord } from '../harness/lake-record.js';
 import { arbitraryOf, KINDS } from '../harness/logical-arbitraries.js';
 
 const FLAT_KINDS = KINDS.filter((t) => t.kind !== 'list');
@@ -88,20 +86,6 @@ function single(t: LogicalType, v: unknown): SingleValue | undefined {
     default:
       return v as SingleValue;
   }
-}
-
-function lakeRecord(schema: Schema, rows: readonly (readonly unknown[])[]): RecordBatch {
-  const objects = rows.map((r) => Object.fromEntries(r.map((v, i) => [schema.columns[i]!.name, v])));
-  return toLakeRecord(
-    encodeRows(schema, objects, {
-      posPrefix: 'i000000000001',
-      ordinalBase: 0,
-      op: Op.update,
-      phase: 'incremental',
-      ingestTsNanos: 1_700_000_000_000_000_000n,
-      snapshot: false,
-    }),
-  );
 }
 
 /** `record` with `PARQUET:field_id` i + 1 on its i-th field. */

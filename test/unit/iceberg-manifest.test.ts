@@ -10,20 +10,23 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type AvroSchema, readAvroFile, writeAvroFile } from '../../shared/iceberg/avro.js';
+import { readAvroFile, writeAvroFile } from '../../shared/iceberg/avro.js';
+import type { AvroSchema } from '../../shared/iceberg/avro-schema.js';
 import {
   EntryStatus,
   type IcebergDataFile,
   type IcebergManifestEntry,
-  type IcebergManifestFile,
   inheritFromManifest,
   liveEntries,
-  manifestFileOf,
   readManifest,
-  readManifestList,
   writeManifest,
-  writeManifestList,
 } from '../../shared/iceberg/manifest.js';
+import {
+  type IcebergManifestFile,
+  manifestFileOf,
+  readManifestList,
+  writeManifestList,
+} from '../../shared/iceberg/manifest-list.js';
 import { deserializeValue, twosComplementBE } from '../../shared/iceberg/single-value.js';
 import type { IcebergPartitionSpec, IcebergSchema } from '../../shared/iceberg/spec.js';
 
@@ -193,6 +196,16 @@ const manifestFileArb: fc.Arbitrary<IcebergManifestFile> = fc
         Object.entries(r).filter(([, v]) => v !== undefined),
       ) as unknown as IcebergManifestFile,
   );
+
+/** A data file with only the fields the spec requires. */
+const minimalFile = (path: string, records = 1): IcebergDataFile => ({
+  content: 0,
+  file_path: path,
+  file_format: 'PARQUET',
+  partition: {},
+  record_count: records,
+  file_size_in_bytes: 1,
+});
 
 describe('Iceberg manifests', () => {
   it("writes the spec's field ids and the header key/values v2 requires", () => {
@@ -420,14 +433,7 @@ describe('Iceberg manifests', () => {
   });
 
   it('takes the smallest live data sequence number, the new one for inheriting entries', () => {
-    const f = (n: number): IcebergDataFile => ({
-      content: 0,
-      file_path: `f${n}`,
-      file_format: 'PARQUET',
-      partition: {},
-      record_count: n,
-      file_size_in_bytes: 1,
-    });
+    const f = (n: number) => minimalFile(`f${n}`, n);
     const min = (entries: IcebergManifestEntry[]) =>
       manifestFileOf('m', 1, writeManifest({ schema: SCHEMA, spec: UNPARTITIONED, entries }).summary, {
         snapshotId: 1n,
@@ -479,14 +485,7 @@ describe('Iceberg manifests', () => {
   });
 
   it('inherits snapshot id and sequence numbers from the manifest list, for added entries only', () => {
-    const df: IcebergDataFile = {
-      content: 0,
-      file_path: 'a',
-      file_format: 'PARQUET',
-      partition: {},
-      record_count: 1,
-      file_size_in_bytes: 1,
-    };
+    const df = minimalFile('a');
     const { bytes, summary } = writeManifest({
       schema: SCHEMA,
       spec: UNPARTITIONED,
@@ -531,14 +530,7 @@ describe('Iceberg manifests', () => {
   });
 
   it('refuses what the spec forbids', () => {
-    const df: IcebergDataFile = {
-      content: 0,
-      file_path: 'a',
-      file_format: 'PARQUET',
-      partition: {},
-      record_count: 1,
-      file_size_in_bytes: 1,
-    };
+    const df = minimalFile('a');
     const write = (entries: IcebergManifestEntry[], content?: 'data' | 'deletes') => () =>
       writeManifest({ schema: SCHEMA, spec: UNPARTITIONED, entries, content });
     expect(write([{ status: EntryStatus.EXISTING, data_file: df }])).toThrow(

@@ -10,36 +10,30 @@
  * The pyiceberg part needs .venv-readers (scripts/install-test-readers.sh) and says so when
  * skipped.
  */
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { type Schema as ArrowSchema, type Field, Table, tableToIPC } from 'apache-arrow';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatchError } from '../../shared/dataplane/batch.js';
-import { encodeRows } from '../../shared/dataplane/encoder.js';
 import {
   lakeSchema,
   PARQUET_FIELD_ID,
   toLakeRecord,
   toLakeRecordWithIds,
 } from '../../shared/dataplane/lake.js';
-import { Op } from '../../shared/dataplane/metadata.js';
 import type { Column, LogicalType, Schema } from '../../shared/dataplane/schema.js';
 import { UNPARTITIONED } from '../../shared/iceberg/partition.js';
 import { icebergSchemaOf, lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
 import type { IcebergSchema, IcebergTableMetadata, IcebergType } from '../../shared/iceberg/spec.js';
 import { nativeCompressor } from '../../shared/sink/parquet-pages.cjs';
 import { encodeFlat, encodeParquet } from '../../shared/sink/parquet-writer.js';
+import { duckQuery } from '../harness/duckdb.js';
+import { type TestRow, wireRecord } from '../harness/lake-record.js';
 import { arbitraryOf, KINDS } from '../harness/logical-arbitraries.js';
-
-const ROOT = join(import.meta.dirname, '..', '..');
-const PYTHON = join(ROOT, '.venv-readers', 'bin', 'python');
-const hasReaders = existsSync(PYTHON);
-const execFileP = promisify(execFile);
+import { readersMissing, runReaderScript } from '../harness/readers.js';
 
 /** Every kind the harness knows, plus MySQL's BIGINT UNSIGNED and a mid-size decimal. */
 const TYPES: LogicalType[] = [
@@ -54,6 +48,8 @@ const COLUMNS: Column[] = [
 const SCHEMA: Schema = { columns: COLUMNS, primaryKey: ['id'] };
 const FLAT: Schema = { columns: COLUMNS.filter((c) => c.type.kind !== 'list'), primaryKey: ['id'] };
 const INGEST_NANOS = 1_700_000_000_123_456_789n;
+const wire = (schema: Schema, rows: readonly TestRow[]) =>
+  wireRecord(schema, rows, { ingestTsNanos: INGEST_NANOS });
 
 /** Values in what every reader here reads: instants and dates within years 1..9999. */
 function valueArb(t: LogicalType): fc.Arbitrary<unknown> {
@@ -83,17 +79,6 @@ function rowsOf(schema: Schema, n: number, seed: number): Record<string, unknown
     ...Object.fromEntries(others.map((c, i) => [c.name, c.nullable ? null : values[0]![i]])),
   });
   return rows;
-}
-
-function wire(schema: Schema, rows: Record<string, unknown>[]) {
-  return encodeRows(schema, rows, {
-    posPrefix: 'i000000000001',
-    ordinalBase: 0,
-    op: Op.update,
-    phase: 'incremental',
-    ingestTsNanos: INGEST_NANOS,
-    snapshot: false,
-  });
 }
 
 /** (name, id) of every field and list element that has an id, depth first, as Parquet lists them. */
@@ -145,14 +130,8 @@ afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-async function query(sql: string): Promise<Record<string, unknown>[]> {
-  const c = await duck.connect();
-  try {
-    return (await c.runAndReadAll(sql)).getRowObjectsJson();
-  } finally {
-    c.closeSync();
-  }
-}
+const query = async (sql: string): Promise<Record<string, unknown>[]> =>
+  (await duckQuery(duck, sql)).getRowObjectsJson();
 const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
 
 const iceberg = icebergSchemaOf(SCHEMA);
@@ -281,10 +260,11 @@ describe('field ids in the Parquet files', () => {
     for (const f of iceberg.schema.fields) check(f.id, f.type);
   });
 
-  const pyTitle = hasReaders
-    ? 'pyarrow reads the ids from the Parquet schema, and pyiceberg reads every value through the Iceberg schema, by id'
-    : 'pyarrow and pyiceberg read the ids (SKIPPED: no .venv-readers; run scripts/install-test-readers.sh)';
-  it.skipIf(!hasReaders)(
+  const pyTitle =
+    readersMissing === undefined
+      ? 'pyarrow reads the ids from the Parquet schema, and pyiceberg reads every value through the Iceberg schema, by id'
+      : `pyarrow and pyiceberg read the ids (SKIPPED: ${readersMissing})`;
+  it.skipIf(readersMissing !== undefined)(
     pyTitle,
     async () => {
       const { wasm, flat } = files();
@@ -322,28 +302,20 @@ describe('field ids in the Parquet files', () => {
         'default-sort-order-id': 0,
       };
       writeFileSync(metadataFile, JSON.stringify(metadata));
-      const { stdout } = await execFileP(
-        PYTHON,
-        [
-          'test/readers/read_data_file.py',
-          '--dir',
-          join(dir, 'py'),
-          '--metadata',
-          metadataFile,
-          '--parquet',
-          wasm,
-          ...[...renames].flatMap(([from, to]) => ['--rename', `${from}=${to}`]),
-        ],
-        { cwd: ROOT, maxBuffer: 64 * 2 ** 20 },
-      ).catch((e: { stderr?: string }) => {
-        throw new Error(`read_data_file.py failed: ${e.stderr ?? String(e)}`);
-      });
-      const out = JSON.parse(stdout) as {
+      const out = await runReaderScript<{
         parquet_ids: [string, number][][];
         stats_errors: string[];
         schema: { id: number; name: string; type: string; required: boolean }[];
         rows: Record<string, unknown>[];
-      };
+      }>('read_data_file.py', [
+        '--dir',
+        join(dir, 'py'),
+        '--metadata',
+        metadataFile,
+        '--parquet',
+        wasm,
+        ...[...renames].flatMap(([from, to]) => ['--rename', `${from}=${to}`]),
+      ]);
       expect(withIds(out.parquet_ids[0]!)).toEqual(expectedIds(iceberg.schema));
       // The one place the lake's Parquet is not what Iceberg's spec asks a writer for: arrow-rs
       // writes decimal(1, s) as INT64 where the spec says INT32 (p <= 9). Parquet allows it and
@@ -372,25 +344,14 @@ describe('field ids in the Parquet files', () => {
           location: `file://${join(dir, 'flat-table')}`,
         }),
       );
-      const flatOut = JSON.parse(
-        (
-          await execFileP(
-            PYTHON,
-            [
-              'test/readers/read_data_file.py',
-              '--dir',
-              flatDir,
-              '--metadata',
-              flatMetadataFile,
-              '--parquet',
-              flat,
-            ],
-            { cwd: ROOT, maxBuffer: 64 * 2 ** 20 },
-          ).catch((e: { stderr?: string }) => {
-            throw new Error(`read_data_file.py failed on the flat file: ${e.stderr ?? String(e)}`);
-          })
-        ).stdout,
-      ) as typeof out;
+      const flatOut = await runReaderScript<typeof out>('read_data_file.py', [
+        '--dir',
+        flatDir,
+        '--metadata',
+        flatMetadataFile,
+        '--parquet',
+        flat,
+      ]);
       expect(withIds(flatOut.parquet_ids[0]!)).toEqual(expectedIds(flatIceberg.schema));
       expect(flatOut.stats_errors).toEqual([
         "flat.parquet: Unexpected physical type INT64 for decimal(1, 0), expected INT32 for column 'c10'",

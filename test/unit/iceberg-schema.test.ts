@@ -23,7 +23,7 @@ import {
   promotes,
 } from '../../shared/iceberg/schema.js';
 import type { IcebergField, IcebergSchema, IcebergType } from '../../shared/iceberg/spec.js';
-import { KINDS } from '../harness/logical-arbitraries.js';
+import { KINDS, logicalTypeArb, scalarTypeArb, tableSchemaArb } from '../harness/logical-arbitraries.js';
 
 const col = (name: string, type: LogicalType, nullable = true, sourceType: string = type.kind): Column => ({
   name,
@@ -32,48 +32,8 @@ const col = (name: string, type: LogicalType, nullable = true, sourceType: strin
   sourceType,
 });
 
-const scalar: fc.Arbitrary<LogicalType> = fc.oneof(
-  fc.constantFrom<LogicalType>(
-    { kind: 'bool' },
-    { kind: 'int8' },
-    { kind: 'int16' },
-    { kind: 'int32' },
-    { kind: 'int64' },
-    { kind: 'float64' },
-    { kind: 'text' },
-    { kind: 'binary' },
-    { kind: 'date' },
-    { kind: 'timestamp', utc: true },
-    { kind: 'timestamp', utc: false },
-  ),
-  fc
-    .tuple(fc.integer({ min: 1, max: 38 }), fc.integer({ min: 0, max: 38 }))
-    .map(([p, s]) => ({ kind: 'decimal' as const, precision: Math.max(p, s), scale: s })),
-);
-const logical: fc.Arbitrary<LogicalType> = fc.oneof(
-  { weight: 5, arbitrary: scalar },
-  { weight: 2, arbitrary: scalar.map((element) => ({ kind: 'list' as const, element })) },
-  {
-    weight: 1,
-    arbitrary: scalar.map((element) => ({
-      kind: 'list' as const,
-      element: { kind: 'list' as const, element },
-    })),
-  },
-);
-
-const schemaArb: fc.Arbitrary<Schema> = fc
-  .uniqueArray(fc.stringMatching(/^[a-z][a-z0-9_]{0,8}$/), { minLength: 1, maxLength: 10 })
-  .chain((names) =>
-    fc.tuple(
-      fc.tuple(...names.map((name) => fc.tuple(fc.constant(name), logical, fc.boolean()))),
-      fc.integer({ min: 0, max: names.length }),
-    ),
-  )
-  .map(([cols, pk]) => ({
-    columns: cols.map(([name, type, nullable]) => col(name, type, nullable)),
-    primaryKey: cols.slice(0, pk).map(([n]) => n),
-  }));
+const logical = logicalTypeArb(scalarTypeArb(), 2);
+const schemaArb = tableSchemaArb(logical, { maxColumns: 10, sourceType: (t) => t.kind });
 
 /**
  * Types that move into each other every way the rules know (widen, narrow, same Iceberg type,

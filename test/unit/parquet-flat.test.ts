@@ -17,9 +17,6 @@ import { Schema as ArrowSchema, DataType, Field, RecordBatch, tableFromIPC, type
 import fc from 'fast-check';
 import { readParquet } from 'parquet-wasm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { encodeRows } from '../../shared/dataplane/encoder.js';
-import { toLakeRecord } from '../../shared/dataplane/lake.js';
-import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
 import { compareStatIn, FlatWriter } from '../../shared/sink/parquet-flat.cjs';
 import {
@@ -36,6 +33,8 @@ import {
   type ParquetWriteOptions,
   pageCompression,
 } from '../../shared/sink/parquet-writer.js';
+import { type DuckJson, duckQuery } from '../harness/duckdb.js';
+import { lakeRecord } from '../harness/lake-record.js';
 import { arbitraryOf, KINDS, MAX_I64, MIN_I64 } from '../harness/logical-arbitraries.js';
 
 const hasNativeZstd = typeof (zlib as { zstdCompressSync?: unknown }).zstdCompressSync === 'function';
@@ -129,20 +128,6 @@ function schemaOf(cols: readonly Col[]): Schema {
 function rowsOf(c: Case): unknown[][] {
   return c.rows.map((r, i) =>
     r.map((v, j) => (c.cols[j]!.repeat > 0 ? c.rows[i % c.cols[j]!.repeat]![j] : v)),
-  );
-}
-
-function lakeRecord(schema: Schema, rows: readonly (readonly unknown[])[]): RecordBatch {
-  const objects = rows.map((r) => Object.fromEntries(r.map((v, i) => [schema.columns[i]!.name, v])));
-  return toLakeRecord(
-    encodeRows(schema, objects, {
-      posPrefix: 'i000000000001',
-      ordinalBase: 0,
-      op: Op.update,
-      phase: 'incremental',
-      ingestTsNanos: 1_700_000_000_000_000_000n,
-      snapshot: false,
-    }),
   );
 }
 
@@ -371,27 +356,11 @@ function save(file: Uint8Array, tag: string): string {
   return path;
 }
 
-type Json = ReturnType<
-  Awaited<ReturnType<Awaited<ReturnType<typeof duck.connect>>['runAndReadAll']>>['getRowsJson']
->[number][number];
+type Json = DuckJson;
 
-async function query(sql: string): Promise<Json[][]> {
-  const c = await duck.connect();
-  try {
-    return (await c.runAndReadAll(sql)).getRowsJson();
-  } finally {
-    c.closeSync();
-  }
-}
-
-async function queryObjects(sql: string): Promise<Record<string, Json>[]> {
-  const c = await duck.connect();
-  try {
-    return (await c.runAndReadAll(sql)).getRowObjectsJson();
-  } finally {
-    c.closeSync();
-  }
-}
+const query = async (sql: string): Promise<Json[][]> => (await duckQuery(duck, sql)).getRowsJson();
+const queryObjects = async (sql: string): Promise<Record<string, Json>[]> =>
+  (await duckQuery(duck, sql)).getRowObjectsJson();
 
 const lit = (s: string) => `'${s.replaceAll("'", "''")}'`;
 const ident = (s: string) => `"${s.replaceAll('"', '""')}"`;

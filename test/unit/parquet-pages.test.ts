@@ -23,9 +23,6 @@ import {
   writeParquet,
 } from 'parquet-wasm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeRows } from '../../shared/dataplane/encoder.js';
-import { toLakeRecord } from '../../shared/dataplane/lake.js';
-import { Op } from '../../shared/dataplane/metadata.js';
 import type { LogicalType, Schema } from '../../shared/dataplane/schema.js';
 import {
   CODEC,
@@ -36,6 +33,7 @@ import {
   type ThriftStruct,
 } from '../../shared/sink/parquet-pages.cjs';
 import { encodeParquet, flatWriter, pageCompression } from '../../shared/sink/parquet-writer.js';
+import { lakeRecord } from '../harness/lake-record.js';
 import { arbitraryOf, KINDS } from '../harness/logical-arbitraries.js';
 
 const hasNativeZstd = typeof (zlib as { zstdCompressSync?: unknown }).zstdCompressSync === 'function';
@@ -73,27 +71,17 @@ const caseArb: fc.Arbitrary<Case> = fc
     }),
   );
 
-function lakeRecord(c: Case) {
+function lakeRecordOf(c: Case) {
   const schema: Schema = {
     columns: c.types.map((type, i) => ({ name: `c${i}`, type, nullable: true, sourceType: 'x' })),
     primaryKey: [],
   };
-  const rows = c.rows.map((r) => Object.fromEntries(r.map((v, i) => [`c${i}`, v])));
-  return toLakeRecord(
-    encodeRows(schema, rows, {
-      posPrefix: 'i000000000001',
-      ordinalBase: 0,
-      op: Op.update,
-      phase: 'incremental',
-      ingestTsNanos: 1_700_000_000_000_000_000n,
-      snapshot: false,
-    }),
-  );
+  return lakeRecord(schema, c.rows);
 }
 
 /** The case written by parquet-wasm with `codec`, the writer settings otherwise the case's. */
 function writeWith(c: Case, codec: Compression): Uint8Array {
-  const record = lakeRecord(c);
+  const record = lakeRecordOf(c);
   const ipc = tableToIPC(new ArrowTable(record.schema, [record]), 'stream');
   const props = new WriterPropertiesBuilder()
     .setCompression(codec)
@@ -237,7 +225,7 @@ describe('compressing Parquet pages outside the wasm', () => {
       pageBytes: 1 << 20,
       groupRows: 1_000_000,
     };
-    const record = lakeRecord(c);
+    const record = lakeRecordOf(c);
     try {
       // parquet-wasm writes either way (the flat writer, which also compresses natively, is off).
       flatWriter.enabled = false;

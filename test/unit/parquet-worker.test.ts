@@ -4,11 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { describe, expect, it } from 'vitest';
-import { encodeRows } from '../../shared/dataplane/encoder.js';
-import { toLakeRecord } from '../../shared/dataplane/lake.js';
-import { Op } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { ENCODE_SLICE_BYTES, encodeParquet, encodeParquetAsync } from '../../shared/sink/parquet-writer.js';
+import { lakeRecord } from '../harness/lake-record.js';
 
 const schema: Schema = {
   columns: [
@@ -30,16 +28,7 @@ function lake(n: number, offset: number) {
     amount: i % 7 === 0 ? null : `${offset + i}.25`,
     note: `note ${offset + i} 😀`,
   }));
-  return toLakeRecord(
-    encodeRows(schema, rows, {
-      posPrefix: 'i000000000001',
-      ordinalBase: offset,
-      op: Op.update,
-      phase: 'incremental',
-      ingestTsNanos: 1_700_000_000_000_000_000n,
-      snapshot: false,
-    }),
-  );
+  return lakeRecord(schema, rows, { ordinalBase: offset });
 }
 
 describe('Parquet encode on the worker thread', () => {
@@ -63,19 +52,9 @@ describe('Parquet encode on the worker thread', () => {
     };
     // Random bytes: zstd cannot shrink them, so the encoded row groups are as big as the data.
     const values = Array.from({ length: 24 }, (_, i) => (i % 5 === 4 ? null : randomBytes(1_000_000 + i)));
-    const record = toLakeRecord(
-      encodeRows(
-        big,
-        values.map((blob, i) => ({ id: BigInt(i), blob, label: `row ${i}` })),
-        {
-          posPrefix: 'i000000000001',
-          ordinalBase: 0,
-          op: Op.update,
-          phase: 'incremental',
-          ingestTsNanos: 1_700_000_000_000_000_000n,
-          snapshot: false,
-        },
-      ),
+    const record = lakeRecord(
+      big,
+      values.map((blob, i) => ({ id: BigInt(i), blob, label: `row ${i}` })),
     );
     expect(record.numRows * 800_000).toBeGreaterThan(4 * ENCODE_SLICE_BYTES); // several slices
     const opts = { compression: 'zstd' as const, plainColumns: ['__pos'], maxRowGroupBytes: 4 * 2 ** 20 };

@@ -16,44 +16,10 @@ import {
   storedSchema,
 } from '../../shared/dataplane/schema-rules.js';
 import { entryWritesSchema } from '../../shared/engine/cdc/state.js';
+import { logicalTypeArb, scalarTypeArb, tableSchemaArb } from '../harness/logical-arbitraries.js';
 
-const scalar: fc.Arbitrary<LogicalType> = fc.oneof(
-  fc.constantFrom<LogicalType>(
-    { kind: 'bool' },
-    { kind: 'int8' },
-    { kind: 'int16' },
-    { kind: 'int32' },
-    { kind: 'int64' },
-    { kind: 'float64' },
-    { kind: 'text' },
-    { kind: 'binary' },
-    { kind: 'date' },
-    { kind: 'timestamp', utc: true },
-    { kind: 'timestamp', utc: false },
-  ),
-  fc
-    .tuple(fc.integer({ min: 1, max: 37 }), fc.integer({ min: 0, max: 10 }))
-    .map(([p, s]) => ({ kind: 'decimal' as const, precision: Math.max(p, s), scale: s })),
-);
-const logical: fc.Arbitrary<LogicalType> = fc.oneof(
-  { weight: 4, arbitrary: scalar },
-  { weight: 1, arbitrary: scalar.map((element) => ({ kind: 'list' as const, element })) },
-);
-
-const schemaArb: fc.Arbitrary<Schema> = fc
-  .uniqueArray(fc.stringMatching(/^[a-z][a-z0-9_]{0,8}$/), { minLength: 1, maxLength: 8 })
-  .chain((names) =>
-    fc.tuple(
-      fc.tuple(...names.map((name) => fc.tuple(fc.constant(name), logical, fc.boolean()))),
-      fc.integer({ min: 0, max: names.length }),
-    ),
-  )
-  .map(([cols, pk]) => ({
-    columns: cols.map(
-      ([name, type, nullable]): Column => ({ name, type, nullable, sourceType: `src_${type.kind}` }),
-    ),
-    primaryKey: cols.slice(0, pk).map(([n]) => n),
-  }));
+const logical = logicalTypeArb(scalarTypeArb(37, 10), 1);
+const schemaArb = tableSchemaArb(logical, { maxColumns: 8, sourceType: (t) => `src_${t.kind}` });
 
 const col = (name: string, type: LogicalType, sourceType: string = type.kind, nullable = true): Column => ({
   name,
