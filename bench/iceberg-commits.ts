@@ -32,7 +32,8 @@ import {
   MIN_SNAPSHOTS_TO_KEEP_PROPERTY,
 } from '../shared/iceberg/expire.js';
 import { FileCatalog } from '../shared/iceberg/file-catalog.js';
-import { type IcebergDataFile, readManifestList } from '../shared/iceberg/manifest.js';
+import type { IcebergDataFile } from '../shared/iceberg/manifest.js';
+import { readManifestList } from '../shared/iceberg/manifest-list.js';
 import { MERGE_ENABLED_PROPERTY } from '../shared/iceberg/merge.js';
 import { currentSnapshot, newTableMetadata } from '../shared/iceberg/metadata.js';
 import { icebergSchemaOf, lakeFieldIdsOf } from '../shared/iceberg/schema.js';

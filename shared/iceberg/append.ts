@@ -19,16 +19,14 @@ import { SinkError } from '../contracts/errors.js';
 import type { CommitResult, LoadedTable, RetryOptions, TableIdent } from './catalog.js';
 import { type Catalog, commitWithRetry, identText } from './catalog.js';
 import { deleteAfterCommit, expireOnCommit } from './expire.js';
+import { EntryStatus, type IcebergDataFile, writeManifest } from './manifest.js';
 import {
-  EntryStatus,
-  type IcebergDataFile,
   type IcebergManifestFile,
   type ManifestSummary,
   manifestFileOf,
   readManifestList,
-  writeManifest,
   writeManifestList,
-} from './manifest.js';
+} from './manifest-list.js';
 import { mergeOnAppend } from './merge.js';
 import { appendSnapshot, type CommitIdentity, currentSnapshot, newSnapshotId } from './metadata.js';
 import type { IcebergPartitionSpec, IcebergSchema } from './spec.js';

@@ -23,7 +23,7 @@
  * (maintenance, issue 32, does).
  */
 
-import { readManifestList } from './manifest.js';
+import { readManifestList } from './manifest-list.js';
 import { type Expiry, expireSnapshots } from './metadata.js';
 import type { IcebergTableMetadata } from './spec.js';
 import { keyInFolder, type TableFolder } from './table-folder.js';

@@ -18,15 +18,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { SinkError } from '../contracts/errors.js';
-import {
-  EntryStatus,
-  type IcebergManifestFile,
-  inheritFromManifest,
-  ManifestContent,
-  manifestFileOf,
-  readManifest,
-  writeManifest,
-} from './manifest.js';
+import { EntryStatus, inheritFromManifest, readManifest, writeManifest } from './manifest.js';
+import { type IcebergManifestFile, ManifestContent, manifestFileOf } from './manifest-list.js';
 import type { IcebergTableMetadata } from './spec.js';
 import { keyInFolder, type TableFolder } from './table-folder.js';
 

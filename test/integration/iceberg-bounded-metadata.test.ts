@@ -36,8 +36,8 @@ import {
   FileContent,
   type IcebergDataFile,
   liveEntries,
-  readManifestList,
 } from '../../shared/iceberg/manifest.js';
+import { readManifestList } from '../../shared/iceberg/manifest-list.js';
 import {
   MERGE_ENABLED_PROPERTY,
   MIN_COUNT_TO_MERGE_PROPERTY,
