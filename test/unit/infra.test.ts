@@ -68,6 +68,13 @@ afterAll(() => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
+/**
+ * Each App's assembly folder, under `work` (removed after the file): without one CDK makes a
+ * /tmp/cdk.outXXXX per App and never removes it, with the staged assets in it (the task image's
+ * build context among them): hundreds of folders and tens of GB after a few test runs.
+ */
+const appOutdir = (): string => mkdtempSync(join(work, 'cdk.out-'));
+
 /** A stand-in task image: template tests need no Docker build context (one test uses the asset). */
 const TEST_IMAGE = ecs.ContainerImage.fromRegistry('public.ecr.aws/example/tidemark-cdc:test');
 
@@ -77,7 +84,7 @@ function stackOf(
   dir: string = bundleDir,
   cdcImage: ecs.ContainerImage | null = TEST_IMAGE,
 ): TidemarkStack {
-  const app = new App({ context });
+  const app = new App({ context, outdir: appOutdir() });
   return new TidemarkStack(app, 'tidemark-shop', {
     spec: parseSpec(raw, { env: {} }),
     bundleDir: dir,
@@ -608,7 +615,7 @@ describe('TidemarkStack (CDC services, with a registered streaming test kind)', 
 
   it('gives the task the spec file as written when the app passes it', () => {
     const text = toYaml(cdcSpec());
-    const app = new App({ context: VPC_CONTEXT });
+    const app = new App({ context: VPC_CONTEXT, outdir: appOutdir() });
     const stack = new TidemarkStack(app, 'tidemark-shop', {
       spec: parseSpec(cdcSpec(), { env: {} }),
       specText: text,
