@@ -19,24 +19,19 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeRows } from '../../shared/dataplane/encoder.js';
-import { toLakeRecordWithIds } from '../../shared/dataplane/lake.js';
-import { Op } from '../../shared/dataplane/metadata.js';
-import { applyAppend, type StagedAppend, stageAppend } from '../../shared/iceberg/append.js';
+import { applyAppend, type StagedAppend } from '../../shared/iceberg/append.js';
 import type { TableIdent } from '../../shared/iceberg/catalog.js';
-import { parquetDataFile } from '../../shared/iceberg/data-file.js';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.js';
 import {
   COMMIT_ID_SUMMARY_KEY,
   newTableMetadata,
   writerCommitProperty,
 } from '../../shared/iceberg/metadata.js';
-import { icebergSchemaOf, lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
+import { icebergSchemaOf } from '../../shared/iceberg/schema.js';
 import type { IcebergSchema } from '../../shared/iceberg/spec.js';
 import type { TableFolder } from '../../shared/iceberg/table-folder.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
-import { encodeParquet } from '../../shared/sink/parquet-writer.js';
-import { FILE_A, FILE_B, TABLE } from './iceberg-table-fixture.js';
+import { FILE_A, FILE_B, stageRows, TABLE } from './iceberg-table-fixture.js';
 
 const execFileP = promisify(execFile);
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -79,35 +74,12 @@ afterAll(async () => {
 });
 
 /** Writes one data file of `rows` (positions from `posPrefix`) and stages its commit. */
-async function stage(
+const stage = (
   writerId: string,
   commitId: string,
   rows: readonly (readonly unknown[])[],
   posPrefix: string,
-) {
-  // The sink's path: wire record (the encoder), then the lake cast with the table's field ids.
-  const objects = rows.map((r) =>
-    Object.fromEntries(r.map((v, i) => [TABLE.columns[i]!.name, i === 0 ? BigInt(v as number) : v])),
-  );
-  const wire = encodeRows(TABLE, objects, {
-    posPrefix,
-    ordinalBase: 0,
-    op: Op.update,
-    phase: 'incremental',
-    ingestTsNanos: 1_700_000_000_000_000_000n,
-    snapshot: false,
-  });
-  const record = toLakeRecordWithIds(wire, lakeFieldIdsOf(schema));
-  const bytes = encodeParquet([record], { compression: 'zstd' });
-  const key = `${TABLE_KEY}/data/${commitId}.parquet`;
-  await store.put(key, bytes);
-  return stageAppend(folder, {
-    commit: { writerId, commitId },
-    schema,
-    spec: { 'spec-id': 0, fields: [] },
-    dataFiles: [parquetDataFile(store.uri(key), bytes, schema)],
-  });
-}
+) => stageRows(folder, schema, { writerId, commitId }, rows, posPrefix);
 
 const apply = (staged: StagedAppend) => applyAppend(catalog, IDENT, folder, staged, { nowMs: Date.now });
 

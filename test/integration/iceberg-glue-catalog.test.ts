@@ -31,22 +31,17 @@ import {
 } from '@aws-sdk/client-glue';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeRows } from '../../shared/dataplane/encoder.js';
-import { toLakeRecordWithIds } from '../../shared/dataplane/lake.js';
-import { Op } from '../../shared/dataplane/metadata.js';
-import { applyAppend, type StagedAppend, stageAppend } from '../../shared/iceberg/append.js';
+import { applyAppend, type StagedAppend } from '../../shared/iceberg/append.js';
 import type { TableIdent } from '../../shared/iceberg/catalog.js';
-import { parquetDataFile } from '../../shared/iceberg/data-file.js';
 import { GlueCatalog } from '../../shared/iceberg/glue-catalog.js';
 import {
   COMMIT_ID_SUMMARY_KEY,
   newTableMetadata,
   writerCommitProperty,
 } from '../../shared/iceberg/metadata.js';
-import { icebergSchemaOf, lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
+import { icebergSchemaOf } from '../../shared/iceberg/schema.js';
 import type { IcebergSchema } from '../../shared/iceberg/spec.js';
 import type { TableFolder } from '../../shared/iceberg/table-folder.js';
-import { encodeParquet } from '../../shared/sink/parquet-writer.js';
 import { S3ObjectStore } from '../../shared/sink/s3-object-store.js';
 import {
   MOTO_CREDENTIALS,
@@ -56,7 +51,7 @@ import {
   motoUnavailable,
   startMotoServer,
 } from '../harness/moto-server.js';
-import { FILE_A, FILE_B, TABLE } from './iceberg-table-fixture.js';
+import { FILE_A, FILE_B, stageRows, TABLE } from './iceberg-table-fixture.js';
 
 const execFileP = promisify(execFile);
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -150,33 +145,12 @@ describe.skipIf(skip !== undefined)(`glue catalog on moto ${skip ?? ''}`, () => 
   });
 
   /** Writes one data file of `rows` to the lake and stages its commit. */
-  async function stage(
+  const stage = (
     writerId: string,
     commitId: string,
     rows: readonly (readonly unknown[])[],
     posPrefix: string,
-  ) {
-    const objects = rows.map((r) =>
-      Object.fromEntries(r.map((v, i) => [TABLE.columns[i]!.name, i === 0 ? BigInt(v as number) : v])),
-    );
-    const wire = encodeRows(TABLE, objects, {
-      posPrefix,
-      ordinalBase: 0,
-      op: Op.update,
-      phase: 'incremental',
-      ingestTsNanos: 1_700_000_000_000_000_000n,
-      snapshot: false,
-    });
-    const bytes = encodeParquet([toLakeRecordWithIds(wire, lakeFieldIdsOf(schema))], { compression: 'zstd' });
-    const key = `${TABLE_KEY}/data/${commitId}.parquet`;
-    await store.put(key, bytes);
-    return stageAppend(folder, {
-      commit: { writerId, commitId },
-      schema,
-      spec: { 'spec-id': 0, fields: [] },
-      dataFiles: [parquetDataFile(store.uri(key), bytes, schema)],
-    });
-  }
+  ) => stageRows(folder, schema, { writerId, commitId }, rows, posPrefix);
   const apply = (through: GlueCatalog, staged: StagedAppend) =>
     applyAppend(through, IDENT, folder, staged, { nowMs: Date.now, retry: { sleep: async () => {} } });
   const glueTable = async () =>

@@ -13,7 +13,11 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Schema as ArrowSchema, Field, List, RecordBatch } from 'apache-arrow';
 import { expect } from 'vitest';
+import { encodeRows } from '../../shared/dataplane/encoder.js';
+import { toLakeRecordWithIds } from '../../shared/dataplane/lake.js';
+import { Op } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
+import { type StagedAppend, stageAppend } from '../../shared/iceberg/append.js';
 import { parquetDataFile } from '../../shared/iceberg/data-file.js';
 import {
   EntryStatus,
@@ -27,7 +31,9 @@ import {
   readManifestList,
   writeManifestList,
 } from '../../shared/iceberg/manifest-list.js';
+import { lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
 import type { IcebergField, IcebergSchema } from '../../shared/iceberg/spec.js';
+import type { TableFolder } from '../../shared/iceberg/table-folder.js';
 import { nativeCompressor } from '../../shared/sink/parquet-pages.cjs';
 import { encodeFlat, encodeParquet } from '../../shared/sink/parquet-writer.js';
 import { lakeRecord } from '../harness/lake-record.js';
@@ -351,4 +357,38 @@ export function buildTable(dir: string): BuiltTable {
     mf3,
     metadata: (n) => meta(`v${n}.metadata.json`),
   };
+}
+
+/**
+ * The sink's path for rows of TABLE (ids as numbers): the wire record, the lake cast with the
+ * table's field ids, one Parquet data file under the table's `data/`, and its commit staged
+ * (shared/iceberg/append.ts `stageAppend`) under `commitId`.
+ */
+export async function stageRows(
+  folder: TableFolder,
+  schema: IcebergSchema,
+  commit: { readonly writerId: string; readonly commitId: string },
+  rows: readonly (readonly unknown[])[],
+  posPrefix: string,
+): Promise<StagedAppend> {
+  const objects = rows.map((r) =>
+    Object.fromEntries(r.map((v, i) => [TABLE.columns[i]!.name, i === 0 ? BigInt(v as number) : v])),
+  );
+  const wire = encodeRows(TABLE, objects, {
+    posPrefix,
+    ordinalBase: 0,
+    op: Op.update,
+    phase: 'incremental',
+    ingestTsNanos: 1_700_000_000_000_000_000n,
+    snapshot: false,
+  });
+  const bytes = encodeParquet([toLakeRecordWithIds(wire, lakeFieldIdsOf(schema))], { compression: 'zstd' });
+  const key = `${folder.key}/data/${commit.commitId}.parquet`;
+  await folder.store.put(key, bytes);
+  return stageAppend(folder, {
+    commit,
+    schema,
+    spec: { 'spec-id': 0, fields: [] },
+    dataFiles: [parquetDataFile(folder.store.uri(key), bytes, schema)],
+  });
 }
