@@ -1,23 +1,7 @@
-/**
- * The append of decision 0024 end to end on the `file` catalog over a local folder: lake records
- * encoded with their Iceberg field ids by tidemark's Parquet writer, their metrics, a staged
- * manifest per commit (shared/iceberg/append.ts `stageAppend`), and the catalog commit that adds
- * it (`applyAppend`), then read back by a reader we did not write (pyiceberg 0.12, skipped when
- * .venv-readers is missing).
- *
- * What must hold: a commit applied again (a retry after a lost reply, or a recovering process
- * applying what the state decided) adds nothing; two processes applying the same decided commit
- * at once add it once; another writer's commit between two of ours is kept (the rebase keeps the
- * parent's manifests); and the table then holds every row of every commit exactly once.
- */
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyAppend, type StagedAppend } from '../../shared/iceberg/append.js';
 import type { TableIdent } from '../../shared/iceberg/catalog.js';
@@ -31,14 +15,10 @@ import { icebergSchemaOf } from '../../shared/iceberg/schema.js';
 import type { IcebergSchema } from '../../shared/iceberg/spec.js';
 import type { TableFolder } from '../../shared/iceberg/table-folder.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
+import { readersMissing, runReaderScript } from '../harness/readers.js';
 import { FILE_A, FILE_B, stageRows, TABLE } from './iceberg-table-fixture.js';
 
-const execFileP = promisify(execFile);
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const PYTHON = join(ROOT, '.venv-readers', 'bin', 'python');
-const noPython = existsSync(PYTHON)
-  ? undefined
-  : '(pyiceberg SKIPPED: .venv-readers is missing; run bash scripts/install-test-readers.sh)';
+const noPython = readersMissing === undefined ? undefined : `(pyiceberg SKIPPED: ${readersMissing})`;
 
 const IDENT: TableIdent = { namespace: 'public', name: 'orders' };
 const TABLE_KEY = 'lake/public.orders';
@@ -84,20 +64,14 @@ const stage = (
 const apply = (staged: StagedAppend) => applyAppend(catalog, IDENT, folder, staged, { nowMs: Date.now });
 
 async function pyiceberg(): Promise<{ rows: Record<string, unknown>[] }> {
-  const { stdout } = await execFileP(
-    PYTHON,
-    [
-      join(ROOT, 'test', 'readers', 'read_table.py'),
-      '--catalog',
-      'static',
-      '--metadata',
-      (await catalog.loadTable(IDENT))!.metadataLocation,
-      '--order-by',
-      'id',
-    ],
-    { cwd: ROOT, maxBuffer: 64 * 2 ** 20 },
-  );
-  return JSON.parse(stdout) as { rows: Record<string, unknown>[] };
+  return runReaderScript('read_table.py', [
+    '--catalog',
+    'static',
+    '--metadata',
+    (await catalog.loadTable(IDENT))!.metadataLocation,
+    '--order-by',
+    'id',
+  ]);
 }
 
 describe('an Iceberg append: staged, then applied once', () => {

@@ -1,22 +1,7 @@
-/**
- * Issue 30 item 4 on the `file` catalog over a local folder: an Iceberg table's metadata stays
- * bounded over many appends (shared/iceberg/merge.ts, expire.ts, through append.ts `applyAppend`).
- *
- * What must hold: after any sequence of appends with manifest merging, the live files of the
- * current snapshot are exactly the files appended, each once, with the sequence number of the
- * snapshot that added it, and the snapshot lists at most `min-count-to-merge` + 1 manifests;
- * after expiry the metadata folder holds exactly what the table still names (no file deleted that
- * a snapshot names, no file left that none does); and pyiceberg (a reader we did not write,
- * skipped when .venv-readers is missing) reads every row of every commit once.
- */
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { encodeRows } from '../../shared/dataplane/encoder.js';
@@ -53,14 +38,10 @@ import type { IcebergSchema, IcebergTableMetadata } from '../../shared/iceberg/s
 import type { TableFolder } from '../../shared/iceberg/table-folder.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { encodeParquet } from '../../shared/sink/parquet-writer.js';
+import { readersMissing, runReaderScript } from '../harness/readers.js';
 import { TABLE } from './iceberg-table-fixture.js';
 
-const execFileP = promisify(execFile);
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const PYTHON = join(ROOT, '.venv-readers', 'bin', 'python');
-const noPython = existsSync(PYTHON)
-  ? undefined
-  : '(pyiceberg SKIPPED: .venv-readers is missing; run bash scripts/install-test-readers.sh)';
+const noPython = readersMissing === undefined ? undefined : `(pyiceberg SKIPPED: ${readersMissing})`;
 
 const IDENT: TableIdent = { namespace: 'public', name: 'orders' };
 const TABLE_KEY = 'lake/public.orders';
@@ -283,20 +264,14 @@ describe('a table after many appends with merging and expiry', () => {
         );
         location = result.table.metadataLocation;
       }
-      const { stdout } = await execFileP(
-        PYTHON,
-        [
-          join(ROOT, 'test', 'readers', 'read_table.py'),
-          '--catalog',
-          'static',
-          '--metadata',
-          location,
-          '--order-by',
-          'id',
-        ],
-        { cwd: ROOT, maxBuffer: 64 * 2 ** 20 },
-      );
-      const rows = (JSON.parse(stdout) as { rows: Record<string, unknown>[] }).rows;
+      const { rows } = await runReaderScript<{ rows: Record<string, unknown>[] }>('read_table.py', [
+        '--catalog',
+        'static',
+        '--metadata',
+        location,
+        '--order-by',
+        'id',
+      ]);
       expect(rows.map((r) => Number(r.id))).toEqual(Array.from({ length: commits }, (_, i) => i + 1));
     },
     240_000,
