@@ -24,6 +24,7 @@ import {
   LAKE_FORMATS,
   type LakeFormat,
 } from '../contracts/lake-format.js';
+import { TABLE_FORMATS } from '../contracts/table-format.js';
 import { driverKinds } from '../drivers/registry.js';
 import { redact, registerUrlSecrets } from '../observability/redact.js';
 import { checkModes } from './modes.js';
@@ -75,6 +76,52 @@ const stateSchema = z
     message: 'give exactly one of "dynamodb" or "dir"',
   });
 
+/** Glue database, REST namespace: lowercase letters, digits and `_` (Athena's rule). */
+const catalogDatabase = z
+  .string()
+  .regex(/^[a-z0-9_]{1,255}$/, 'must be 1-255 lowercase letters, digits or "_" (Glue and Athena names)');
+
+/** Where a lake's Iceberg tables are registered (docs/iceberg.md "Catalogs"). */
+const catalogSchema = z.discriminatedUnion('type', [
+  z
+    .object({
+      /** No server: metadata under each table's folder, swapped by conditional writes. */
+      type: z.literal('file'),
+    })
+    .strict(),
+  z
+    .object({
+      /** The AWS Glue Data Catalog (Athena, EMR, Redshift Spectrum read it). */
+      type: z.literal('glue'),
+      /** The Glue database every table of the lake goes into (created when missing). */
+      database: catalogDatabase,
+      /** The account whose catalog it is; default the caller's. */
+      catalogId: z.string().regex(/^\d{12}$/, 'must be a 12-digit AWS account id').optional(),
+      region: z.string().optional(),
+      endpoint: z.string().url().optional(),
+    })
+    .strict(),
+  z
+    .object({
+      /** An Iceberg REST catalog (S3 Tables, Glue's Iceberg endpoint, Polaris, Nessie). */
+      type: z.literal('rest'),
+      /** The catalog's base URI, e.g. `https://s3tables.us-east-1.amazonaws.com/iceberg`. */
+      uri: z.string().url(),
+      /** The warehouse (S3 Tables: the table bucket ARN). */
+      warehouse: z.string().min(1).optional(),
+      /** The namespace every table of the lake goes into. */
+      namespace: catalogDatabase,
+      /** SigV4-sign requests for this service (`s3tables`, `glue`); unset: unsigned. */
+      sigv4: z
+        .object({ service: z.string().min(1), region: z.string().min(1).optional() })
+        .strict()
+        .optional(),
+      /** A bearer token (`${env:NAME}` to keep it out of the file). */
+      token: z.string().min(1).optional(),
+    })
+    .strict(),
+]);
+
 const lakeSchema = z
   .object({
     /** `s3://bucket/prefix` or `file://dir` (relative dirs resolve against the spec file). */
@@ -104,6 +151,15 @@ const lakeSchema = z
         return z.NEVER;
       })
       .default(DEFAULT_LAKE_FORMAT),
+    /**
+     * Table format (docs/iceberg.md): `iceberg` (each lake table an Apache Iceberg v2 table in
+     * `catalog`) or `plain` (Parquet objects only, the layout before Iceberg). Unset: Iceberg for a
+     * table synced for the first time, and the format a table's state records otherwise; an
+     * explicit setting that contradicts a table's recorded format is refused.
+     */
+    tableFormat: z.enum(TABLE_FORMATS).optional(),
+    /** Where Iceberg tables are registered; default `{ type: file }` (metadata under the table's folder). */
+    catalog: catalogSchema.default({ type: 'file' }),
   })
   .strict();
 

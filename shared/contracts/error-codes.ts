@@ -68,6 +68,9 @@ export const CODES_BY_AREA = {
     LAKE_FORMAT_KEPT: warning(
       "the spec's lake.format differs from the table's recorded format, which it keeps",
     ),
+    TABLE_FORMAT_MISMATCH: error(
+      "the spec's lake.tableFormat contradicts the table format the table's state records",
+    ),
     BOUND_HELD: warning('a session idle in transaction holds the safe upper bound back'),
     CURSOR_WALL_CLOCK: warning(
       'the cursor is a wall-clock timestamp, so a writer with its own session time zone can mislead the bound',
