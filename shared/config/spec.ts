@@ -96,7 +96,10 @@ const catalogSchema = z.discriminatedUnion('type', [
       /** The Glue database every table of the lake goes into (created when missing). */
       database: catalogDatabase,
       /** The account whose catalog it is; default the caller's. */
-      catalogId: z.string().regex(/^\d{12}$/, 'must be a 12-digit AWS account id').optional(),
+      catalogId: z
+        .string()
+        .regex(/^\d{12}$/, 'must be a 12-digit AWS account id')
+        .optional(),
       region: z.string().optional(),
       endpoint: z.string().url().optional(),
     })

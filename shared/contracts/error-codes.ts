@@ -133,6 +133,7 @@ export const CODES_BY_AREA = {
     SINK_TABLE_NAME: error('an unusable lake table name (a bug)'),
     SINK_START_POSITION: error('an unusable object start position (a bug)'),
     SINK_FENCE: error('a write without a valid lease fence (a bug)'),
+    SINK_OBJECT_EXISTS: error("an Iceberg table's data file name was already taken (a bug)"),
     SINK_BATCH_MISMATCH: error("a batch does not match its table's schema (a bug)"),
     SINK_WRITER_NAME: error('an unusable writer name (a bug)'),
     SINK_SIDECAR_MISSING: error('a hashed long object name lost its position sidecar'),

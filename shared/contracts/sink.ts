@@ -11,8 +11,10 @@
 import type { Batch } from '../dataplane/batch.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
+import type { IcebergDataFile } from '../iceberg/manifest.js';
 import type { LakeFormat } from './lake-format.js';
 import type { Position } from './source.js';
+import type { TableFormat } from './table-format.js';
 
 /**
  * Whose objects: a lake table and the writer that names them, `<pipeline>.<source>` (one
@@ -39,6 +41,38 @@ export interface WriteTarget extends LakeTable {
    * from the table's state; the sink writes it and records it in the footer. Default 1.
    */
   readonly format?: LakeFormat;
+  /**
+   * The table format (./table-format.ts), resolved by the engine from the table's state: an
+   * `iceberg` table's writes are staged (`Sink.stage`) and committed to its catalog after the
+   * state commit (`Sink.apply`). Undefined: plain.
+   */
+  readonly tableFormat?: TableFormat;
+}
+
+/**
+ * An Iceberg commit decided by a state commit and applied to the table's catalog after it
+ * (docs/decisions/0024-iceberg-commits.md): its data files are listed in a staged manifest no
+ * snapshot references yet. JSON-safe: the state stores it, and whoever recovers applies it.
+ */
+export interface PendingCommit {
+  /** The lake table (target) and the writer whose commit it is. */
+  readonly table: string;
+  readonly writer: string;
+  /** Unique per attempt: the stem of the commit's first data file (`<writer>.<position>.f<fence>`). */
+  readonly commitId: string;
+  /** The staged manifest's URI and length. */
+  readonly manifest: string;
+  readonly manifestLength: number;
+  readonly dataFiles: number;
+  readonly records: number;
+  readonly filesSize: number;
+  /** The manifest's partition summaries (base64 bounds); empty for an unpartitioned table. */
+  readonly partitions: readonly {
+    readonly n: boolean;
+    readonly nan?: boolean;
+    readonly lo?: string;
+    readonly hi?: string;
+  }[];
 }
 
 /** One durable object in the lake. */
@@ -54,6 +88,8 @@ export interface ObjectRef {
   readonly startPosition?: Position;
   /** The lease fence of the run that wrote it; absent for names from before fences. */
   readonly fence?: number;
+  /** An Iceberg table's data file as a manifest lists it (writes to `tableFormat: iceberg` only). */
+  readonly dataFile?: IcebergDataFile;
 }
 
 export interface Sink {
@@ -108,6 +144,17 @@ export interface Sink {
    * reset --delete-objects`), never called by a run. Returns what it removed.
    */
   discard(target: LakeTable): Promise<ObjectRef[]>;
+  /**
+   * Iceberg tables only (absent: the sink writes plain tables only). Stages the commit of what
+   * one `write` to an `iceberg` target returned: a manifest of its data files, under a name unique
+   * to the attempt, visible to no reader. Undefined for a write of no files.
+   */
+  stage?(target: WriteTarget, refs: readonly ObjectRef[]): Promise<PendingCommit | undefined>;
+  /**
+   * Applies a commit the state holds to its table's catalog, once however often it is called (a
+   * table that has the commit is left as it is). Resolves when the catalog has it.
+   */
+  apply?(pending: PendingCommit): Promise<void>;
 }
 
 /**

@@ -1,7 +1,10 @@
 /**
  * The one durable step both paths take (docs/architecture.md, "The durability order"): write the
  * objects, then ONE conditional commit of the new state under the lease, then acknowledge the
- * source; and the recovery that runs before a run writes anything. The incremental page loop
+ * source; and the recovery that runs before a run writes anything. For an Iceberg table
+ * (docs/decisions/0024-iceberg-commits.md) the write also stages the table's commit (a manifest
+ * of its data files), the state commit records that pending commit, and the catalog commit
+ * applies it after the state commit and before the ack: the state decides, the catalog follows. The incremental page loop
  * (./incremental/commit.ts) takes a step per page with one object and no ack; the CDC flush cycle
  * (./cdc/flush.ts) takes one step per cycle with an object per due table, then acks.
  *
@@ -9,7 +12,8 @@
  * belong to the caller. Never reorders: an ack never starts before the commit resolved, a commit
  * never before every write resolved; a failed write or commit throws before anything later runs.
  */
-import type { LakeTable, ObjectRef, Sink, WriteTarget } from '../contracts/sink.js';
+import { SinkError } from '../contracts/errors.js';
+import type { LakeTable, ObjectRef, PendingCommit, Sink, WriteTarget } from '../contracts/sink.js';
 import type { Position } from '../contracts/source.js';
 import type { CursorStore, StateRecord, StateValue } from '../contracts/state.js';
 import type { Batch } from '../dataplane/batch.js';
@@ -36,35 +40,55 @@ export interface DurableStep<W extends StepWrite> {
   readonly renewTtlMs?: number;
   /** The objects, written in parallel. */
   readonly writes: readonly W[];
-  /** The state to commit, given what each write returned (in `writes` order). */
-  readonly value: (written: readonly { readonly write: W; readonly refs: ObjectRef[] }[]) => StateValue;
+  /**
+   * The state to commit, given what each write returned (in `writes` order). It must record each
+   * write's `pending` commit (an Iceberg table's): recovery applies what the state holds.
+   */
+  readonly value: (written: readonly Written<W>[]) => StateValue;
   /** Called with the committed record as soon as the commit resolved (the caller's bookkeeping). */
   readonly committed?: (record: StateRecord) => void;
   /** Acknowledges the source once the commit is durable (CDC); undefined: nothing to ack. */
   readonly ack?: () => Promise<void>;
   /** Called between the phases (fault-injection tests record and crash there). */
-  readonly at?: (point: 'before-write' | 'after-write' | 'after-commit') => void | Promise<void>;
+  readonly at?: (point: StepPoint) => void | Promise<void>;
+}
+
+/**
+ * The points between a step's phases: before anything is written; data (and staged manifests)
+ * written, state not committed; state committed, catalog commits not applied; catalog commits
+ * applied (only in a step with an Iceberg table), source not acknowledged.
+ */
+export type StepPoint = 'before-write' | 'after-write' | 'after-commit' | 'after-apply';
+
+/** What one write of a step returned: its objects, and an Iceberg table's staged commit. */
+export interface Written<W extends StepWrite> {
+  readonly write: W;
+  readonly refs: ObjectRef[];
+  readonly pending?: PendingCommit;
 }
 
 export interface StepResult<W extends StepWrite> {
   readonly record: StateRecord;
-  readonly written: readonly { readonly write: W; readonly refs: ObjectRef[] }[];
+  readonly written: readonly Written<W>[];
 }
 
 /** Writes, commits, acks: in that order, each only after the previous one is durable. */
 export async function durableStep<W extends StepWrite>(step: DurableStep<W>): Promise<StepResult<W>> {
   await step.at?.('before-write');
-  const written = await Promise.all(
-    step.writes.map(async (write) => ({
-      write,
-      refs: await step.sink.write(
+  const { sink } = step;
+  const written: Written<W>[] = await Promise.all(
+    step.writes.map(async (write) => {
+      const refs = await sink.write(
         write.target,
         write.schema,
         write.startPosition,
         write.batches,
         write.recorded,
-      ),
-    })),
+      );
+      if (write.target.tableFormat !== 'iceberg') return { write, refs };
+      const pending = await stageOf(sink, write.target, refs);
+      return pending ? { write, refs, pending } : { write, refs };
+    }),
   );
   await step.at?.('after-write');
   const record = await step.store.commit(step.key, {
@@ -75,8 +99,40 @@ export async function durableStep<W extends StepWrite>(step: DurableStep<W>): Pr
   });
   step.committed?.(record);
   await step.at?.('after-commit');
+  const pending = written.flatMap((w) => (w.pending ? [w.pending] : []));
+  if (pending.length > 0) {
+    await applyPending(sink, pending);
+    await step.at?.('after-apply');
+  }
   if (step.ack) await step.ack();
   return { record, written };
+}
+
+/** Stages an Iceberg write's commit. @throws SinkError when the sink cannot (a bug in the wiring). */
+function stageOf(sink: Sink, target: WriteTarget, refs: ObjectRef[]): Promise<PendingCommit | undefined> {
+  if (!sink.stage)
+    throw new SinkError(
+      'ICEBERG_TABLE_MISSING',
+      target.table,
+      `${target.table} is an Iceberg table, but the lake sink cannot commit Iceberg tables (a bug)`,
+    );
+  return sink.stage(target, refs);
+}
+
+/**
+ * Applies commits the state holds to their tables' catalogs (in parallel: one per table), each at
+ * most once whatever happened before (the sink skips a commit its table has). Recovery calls it
+ * with the pending commits of the state it resumes from.
+ */
+export async function applyPending(sink: Sink, pending: readonly PendingCommit[]): Promise<void> {
+  if (pending.length === 0) return;
+  if (!sink.apply)
+    throw new SinkError(
+      'ICEBERG_TABLE_MISSING',
+      pending[0]!.table,
+      `${pending[0]!.table} has a pending Iceberg commit, but the lake sink cannot commit Iceberg tables (a bug)`,
+    );
+  await Promise.all(pending.map((p) => sink.apply!(p)));
 }
 
 /**

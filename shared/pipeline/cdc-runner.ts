@@ -20,11 +20,13 @@
  *
  * Owns wiring and watching only. Never holds protocol logic; the engine does.
  */
+
 import { resolveSourceUrl } from '../config/secrets.js';
 import { cdcSettings, cdcTables, type Spec, tableTarget } from '../config/spec.js';
 import { ConfigError, codeOf, TidemarkError } from '../contracts/errors.js';
 import type { Sink } from '../contracts/sink.js';
 import type { Clock, CursorStore } from '../contracts/state.js';
+import { configuredTableFormat } from '../contracts/table-format.js';
 import { driver } from '../drivers/registry.js';
 import { cdcFailure, recordCdcFailure } from '../engine/cdc/failure.js';
 import type { CdcSummary, CdcTableConfig } from '../engine/cdc/options.js';
@@ -248,6 +250,7 @@ async function runSource(spec: Spec, name: string, ctx: SourceContext): Promise<
       writer: writerId(spec.pipeline, name),
       tables: tableConfigs(spec, name),
       lakeFormat: spec.lake.format,
+      tableFormat: configuredTableFormat(spec.lake.tableFormat),
       introspector: source,
       streamer: source,
       runtime: {

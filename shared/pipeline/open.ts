@@ -9,7 +9,7 @@
  * Owns wiring only. Never holds sync logic; the engine does.
  */
 import { resolveSourceUrl } from '../config/secrets.js';
-import type { IncrementalTableSpec, Spec } from '../config/spec.js';
+import { type IncrementalTableSpec, type Spec, tableTarget } from '../config/spec.js';
 import type { ClosableIncrementalSource } from '../contracts/driver.js';
 import { TidemarkError } from '../contracts/errors.js';
 import type { Sink, SinkProbe } from '../contracts/sink.js';
@@ -19,7 +19,9 @@ import { newBatch } from '../dataplane/batch.js';
 import { encodeRows } from '../dataplane/encoder.js';
 import { driver } from '../drivers/registry.js';
 import type { RowEncoder } from '../engine/incremental/options.js';
-import { openLakeSink } from '../sink/open-lake.js';
+import { openLakeCatalog } from '../iceberg/open-catalog.js';
+import { LakeSink } from '../sink/lake-sink.js';
+import { openLakeSink, openLakeStore } from '../sink/open-lake.js';
 import { FileCursorStore } from '../state/file-cursor-store.js';
 
 export interface OpenPipeline {
@@ -96,14 +98,26 @@ export async function openStateStore(
   return new FileCursorStore(spec.state.dir!, clock);
 }
 
-/** The lake sink of a spec (S3 or a local directory); opens no connection. */
+/**
+ * The lake sink of a spec (S3 or a local directory): plain tables' objects, and Iceberg tables'
+ * data files committed through `lake.catalog`. Opens no connection.
+ */
 export function openLake(spec: Spec): Sink & SinkProbe {
-  return openLakeSink({
+  const options = {
     uri: spec.lake.uri,
     compression: spec.lake.compression,
     ...(spec.lake.region ? { region: spec.lake.region } : {}),
     ...(spec.lake.endpoint ? { endpoint: spec.lake.endpoint } : {}),
     ...(spec.lake.forcePathStyle !== undefined ? { forcePathStyle: spec.lake.forcePathStyle } : {}),
+  };
+  const lake = openLakeStore(options);
+  return new LakeSink({
+    parquet: openLakeSink(options, lake),
+    catalog: openLakeCatalog(spec.lake.catalog, {
+      store: lake.store,
+      prefix: lake.prefix,
+      targets: spec.tables.map(tableTarget),
+    }),
   });
 }
 

@@ -10,6 +10,7 @@
 
 import { type IncrementalTableSpec, type Spec, tableTarget } from '../config/spec.js';
 import type { Clock } from '../contracts/state.js';
+import { configuredTableFormat } from '../contracts/table-format.js';
 import type { IncrementalSummary } from '../engine/incremental/options.js';
 import { runIncremental } from '../engine/incremental/run.js';
 import type { Logger } from '../observability/log.js';
@@ -69,6 +70,7 @@ export async function runTable(
       onWiden: table.onWiden,
     },
     lakeFormat: spec.lake.format,
+    tableFormat: configuredTableFormat(spec.lake.tableFormat),
     source,
     store: pipeline.store,
     sink: pipeline.sink,

@@ -8,6 +8,7 @@
 import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3';
 import { ConfigError } from '../contracts/errors.js';
 import { FileObjectStore } from './file-object-store.js';
+import type { ObjectStore } from './object-store.js';
 import { ParquetSink } from './parquet-sink.js';
 import type { ParquetCompression } from './parquet-writer.js';
 import { S3ObjectStore } from './s3-object-store.js';
@@ -25,13 +26,16 @@ export interface LakeSinkOptions {
   readonly credentials?: S3ClientConfig['credentials'];
 }
 
-/** Builds the sink for a lake URI. @throws ConfigError for a URI that is neither s3:// nor file://. */
-export function openLakeSink(options: LakeSinkOptions): ParquetSink {
+/** A lake's object store and the key prefix inside it. */
+export interface LakeStore {
+  readonly store: ObjectStore;
+  /** '' when the lake is the store's root. */
+  readonly prefix: string;
+}
+
+/** Opens the object store of a lake URI. @throws ConfigError for a URI that is neither s3:// nor file://. */
+export function openLakeStore(options: LakeSinkOptions): LakeStore {
   const { uri } = options;
-  const common = {
-    ...(options.compression ? { compression: options.compression } : {}),
-    ...(options.maxRowGroupRows ? { maxRowGroupRows: options.maxRowGroupRows } : {}),
-  };
   const s3 = /^s3:\/\/([^/]+)(?:\/(.*))?$/.exec(uri);
   if (s3) {
     const store = new S3ObjectStore({
@@ -42,13 +46,26 @@ export function openLakeSink(options: LakeSinkOptions): ParquetSink {
       ...(options.forcePathStyle !== undefined ? { forcePathStyle: options.forcePathStyle } : {}),
       ...(options.credentials ? { credentials: options.credentials } : {}),
     });
-    return new ParquetSink({ store, prefix: s3[2] ?? '', ...common });
+    return { store, prefix: (s3[2] ?? '').replace(/^\/+|\/+$/g, '') };
   }
   if (uri.startsWith('file://')) {
     const dir = uri.slice('file://'.length);
     if (!dir.startsWith('/'))
       throw new ConfigError('lake.uri', `file:// lake "${uri}" must name an absolute directory`);
-    return new ParquetSink({ store: new FileObjectStore(dir), ...common });
+    return { store: new FileObjectStore(dir), prefix: '' };
   }
   throw new ConfigError('lake.uri', `"${uri}" is neither s3://bucket/prefix nor file:///dir`);
+}
+
+/** Builds the Parquet sink for a lake URI. @throws ConfigError for a URI that is neither s3:// nor file://. */
+export function openLakeSink(
+  options: LakeSinkOptions,
+  lake: LakeStore = openLakeStore(options),
+): ParquetSink {
+  return new ParquetSink({
+    store: lake.store,
+    prefix: lake.prefix,
+    ...(options.compression ? { compression: options.compression } : {}),
+    ...(options.maxRowGroupRows ? { maxRowGroupRows: options.maxRowGroupRows } : {}),
+  });
 }

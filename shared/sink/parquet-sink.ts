@@ -19,11 +19,13 @@ import { DEFAULT_LAKE_FORMAT, FOOTER_FORMAT } from '../contracts/lake-format.js'
 import type { LakeTable, ObjectRef, Sink, SinkProbe, WriteTarget } from '../contracts/sink.js';
 import type { Position } from '../contracts/source.js';
 import { type Batch, BatchError, requireUpsertKey, type WriteMode } from '../dataplane/batch.js';
-import { lakeSchema, toLakeRecord } from '../dataplane/lake.js';
+import { type LakeFieldIds, lakeSchema, toLakeRecord, toLakeRecordWithIds } from '../dataplane/lake.js';
 import { META_POS, METADATA_COLUMNS } from '../dataplane/metadata.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
 import { wireSchema } from '../dataplane/wire.js';
+import { parquetDataFile } from '../iceberg/data-file.js';
+import type { IcebergSchema } from '../iceberg/spec.js';
 import { collapseToLatest } from './collapse.js';
 import {
   compareNameToPosition,
@@ -67,6 +69,20 @@ export const FOOTER_SCHEMA = 'tidemark.schema';
 /** The lake format of the object (docs/lake-format.md), `1` or `2`. */
 export { FOOTER_FORMAT };
 
+/**
+ * A write's target as the Parquet sink takes it: with `iceberg`, the object is an Iceberg table's
+ * data file: its columns carry the table's field ids, its ref the `data_file` a manifest lists,
+ * and it is stored only if no object has its name (a data file that may be committed is never
+ * rewritten: decision 0024).
+ */
+export interface ParquetWriteTarget extends WriteTarget {
+  readonly iceberg?: {
+    /** The table's current Iceberg schema, whose field ids the file carries. */
+    readonly schema: IcebergSchema;
+    readonly ids: LakeFieldIds;
+  };
+}
+
 /** Whether `prepare` encodes ahead (a switch for the bench: the lever measured beside the default). */
 export const encodeAhead = { enabled: true };
 
@@ -79,7 +95,7 @@ const PREPARED_MAX = 4;
 
 /** An object `prepare` is encoding, and the arguments its `write` must repeat to take it. */
 interface Prepared {
-  readonly target: WriteTarget;
+  readonly target: ParquetWriteTarget;
   readonly schema: Schema;
   readonly startPosition: Position;
   readonly batches: readonly Batch[];
@@ -134,7 +150,7 @@ export class ParquetSink implements Sink, SinkProbe {
    * encode error is reported by that `write`.
    */
   prepare(
-    target: WriteTarget,
+    target: ParquetWriteTarget,
     schema: Schema,
     startPosition: Position,
     batches: readonly Batch[],
@@ -158,7 +174,7 @@ export class ParquetSink implements Sink, SinkProbe {
    * resolves. An empty write stores nothing and returns [].
    */
   async write(
-    target: WriteTarget,
+    target: ParquetWriteTarget,
     schema: Schema,
     startPosition: Position,
     batches: readonly Batch[],
@@ -175,6 +191,7 @@ export class ParquetSink implements Sink, SinkProbe {
       ready !== undefined &&
       ready.target.fence === target.fence &&
       ready.target.format === target.format &&
+      ready.target.iceberg?.ids === target.iceberg?.ids &&
       ready.schema === schema &&
       ready.startPosition === startPosition &&
       ready.recorded === recorded &&
@@ -189,13 +206,24 @@ export class ParquetSink implements Sink, SinkProbe {
     const { key: objectName, sidecarKey } = objectKey(this.prefix, table, writer, startPosition, fence);
     // The sidecar goes first: whenever a shortened object exists, its full position does too.
     if (sidecarKey) await this.store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
-    await this.store.put(objectName, bytes);
-    return [{ uri: this.store.uri(objectName), bytes: bytes.byteLength, rows, writer, startPosition, fence }];
+    const uri = this.store.uri(objectName);
+    if (!target.iceberg) {
+      await this.store.put(objectName, bytes);
+      return [{ uri, bytes: bytes.byteLength, rows, writer, startPosition, fence }];
+    }
+    if ((await this.store.putIfAbsent(objectName, bytes)) === 'exists')
+      throw new SinkError(
+        'SINK_OBJECT_EXISTS',
+        table,
+        `refused to overwrite the data file ${uri}: a file of an Iceberg table may already be committed, and names are unique per attempt (writer, position, lease fence), so another process wrote this one with the same lease fence; nothing was written (a bug: report it)`,
+      );
+    const dataFile = parquetDataFile(uri, bytes, target.iceberg.schema);
+    return [{ uri, bytes: bytes.byteLength, rows, writer, startPosition, fence, dataFile }];
   }
 
   /** The Parquet bytes and row count of one write's object; undefined when it has no rows. */
   private async encodeObject(
-    target: WriteTarget,
+    target: ParquetWriteTarget,
     schema: Schema,
     startPosition: Position,
     batches: readonly Batch[],
@@ -212,7 +240,8 @@ export class ParquetSink implements Sink, SinkProbe {
       requireUpsertKey(table, writeMode, schema);
       records = collapseToLatest(records, schema.primaryKey);
     }
-    const lake = records.map(toLakeRecord);
+    const ids = target.iceberg?.ids;
+    const lake = records.map((r) => (ids ? toLakeRecordWithIds(r, ids) : toLakeRecord(r)));
     const rows = lake.reduce((n, r) => n + r.numRows, 0);
     const format = target.format ?? DEFAULT_LAKE_FORMAT;
     const bytes = await encodeParquetAsync(lake, {

@@ -174,6 +174,7 @@ export async function flushTables(
         writer: run.opts.writer,
         fence: run.fenceNumber,
         format: t.format,
+        tableFormat: t.tableFormat,
       },
       schema: t.schema,
       startPosition,
@@ -185,7 +186,7 @@ export async function flushTables(
     value: (written) => {
       run.fence.check();
       const tables: Record<string, CdcTableState> = { ...run.state.tables };
-      for (const { write, refs } of written) {
+      for (const { write, refs, pending } of written) {
         const { t, batches, last } = write;
         const prev = tables[t.config.target] ?? { rows: 0, objects: 0 };
         let n = 0;
@@ -200,6 +201,8 @@ export async function flushTables(
           schemaHash: t.recorded.hash,
           schemaVersion: t.recorded.version,
           format: t.format,
+          tableFormat: t.tableFormat,
+          ...(pending ? { pending } : {}),
           ...(t.lastCommitTimeMs !== undefined ? { lagMs: Math.max(0, now - t.lastCommitTimeMs) } : {}),
         };
         run.objects += refs.length;

@@ -13,6 +13,7 @@ import type { LakeFormat } from '../../contracts/lake-format.js';
 import type { Sink } from '../../contracts/sink.js';
 import type { Introspector, TableRef } from '../../contracts/source.js';
 import type { Clock, CursorStore } from '../../contracts/state.js';
+import type { ConfiguredTableFormat, TableFormat } from '../../contracts/table-format.js';
 import type { WriteMode } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
 import type { StoredSchema, WidenPolicy } from '../../dataplane/schema-rules.js';
@@ -56,6 +57,8 @@ export type CdcPoint =
   | 'before-write'
   | 'after-write'
   | 'after-commit'
+  /** An Iceberg table's catalog commit applied (after the state commit), the ack not yet made. */
+  | 'after-apply'
   | 'after-ack'
   | 'renewal'
   /** A chunk's high watermark arrived; its flush is next. */
@@ -73,6 +76,8 @@ export interface CdcRunOptions {
    * table with an entry keeps the format the entry records (docs/lake-format.md).
    */
   readonly lakeFormat?: LakeFormat;
+  /** The table format of tables captured for the first time (the spec's `lake.tableFormat`); default plain. */
+  readonly tableFormat?: ConfiguredTableFormat;
   readonly introspector: Introspector;
   readonly streamer: Streamer;
   readonly runtime: CdcRuntime;
@@ -133,6 +138,8 @@ export interface Captured {
   recorded: StoredSchema;
   /** The lake format the table writes (its entry's, or the spec's for a new table). */
   readonly format: LakeFormat;
+  /** The table format (its entry's, or the spec's for a new table). */
+  readonly tableFormat: TableFormat;
   /** Clock reading when the oldest pending row arrived; undefined when none is pending. */
   pendingSince: number | undefined;
   /** Source commit time of the newest row seen (lag is measured from it). */

@@ -23,8 +23,9 @@ import type { SourcePosition } from '../../contracts/cdc.js';
 import { TidemarkError } from '../../contracts/errors.js';
 import { DEFAULT_LAKE_FORMAT, parseRecordedFormat, resolveLakeFormat } from '../../contracts/lake-format.js';
 import type { LakeTable } from '../../contracts/sink.js';
+import { parseRecordedTableFormat, resolveTableFormat } from '../../contracts/table-format.js';
 import { SchemaChangedError, storedSchema } from '../../dataplane/schema-rules.js';
-import { recoverUncommitted } from '../durable-step.js';
+import { applyPending, recoverUncommitted } from '../durable-step.js';
 import { commit, type FlushContext } from './flush.js';
 import { cdcLakeSchema } from './lake-schema.js';
 import type { Captured } from './options.js';
@@ -84,12 +85,25 @@ export async function introspect(run: RecoveryContext): Promise<void> {
         table: config.target,
         format: lakeFormat.format,
       });
+    // The table format, likewise: a table keeps its recorded one; an explicit spec setting that
+    // contradicts it is refused here, before anything of the table is written.
+    const recordedTableFormat = parseRecordedTableFormat(
+      `${config.target} in ${run.key}`,
+      stored?.tableFormat,
+    );
+    const tableFormat = resolveTableFormat(
+      config.target,
+      run.opts.tableFormat ?? { format: 'plain', explicit: false },
+      stored !== undefined && (recordedTableFormat !== undefined || stored.next !== undefined),
+      recordedTableFormat,
+    );
     run.tables.set(config.target, {
       config,
       ref,
       schema: lake,
       recorded,
       format: lakeFormat.format,
+      tableFormat,
       pendingSince: undefined,
       lastCommitTimeMs: undefined,
       stopped: stored?.stopped !== undefined,
@@ -168,6 +182,13 @@ export async function recover(run: RecoveryContext, firstStart: boolean, scheme:
     if (added.length > 0)
       run.log.info('tables added to the capture', { tables: added.map((t) => t.config.target) });
   }
+  // An Iceberg table's commit the state decided is applied before anything else: the catalog
+  // follows the state (docs/decisions/0024). A table that has it already is left as it is.
+  // Every entry's, the tables no longer captured included: what the state decided is applied.
+  await applyPending(
+    sink,
+    Object.values(run.state.tables).flatMap((e) => (e.pending ? [e.pending] : [])),
+  );
   for (const t of run.tables.values()) {
     const lake: LakeTable = { table: t.config.target, writer };
     // Without a `next` the table never committed an object: all of ours OF THIS SCHEME are
@@ -202,6 +223,7 @@ function newEntry(t: Captured): CdcTableState {
     schemaHash: t.recorded.hash,
     schemaVersion: t.recorded.version,
     format: t.format,
+    tableFormat: t.tableFormat,
     ...(t.config.snapshot === 'initial' ? { snapshot: newTableSnapshot() } : {}),
   };
 }

@@ -13,6 +13,8 @@
 import type { DestructiveDDL, SourcePosition } from '../../contracts/cdc.js';
 import { TidemarkError } from '../../contracts/errors.js';
 import type { LakeFormat } from '../../contracts/lake-format.js';
+import type { PendingCommit } from '../../contracts/sink.js';
+import type { TableFormat } from '../../contracts/table-format.js';
 import type { Schema } from '../../dataplane/schema.js';
 import { schemaHash, schemaHashWithSourceTypes } from '../../dataplane/schema-rules.js';
 import type { TableSnapshot } from './snapshot.js';
@@ -33,6 +35,13 @@ export interface CdcTableState {
    * entry written before formats were recorded (format 1 once the table wrote an object).
    */
   readonly format?: LakeFormat;
+  /** The table format (shared/contracts/table-format.ts); undefined in an entry from before formats: plain. */
+  readonly tableFormat?: TableFormat;
+  /**
+   * An Iceberg table's last commit decided by a state commit (docs/decisions/0024): applied to the
+   * catalog right after that commit, and again by recovery (a no-op when the table has it).
+   */
+  readonly pending?: PendingCommit;
   /** Rows committed over the table's life, objects written. */
   readonly rows: number;
   readonly objects: number;

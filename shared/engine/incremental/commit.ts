@@ -37,7 +37,13 @@ export function leaseTtl(opts: IncrementalRunOptions): number {
 
 /** Where this run's objects go; the lake format is the table's (decision 0014). */
 export function writeTarget(opts: IncrementalRunOptions, fence: number, s: IncrementalState): WriteTarget {
-  return { table: opts.table.target, writer: opts.writer, fence, format: s.format ?? DEFAULT_LAKE_FORMAT };
+  return {
+    table: opts.table.target,
+    writer: opts.writer,
+    fence,
+    format: s.format ?? DEFAULT_LAKE_FORMAT,
+    ...(s.tableFormat === 'iceberg' ? { tableFormat: s.tableFormat } : {}),
+  };
 }
 
 /** What one page's commit made durable. */
@@ -94,7 +100,7 @@ export async function commitPage(
       },
     ],
     value: ([w]) => {
-      const refs = w!.refs;
+      const { refs, pending } = w!;
       pageBytes = refs.reduce((s, r) => s + r.bytes, 0);
       const cursorText = describeCursor(schema, table.cursor, cursor);
       const time = cursorTime(schema, table.cursor, cursor);
@@ -110,6 +116,9 @@ export async function commitPage(
         // source (one query per run, not one per page on the connection that reads pages).
         ...(newestCursorMs !== undefined ? { newestCursorMs } : {}),
         objects: refs.map((r) => r.uri),
+        // The page's Iceberg commit, decided by this state commit (a plain table has none; a
+        // page of no rows leaves the previous one, already applied, in place).
+        ...(pending ? { pending } : {}),
       };
       return next as unknown as Record<string, unknown>;
     },

@@ -18,6 +18,7 @@ import type {
   Warning,
 } from '../../contracts/source.js';
 import type { Clock, CursorStore } from '../../contracts/state.js';
+import type { ConfiguredTableFormat } from '../../contracts/table-format.js';
 import type { Batch, WriteMode } from '../../dataplane/batch.js';
 import type { Schema } from '../../dataplane/schema.js';
 import type { WidenPolicy } from '../../dataplane/schema-rules.js';
@@ -71,6 +72,8 @@ export interface IncrementalRunOptions {
    * table with state keeps the format it records (docs/lake-format.md).
    */
   readonly lakeFormat?: LakeFormat;
+  /** The table format of a table synced for the first time (the spec's `lake.tableFormat`); default plain. */
+  readonly tableFormat?: ConfiguredTableFormat;
   readonly source: IncrementalCapableSource;
   readonly store: CursorStore;
   readonly sink: Sink;

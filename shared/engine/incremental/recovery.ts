@@ -9,11 +9,11 @@
  *     written but never committed (../durable-step.ts `recoverUncommitted`).
  * Never considers another writer's objects, and never deletes one the state accounts for.
  */
-import type { LakeTable } from '../../contracts/sink.js';
+import type { LakeTable, PendingCommit } from '../../contracts/sink.js';
 import type { StateRecord } from '../../contracts/state.js';
 import type { Logger } from '../../observability/log.js';
 import { incrementalSeqOf, incrementalStepStart } from '../../position/position.js';
-import { recoverUncommitted } from '../durable-step.js';
+import { applyPending, recoverUncommitted } from '../durable-step.js';
 import { leaseTtl } from './commit.js';
 import { StateBehindLakeError, StateMissingError } from './errors.js';
 import type { IncrementalRunOptions } from './options.js';
@@ -63,16 +63,22 @@ export async function checkStateAgainstLake(
 }
 
 /**
- * Step 4 of the durability order: whatever of ours lies at or past the committed position (page
- * `seq`) was written by an attempt that never committed; removes it before anything new is
- * written. Returns how many objects were removed.
+ * Step 4 of the durability order: an Iceberg table's pending commit (decided by the last page
+ * commit) is applied, then whatever of ours lies at or past the committed position (page `seq`)
+ * was written by an attempt that never committed, and no snapshot references it (a catalog
+ * commit only applies what the state holds): it is removed before anything new is written.
+ * Returns how many objects were removed.
  */
 export async function removeUncommitted(
   opts: IncrementalRunOptions,
   log: Logger,
   lake: LakeTable,
   seq: number,
+  pending: PendingCommit | undefined,
 ): Promise<number> {
+  // An Iceberg table's commit the state decided is applied first (docs/decisions/0024): the
+  // catalog follows the state; a table that has it already is left as it is.
+  if (pending) await applyPending(opts.sink, [pending]);
   const removed = await recoverUncommitted(opts.sink, lake, incrementalStepStart(seq));
   if (removed.length > 0)
     log.warn('removed uncommitted objects of a crashed attempt', { objects: removed.map((r) => r.uri) });

@@ -37,6 +37,7 @@ import { DEFAULT_LAKE_FORMAT, resolveLakeFormat } from '../../contracts/lake-for
 import type { LakeTable } from '../../contracts/sink.js';
 import type { TableRef, Warning } from '../../contracts/source.js';
 import type { StateRecord } from '../../contracts/state.js';
+import { resolveTableFormat } from '../../contracts/table-format.js';
 import { requireUpsertKey } from '../../dataplane/batch.js';
 import { findColumn, type Schema } from '../../dataplane/schema.js';
 import {
@@ -138,10 +139,17 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
       before.format,
     );
     if (lakeFormat.note) log.warn(lakeFormat.note, { code: 'LAKE_FORMAT_KEPT', format: lakeFormat.format });
+    // The table format, likewise; an explicit spec setting that contradicts it is refused here.
+    const tableFormat = resolveTableFormat(
+      table.target,
+      opts.tableFormat ?? { format: 'plain', explicit: false },
+      !(record.value === undefined || (before.tableFormat === undefined && before.seq === 0)),
+      before.tableFormat,
+    );
     const start: IncrementalState =
-      recorded === before.schema && before.format === lakeFormat.format
+      recorded === before.schema && before.format === lakeFormat.format && before.tableFormat === tableFormat
         ? before
-        : { ...before, schema: recorded, format: lakeFormat.format };
+        : { ...before, schema: recorded, format: lakeFormat.format, tableFormat };
     record = await checkStateAgainstLake(opts, key, lake, record, start);
     if (record.value !== undefined && start !== before) {
       record = await opts.store.commit(key, {
@@ -155,7 +163,7 @@ export async function runIncremental(opts: IncrementalRunOptions): Promise<Incre
     durable.state = start;
 
     // Step 4 of the durability order: a crashed attempt's objects go before anything new is written.
-    const recovered = await removeUncommitted(opts, log, lake, before.seq);
+    const recovered = await removeUncommitted(opts, log, lake, before.seq, before.pending);
 
     const summary = await pageLoop(
       opts,

@@ -9,6 +9,8 @@
  */
 import { TidemarkError } from '../../contracts/errors.js';
 import { type LakeFormat, parseRecordedFormat } from '../../contracts/lake-format.js';
+import type { PendingCommit } from '../../contracts/sink.js';
+import { parseRecordedTableFormat, type TableFormat } from '../../contracts/table-format.js';
 import { parseStoredSchema, type StoredSchema } from '../../dataplane/schema-rules.js';
 
 /** The key of an incremental table's state item. */
@@ -79,6 +81,17 @@ export interface IncrementalState {
    * table's objects (the next run takes the spec's `lake.format`).
    */
   readonly format?: LakeFormat;
+  /**
+   * The table format (shared/contracts/table-format.ts). Undefined in a state written before
+   * table formats were recorded (plain, once a page was committed).
+   */
+  readonly tableFormat?: TableFormat;
+  /**
+   * An Iceberg table's last commit decided by a page commit (docs/decisions/0024): applied to the
+   * catalog right after that commit, and again by the next run's recovery (a no-op when the table
+   * has it).
+   */
+  readonly pending?: PendingCommit;
 }
 
 export function initialIncrementalState(cursorColumn: string): IncrementalState {
@@ -108,6 +121,8 @@ export function parseIncrementalState(value: unknown, cursorColumn: string): Inc
   const lastError = parseRecordedError(v.lastError);
   const schema = parseStoredSchema(v.schema);
   const format = parseRecordedFormat('incremental state', v.format);
+  const tableFormat = parseRecordedTableFormat('incremental state', v.tableFormat);
+  const pending = parsePending(v.pending);
   return {
     cursor: v.cursor,
     cursorColumn: v.cursorColumn,
@@ -119,6 +134,8 @@ export function parseIncrementalState(value: unknown, cursorColumn: string): Inc
     ...(objects ? { objects } : {}),
     ...(schema ? { schema } : {}),
     ...(format !== undefined ? { format } : {}),
+    ...(tableFormat !== undefined ? { tableFormat } : {}),
+    ...(pending ? { pending } : {}),
     ...(lastRun ? { lastRun } : {}),
     ...(lastError && typeof (v.lastError as { at?: unknown }).at === 'string'
       ? { lastError: { ...lastError, at: (v.lastError as { at: string }).at } }
@@ -134,6 +151,27 @@ export function recordError(e: unknown): RecordedError {
     code: typeof code === 'string' ? code : 'UNEXPECTED',
     message: (message.split('\n')[0] ?? '').slice(0, 1000),
   };
+}
+
+/** A stored pending commit; one that is not whole is corrupt (never silently dropped: it is decided). */
+function parsePending(v: unknown): PendingCommit | undefined {
+  if (v === undefined) return undefined;
+  const p = v as Partial<PendingCommit>;
+  if (
+    typeof p !== 'object' ||
+    p === null ||
+    typeof p.table !== 'string' ||
+    typeof p.writer !== 'string' ||
+    typeof p.commitId !== 'string' ||
+    typeof p.manifest !== 'string' ||
+    typeof p.manifestLength !== 'number' ||
+    !Array.isArray(p.partitions)
+  )
+    throw new TidemarkError(
+      'STATE_CORRUPT',
+      `stored incremental state has a pending Iceberg commit that is not valid (${JSON.stringify(v).slice(0, 200)}); inspect it with tidemark status`,
+    );
+  return p as PendingCommit;
 }
 
 function stringList(v: unknown): readonly string[] | undefined {

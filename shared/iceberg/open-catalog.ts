@@ -1,0 +1,111 @@
+/**
+ * The lake's catalog from the spec's `lake.catalog` (docs/iceberg.md, "Catalogs"): which catalog
+ * commits a lake's Iceberg tables, and where each lake target lives in it: its catalog identifier
+ * and its folder in the lake store (the plain layout's table folder, shared/sink/layout.ts
+ * `tablePrefix`, so an Iceberg table's data files sit where a plain table's objects would and its
+ * metadata under `metadata/`).
+ *
+ * Owns the mapping from a target to (identifier, folder), one per catalog kind: `file` names a
+ * table by its target (its folder IS its identity), `glue` by the documented Glue names
+ * (./glue-names.ts; two targets on one Glue table are refused before anything is written).
+ * Opens no connection: the catalogs connect on first use.
+ */
+import type { Spec } from '../config/spec.js';
+import { ConfigError } from '../contracts/errors.js';
+import { tablePrefix } from '../sink/layout.js';
+import type { ObjectStore } from '../sink/object-store.js';
+import type { Catalog, TableIdent } from './catalog.js';
+import { FileCatalog } from './file-catalog.js';
+import { GlueCatalog } from './glue-catalog.js';
+import { glueIdentOf, glueNameCollisions } from './glue-names.js';
+import type { TableFolder } from './table-folder.js';
+
+export type CatalogConfig = Spec['lake']['catalog'];
+
+/** A lake target's place in its catalog and in the lake store. */
+export interface LakeTableLocation {
+  readonly ident: TableIdent;
+  readonly folder: TableFolder;
+}
+
+/** The catalog of one lake, and where its targets are. */
+export interface LakeCatalog {
+  readonly catalog: Catalog;
+  /** Where `target`'s Iceberg table is. @throws SinkError `GLUE_NAME_COLLISION` (glue) for a name another target took. */
+  table(target: string): LakeTableLocation;
+}
+
+export interface LakeCatalogOptions {
+  readonly store: ObjectStore;
+  /** The lake's key prefix in the store ('' = its root). */
+  readonly prefix: string;
+  /** Every target of the spec: a collision between two of them is refused up front. */
+  readonly targets?: readonly string[];
+}
+
+/** The folder key (no trailing `/`) of `target` in a lake at `prefix`. */
+export function tableFolderKey(prefix: string, target: string): string {
+  return tablePrefix(prefix, target).replace(/\/+$/, '');
+}
+
+/** Builds the lake's catalog. @throws ConfigError for a catalog this build cannot open. */
+export function openLakeCatalog(config: CatalogConfig, options: LakeCatalogOptions): LakeCatalog {
+  const { store, prefix } = options;
+  const folderOf = (target: string): TableFolder => ({ store, key: tableFolderKey(prefix, target) });
+  switch (config.type) {
+    case 'file': {
+      // The folder is the table's identity: the identifier carries the target itself.
+      const catalog = new FileCatalog({ store, tableKey: (ident) => tableFolderKey(prefix, ident.name) });
+      return {
+        catalog,
+        table: (target) => ({ ident: { namespace: '', name: target }, folder: folderOf(target) }),
+      };
+    }
+    case 'glue': {
+      const naming = { database: config.database };
+      const collision = glueNameCollisions(options.targets ?? [], naming)[0];
+      if (collision)
+        throw new ConfigError(
+          'lake.catalog',
+          `targets ${collision.targets.map((t) => `"${t}"`).join(' and ')} would share the Glue table ${collision.glue} (Glue names are lowercase, [a-z0-9_]); give one of them another target`,
+        );
+      // Glue identifiers lose the target's spelling: each is mapped back to the target it came from.
+      const targets = new Map<string, string>();
+      const catalog = new GlueCatalog({
+        store,
+        tableKey: (ident) => {
+          const target = targets.get(`${ident.namespace}.${ident.name}`);
+          if (target === undefined)
+            throw new ConfigError(
+              'lake.catalog',
+              `no lake target maps to the Glue table ${ident.namespace}.${ident.name} (a bug)`,
+            );
+          return tableFolderKey(prefix, target);
+        },
+        ...(config.region ? { region: config.region } : {}),
+        ...(config.endpoint ? { endpoint: config.endpoint } : {}),
+        ...(config.catalogId ? { catalogId: config.catalogId } : {}),
+      });
+      return {
+        catalog,
+        table: (target) => {
+          const ident = glueIdentOf(target, naming);
+          const text = `${ident.namespace}.${ident.name}`;
+          const other = targets.get(text);
+          if (other !== undefined && other !== target)
+            throw new ConfigError(
+              'lake.catalog',
+              `targets "${other}" and "${target}" would share the Glue table ${text} (Glue names are lowercase, [a-z0-9_]); give one of them another target`,
+            );
+          targets.set(text, target);
+          return { ident, folder: folderOf(target) };
+        },
+      };
+    }
+    default:
+      throw new ConfigError(
+        'lake.catalog.type',
+        `the ${config.type} catalog is not available in this build; use type: file or type: glue`,
+      );
+  }
+}

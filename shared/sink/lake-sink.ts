@@ -1,0 +1,312 @@
+/**
+ * The lake's sink for both table formats (shared/contracts/table-format.ts): a plain table's
+ * writes are the Parquet sink's objects as they always were; an Iceberg table's writes are the
+ * same objects as the table's data files (its field ids in their columns, never rewritten),
+ * staged into a manifest (`stage`) and committed to the table's catalog (`apply`) in the order of
+ * docs/decisions/0024-iceberg-commits.md: data files and manifest, the state commit (the engine's,
+ * shared/engine/durable-step.ts), then the catalog commit.
+ *
+ * Owns: an Iceberg table's life as the sync sees it: created on its first write with tidemark's
+ * table properties, its schema evolved (one catalog commit, before data of the new schema is
+ * written: a column added early reads as NULL, never as a wrong value), the staged manifest's name
+ * and the commit's identity (the first data file's stem: writer, position, fence, so unique per
+ * attempt and placed by recovery like the data files), and the recovery of staged manifests no
+ * state holds. Never reads or commits state, never applies a commit the caller did not hand it.
+ */
+import { randomUUID } from 'node:crypto';
+import { SinkError } from '../contracts/errors.js';
+import type { LakeTable, ObjectRef, PendingCommit, Sink, SinkProbe, WriteTarget } from '../contracts/sink.js';
+import type { Position } from '../contracts/source.js';
+import type { Batch } from '../dataplane/batch.js';
+import type { Schema } from '../dataplane/schema.js';
+import type { StoredSchema } from '../dataplane/schema-rules.js';
+import { applyAppend, type StagedAppend, stageAppend } from '../iceberg/append.js';
+import { commitWithRetry, identText, type LoadedTable } from '../iceberg/catalog.js';
+import { TIDEMARK_TABLE_PROPERTIES } from '../iceberg/expire.js';
+import type { IcebergManifestFile } from '../iceberg/manifest-list.js';
+import { newTableMetadata, setSchema } from '../iceberg/metadata.js';
+import type { LakeCatalog } from '../iceberg/open-catalog.js';
+import { icebergSchemaOf, lakeFieldIdsOf } from '../iceberg/schema.js';
+import type { IcebergSchema } from '../iceberg/spec.js';
+import { compareStrings, PARQUET_SUFFIX, parseObjectName } from './layout.js';
+import type { ParquetSink, ParquetWriteTarget } from './parquet-sink.js';
+
+/** A staged manifest's name: `<commit id>-m0.avro` (shared/iceberg/append.ts `stageAppend`). */
+const MANIFEST_SUFFIX = '-m0.avro';
+
+export interface LakeSinkOptions {
+  /** Writes every object, plain or Iceberg data file. */
+  readonly parquet: ParquetSink;
+  /** Where Iceberg tables are committed; without it, an Iceberg write is refused. */
+  readonly catalog?: LakeCatalog;
+  /** The clock of snapshot timestamps; default Date.now. */
+  readonly nowMs?: () => number;
+}
+
+/** What an Iceberg table writes with: its current schema and that schema's field ids. */
+interface IcebergTarget {
+  /** The lake schema it was resolved for (the engine passes the same object page after page). */
+  readonly lake: Schema;
+  readonly iceberg: NonNullable<ParquetWriteTarget['iceberg']>;
+}
+
+export class LakeSink implements Sink, SinkProbe {
+  private readonly parquet: ParquetSink;
+  private readonly lakeCatalog: LakeCatalog | undefined;
+  private readonly nowMs: () => number;
+  /** Per table: the Iceberg schema its writes carry, for the lake schema it was resolved for. */
+  private readonly tables = new Map<string, IcebergTarget>();
+
+  constructor(options: LakeSinkOptions) {
+    this.parquet = options.parquet;
+    this.lakeCatalog = options.catalog;
+    this.nowMs = options.nowMs ?? Date.now;
+  }
+
+  warm(target: WriteTarget, schema: Schema): void {
+    this.parquet.warm(target, schema);
+  }
+
+  prepare(
+    target: WriteTarget,
+    schema: Schema,
+    startPosition: Position,
+    batches: readonly Batch[],
+    recorded?: StoredSchema,
+  ): void {
+    if (target.tableFormat !== 'iceberg') {
+      this.parquet.prepare(target, schema, startPosition, batches, recorded);
+      return;
+    }
+    // Only once the table's schema is known (after its first write): ids are needed to encode.
+    const known = this.tables.get(target.table);
+    if (known?.lake === schema)
+      this.parquet.prepare({ ...target, iceberg: known.iceberg }, schema, startPosition, batches, recorded);
+  }
+
+  async write(
+    target: WriteTarget,
+    schema: Schema,
+    startPosition: Position,
+    batches: readonly Batch[],
+    recorded?: StoredSchema,
+  ): Promise<ObjectRef[]> {
+    if (target.tableFormat !== 'iceberg')
+      return this.parquet.write(target, schema, startPosition, batches, recorded);
+    if (!batches.some((b) => b.record.numRows > 0)) return [];
+    const { iceberg } = await this.icebergTarget(target, schema);
+    return this.parquet.write({ ...target, iceberg }, schema, startPosition, batches, recorded);
+  }
+
+  async stage(target: WriteTarget, refs: readonly ObjectRef[]): Promise<PendingCommit | undefined> {
+    if (target.tableFormat !== 'iceberg' || refs.length === 0) return undefined;
+    const { ident, folder } = this.location(target.table);
+    const known = this.tables.get(target.table);
+    const dataFiles = refs.map((r) => {
+      if (!r.dataFile || !known)
+        throw new SinkError(
+          'ICEBERG_METADATA_INVALID',
+          target.table,
+          `cannot stage ${r.uri} into ${identText(ident)}: it was not written as an Iceberg data file (a bug)`,
+        );
+      return r.dataFile;
+    });
+    const first = refs[0]!.uri;
+    const commitId = first.slice(first.lastIndexOf('/') + 1, -PARQUET_SUFFIX.length);
+    const staged = await stageAppend(folder, {
+      commit: { writerId: target.writer, commitId },
+      schema: known!.iceberg.schema,
+      spec: { 'spec-id': 0, fields: [] },
+      dataFiles,
+    });
+    return pendingOf(target, staged);
+  }
+
+  async apply(pending: PendingCommit): Promise<void> {
+    const { catalog } = this.requireCatalog(pending.table);
+    const { ident, folder } = this.location(pending.table);
+    const result = await applyAppend(catalog, ident, folder, stagedOf(pending), { nowMs: this.nowMs });
+    if (result.cleanupError !== undefined) {
+      // The commit stands; what it left unreferenced stays for maintenance.
+      process.emitWarning(
+        `${identText(ident)}: metadata files left after a commit could not be deleted (${String(result.cleanupError)})`,
+      );
+    }
+  }
+
+  /**
+   * The plain sink's recovery of data objects at or past `committed`, and the staged manifests of
+   * `target.writer` named at or past it (a crashed attempt's, which no state holds).
+   */
+  async recover(target: LakeTable, committed: Position): Promise<ObjectRef[]> {
+    const removed = await this.parquet.recover(target, committed);
+    if (this.lakeCatalog === undefined) return removed;
+    const { folder } = this.location(target.table);
+    const store = folder.store;
+    const dir = `${folder.key}/metadata/`;
+    const scheme = committed[0];
+    const doomed: string[] = [];
+    for (const o of await store.list(`${dir}${target.writer}.`)) {
+      const name = o.key.slice(dir.length);
+      if (!name.endsWith(MANIFEST_SUFFIX)) continue;
+      const parsed = parseObjectName(name.slice(0, -MANIFEST_SUFFIX.length) + PARQUET_SUFFIX);
+      if (parsed?.kind !== 'plain' || parsed.writer !== target.writer) continue;
+      if (parsed.position[0] === scheme && compareStrings(parsed.position, committed) >= 0)
+        doomed.push(o.key);
+    }
+    await store.delete(doomed);
+    return [...removed, ...doomed.map((key) => ({ uri: store.uri(key), bytes: -1, rows: -1 }))];
+  }
+
+  list(table: string, writer?: string): Promise<ObjectRef[]> {
+    return this.parquet.list(table, writer);
+  }
+
+  discard(target: LakeTable): Promise<ObjectRef[]> {
+    return this.parquet.discard(target);
+  }
+
+  probe(id: string): Promise<string> {
+    return this.parquet.probe(id);
+  }
+
+  /**
+   * The Iceberg schema `target`'s next data file carries: the table's current schema once `schema`
+   * is in it. A first write creates the table; a schema the table does not have yet is added in
+   * its own catalog commit, before any file of it is written.
+   */
+  private async icebergTarget(target: WriteTarget, schema: Schema): Promise<IcebergTarget> {
+    const known = this.tables.get(target.table);
+    if (known?.lake === schema) return known;
+    const { catalog } = this.requireCatalog(target.table);
+    const { ident, folder } = this.location(target.table);
+    let loaded = await catalog.loadTable(ident);
+    if (loaded === undefined) {
+      const first = icebergSchemaOf(schema, undefined, { table: target.table });
+      const created = await catalog.createTable(
+        ident,
+        newTableMetadata({
+          location: folder.store.uri(folder.key),
+          schema: first.schema,
+          lastColumnId: first.lastColumnId,
+          properties: TIDEMARK_TABLE_PROPERTIES,
+          uuid: randomUUID(),
+          nowMs: this.nowMs(),
+        }),
+      );
+      loaded = created.status === 'created' ? created.table : await catalog.loadTable(ident);
+      if (loaded === undefined)
+        throw new SinkError(
+          'ICEBERG_TABLE_MISSING',
+          target.table,
+          `the Iceberg table ${identText(ident)} was neither created nor found in the ${catalog.kind} catalog; nothing was written`,
+        );
+    }
+    const current = await this.withSchema(loaded, target, schema);
+    const resolved: IcebergTarget = {
+      lake: schema,
+      iceberg: { schema: current, ids: lakeFieldIdsOf(current) },
+    };
+    this.tables.set(target.table, resolved);
+    return resolved;
+  }
+
+  /** The table's current schema once it holds `schema` (a schema commit when it did not). */
+  private async withSchema(loaded: LoadedTable, target: WriteTarget, schema: Schema): Promise<IcebergSchema> {
+    const { catalog } = this.requireCatalog(target.table);
+    const { ident } = this.location(target.table);
+    const evolve = (t: LoadedTable) => {
+      const m = t.metadata;
+      const currentSchema = m.schemas.find((s) => s['schema-id'] === m['current-schema-id'])!;
+      return icebergSchemaOf(
+        schema,
+        { schema: currentSchema, lastColumnId: m['last-column-id'] },
+        { table: target.table },
+      );
+    };
+    const first = evolve(loaded);
+    if (!first.changed) return first.schema;
+    const result = await commitWithRetry(
+      catalog,
+      ident,
+      { writerId: target.writer, commitId: `schema-${randomUUID()}` },
+      (t) => {
+        const evolved = evolve(t);
+        if (!evolved.changed) return 'already-committed';
+        return setSchema(t.metadata, evolved.schema, {
+          lastColumnId: evolved.lastColumnId,
+          nowMs: this.nowMs(),
+        });
+      },
+    );
+    return evolve(result.table).schema;
+  }
+
+  private requireCatalog(table: string): LakeCatalog {
+    if (this.lakeCatalog) return this.lakeCatalog;
+    throw new SinkError(
+      'ICEBERG_TABLE_MISSING',
+      table,
+      `${table} is an Iceberg table, but this lake sink has no catalog (a bug: the pipeline opens it from lake.catalog)`,
+    );
+  }
+
+  private location(table: string) {
+    return this.requireCatalog(table).table(table);
+  }
+}
+
+/** The state's form of a staged append. */
+function pendingOf(target: WriteTarget, staged: StagedAppend): PendingCommit {
+  const b64 = (b: Uint8Array | undefined) =>
+    b === undefined ? undefined : Buffer.from(b).toString('base64');
+  return {
+    table: target.table,
+    writer: target.writer,
+    commitId: staged.commit.commitId,
+    manifest: staged.manifestPath,
+    manifestLength: staged.manifestLength,
+    dataFiles: staged.dataFiles,
+    records: staged.records,
+    filesSize: staged.filesSize,
+    partitions: staged.summary.partitions.map((p) => ({
+      n: p.contains_null,
+      ...(p.contains_nan === undefined ? {} : { nan: p.contains_nan }),
+      ...(p.lower_bound === undefined ? {} : { lo: b64(p.lower_bound) }),
+      ...(p.upper_bound === undefined ? {} : { hi: b64(p.upper_bound) }),
+    })),
+  };
+}
+
+/** A pending commit as `applyAppend` takes it: its manifest holds ADDED entries only. */
+export function stagedOf(p: PendingCommit): StagedAppend {
+  const bytes = (s: string | undefined) =>
+    s === undefined ? undefined : new Uint8Array(Buffer.from(s, 'base64'));
+  const partitions: IcebergManifestFile['partitions'] = p.partitions.map((s) => ({
+    contains_null: s.n,
+    ...(s.nan === undefined ? {} : { contains_nan: s.nan }),
+    ...(s.lo === undefined ? {} : { lower_bound: bytes(s.lo)! }),
+    ...(s.hi === undefined ? {} : { upper_bound: bytes(s.hi)! }),
+  }));
+  return {
+    commit: { writerId: p.writer, commitId: p.commitId },
+    manifestPath: p.manifest,
+    manifestLength: p.manifestLength,
+    summary: {
+      partition_spec_id: 0,
+      content: 0,
+      partitions: partitions ?? [],
+      added_files_count: p.dataFiles,
+      existing_files_count: 0,
+      deleted_files_count: 0,
+      added_rows_count: p.records,
+      existing_rows_count: 0,
+      deleted_rows_count: 0,
+      min_explicit_sequence_number: undefined,
+      inherits_sequence_number: true,
+    },
+    records: p.records,
+    dataFiles: p.dataFiles,
+    filesSize: p.filesSize,
+  };
+}
