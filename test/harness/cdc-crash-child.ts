@@ -26,6 +26,8 @@ import { runCdc } from '../../shared/engine/cdc/run.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
+import { openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
+import { LakeSink } from '../../shared/sink/lake-sink.js';
 import { ParquetSink } from '../../shared/sink/parquet-sink.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { isProvablyDead, localOwner } from '../../shared/state/lease-owner.js';
@@ -39,7 +41,7 @@ import {
   type CrashMutation,
   type KillLine,
 } from './cdc-crash-config.js';
-import { ackBeforeCommit, commitBeforeWrite, noopRecover, record } from './mutations.js';
+import { ackBeforeCommit, catalogFirst, commitBeforeWrite, noopRecover, record } from './mutations.js';
 
 /** What a driver's child gives the shared body. */
 export interface CrashChildDriver {
@@ -70,6 +72,7 @@ export function runCrashChild<C extends CrashChildConfig>(open: (config: C) => C
     await runEngineChild({
       dir: config.dir,
       mutation: config.mutation,
+      ...(config.tableFormat ? { tableFormat: config.tableFormat } : {}),
       source,
       tables,
       runtime,
@@ -112,6 +115,8 @@ export interface EngineChild {
   /** With nothing pending, commit a newer resume position at least this often. */
   readonly idleCommitMs: number;
   readonly snapshot?: CdcRunOptions['snapshot'];
+  /** `iceberg`: Iceberg tables in a `file` catalog under the lake (default plain). */
+  readonly tableFormat?: 'iceberg';
 }
 
 /**
@@ -122,13 +127,19 @@ export interface EngineChild {
 export async function runEngineChild(child: EngineChild): Promise<void> {
   const logger = createLogger({ json: true, level: 'info', metrics: false });
   const { source, mutation } = child;
-  let sink: Sink = new ParquetSink({ store: new FileObjectStore(join(child.dir, 'lake')) });
+  const lakeStore = new FileObjectStore(join(child.dir, 'lake'));
+  const parquet = new ParquetSink({ store: lakeStore });
+  let sink: Sink =
+    child.tableFormat === 'iceberg'
+      ? new LakeSink({ parquet, catalog: openLakeCatalog({ type: 'file' }, { store: lakeStore, prefix: '' }) })
+      : parquet;
   let store: CursorStore = new FileCursorStore(join(child.dir, 'state'));
   const plainStore = store;
   let streamer = child.streamer(plainStore);
   if (mutation === 'ack-before-commit') streamer = ackBeforeCommit(streamer);
   if (mutation === 'noop-recover') sink = noopRecover(sink);
   if (mutation === 'commit-before-write') ({ sink, store } = commitBeforeWrite(sink, store));
+  if (mutation === 'catalog-first') sink = catalogFirst(sink);
   const faults = await child.faults(plainStore);
 
   const stop = new AbortController();
@@ -162,6 +173,7 @@ export async function runEngineChild(child: EngineChild): Promise<void> {
       isHolderDead: isProvablyDead,
       faults,
       ...(child.snapshot ? { snapshot: child.snapshot } : {}),
+      ...(child.tableFormat ? { tableFormat: { format: child.tableFormat, explicit: true } } : {}),
     });
     process.stdout.write(`${JSON.stringify(summary)}\n`);
   } finally {

@@ -9,7 +9,7 @@ import type { CdcPoint } from '../../shared/engine/cdc/options.js';
 import { cdcStateKey } from '../../shared/engine/cdc/state.js';
 
 /** A broken protocol step the crash suites must detect (the wrappers: ./mutations.ts). */
-export type CrashMutation = 'ack-before-commit' | 'noop-recover' | 'commit-before-write';
+export type CrashMutation = 'ack-before-commit' | 'noop-recover' | 'commit-before-write' | 'catalog-first';
 
 /**
  * Kill at the `nth` time the engine reaches `point`. With `moved`, only commits that moved the
@@ -32,6 +32,8 @@ export interface CrashChildConfig {
   readonly flushRows?: number;
   /** With nothing pending, commit a newer resume position at least this often (default 1000). */
   readonly idleCommitMs?: number;
+  /** `iceberg`: the tables are Iceberg tables in a `file` catalog under the lake (default plain). */
+  readonly tableFormat?: 'iceberg';
 }
 
 export const CRASH_PIPELINE = 'p';

@@ -26,7 +26,37 @@ export function pendingRef(batches: Parameters<Sink['write']>[3]): ObjectRef {
 
 /** Mutation: a recovery that removes nothing (and says so). */
 export function noopRecover(inner: Sink): Sink {
-  return sinkWith(inner, { recover: async () => [] });
+  if (!inner.apply) return sinkWith(inner, { recover: async () => [] });
+  // An Iceberg sink: recovery's roll-forward is disabled too. Recovery applies the state's
+  // pending commits before the run writes anything; from the first write on, `apply` is the
+  // flush's own catalog commit and goes through.
+  let wrote = false;
+  return sinkWith(inner, {
+    recover: async () => [],
+    write: (...args) => {
+      wrote = true;
+      return inner.write(...args);
+    },
+    apply: async (...args) => {
+      if (wrote) await inner.apply!(...args);
+    },
+  });
+}
+
+/**
+ * Mutation (Iceberg): the commit order reversed, catalog first. Each staged commit is applied to
+ * the catalog at once, before the state commit that should decide it; recovery stays as it is
+ * (it deletes this writer's files at or past the state's `next`). A kill between the two commits
+ * leaves a snapshot whose files recovery then deletes (or whose rows the retry writes again).
+ */
+export function catalogFirst(inner: Sink): Sink {
+  return sinkWith(inner, {
+    stage: async (...args) => {
+      const pending = await inner.stage!(...args);
+      if (pending) await inner.apply!(pending);
+      return pending;
+    },
+  });
 }
 
 /**

@@ -34,6 +34,9 @@ export function sinkWith(inner: Sink, steps: Partial<Sink>): Sink {
     recover: (...a) => inner.recover(...a),
     list: (...a) => inner.list(...a),
     discard: (...a) => inner.discard(...a),
+    // An Iceberg sink's commit steps go on to it as they are.
+    ...(inner.stage ? { stage: (...a: Parameters<NonNullable<Sink['stage']>>) => inner.stage!(...a) } : {}),
+    ...(inner.apply ? { apply: (...a: Parameters<NonNullable<Sink['apply']>>) => inner.apply!(...a) } : {}),
     ...steps,
   };
 }

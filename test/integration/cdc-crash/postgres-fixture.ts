@@ -20,6 +20,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import type postgres from 'postgres';
 import { parseLsn } from '../../../shared/position/position.js';
 import { CRASH_RENEW_EVERY_MS, type CrashMutation } from '../../harness/cdc-crash-config.js';
+import { lakeScan, type TestTableFormat } from '../../harness/lake-scan.js';
 import { type FreshDatabase, freshPgDatabase } from '../../harness/pg.js';
 import { pgClient } from '../../harness/pg-cdc.js';
 import type { PgChildConfig } from '../../harness/pg-cdc-crash-config.js';
@@ -28,6 +29,7 @@ import {
   AFTER_WRITE_KILLS,
   type CrashFixture,
   type CrashSource,
+  icebergVariant,
   onCleanup,
 } from './scenarios.js';
 
@@ -149,7 +151,10 @@ async function slotConfirmed(
   }
 }
 
-async function openPgbench(mutation?: CrashMutation): Promise<CrashSource<SlotPair, PgbenchFacts>> {
+async function openPgbench(
+  mutation?: CrashMutation,
+  tableFormat: TestTableFormat = 'plain',
+): Promise<CrashSource<SlotPair, PgbenchFacts>> {
   const pgbench = findPgbench();
   const db: FreshDatabase = await freshPgDatabase('pgcrash');
   onCleanup(() => db.drop());
@@ -170,6 +175,7 @@ async function openPgbench(mutation?: CrashMutation): Promise<CrashSource<SlotPa
     slot: `${db.name}_slot`,
     publication: `${db.name}_pub`,
     ...(mutation ? { mutation } : {}),
+    ...(tableFormat === 'iceberg' ? { tableFormat } : {}),
   };
   let startLsn = '';
   let pgbenchRuns = 0;
@@ -208,7 +214,7 @@ async function openPgbench(mutation?: CrashMutation): Promise<CrashSource<SlotPa
         problems.push(
           `after the clean stop the slot is at ${slotAfter.confirmed}, past the state's ${finalPos}`,
         );
-      const checked = await checkLake(dir, sql, startLsn);
+      const checked = await checkLake(dir, sql, startLsn, tableFormat);
       problems.push(...checked.problems);
       return {
         problems,
@@ -229,13 +235,19 @@ async function checkLake(
   dir: string,
   sql: postgres.Sql,
   startLsn: string,
+  tableFormat: TestTableFormat,
 ): Promise<{ problems: string[]; historyRows: number; accounts: number }> {
   const problems: string[] = [];
   const duck = await DuckDBInstance.create(':memory:');
   const conn = await duck.connect();
-  const glob = (t: string) => join(dir, 'lake', `public.${t}`, '*.parquet');
-  const hasFiles = async (t: string) =>
-    Number((await conn.runAndReadAll(`SELECT count(*) FROM glob('${glob(t)}')`)).getRows()[0]![0]) > 0;
+  // Each table as its format reads: every object (plain), or the current snapshot's files.
+  const scans = new Map<string, string | undefined>();
+  for (const t of ['pgbench_history', 'pgbench_accounts', 'pgbench_tellers', 'pgbench_branches']) {
+    const scan = await lakeScan(join(dir, 'lake', `public.${t}`), tableFormat);
+    problems.push(...scan.problems.map((p) => `${t}: ${p}`));
+    scans.set(t, scan.from);
+  }
+  const hasFiles = async (t: string) => scans.get(t) !== undefined;
   try {
     // pgbench_history: every row inserted after capture started, exactly once (rows never update).
     const histKey = `tid || '|' || bid || '|' || aid || '|' || delta || '|'`;
@@ -248,7 +260,7 @@ async function checkLake(
           await conn.runAndReadAll(
             `SELECT CAST(tid AS VARCHAR) || '|' || CAST(bid AS VARCHAR) || '|' || CAST(aid AS VARCHAR) || '|' ||
                     CAST(delta AS VARCHAR) || '|' || CAST(epoch_us(mtime) AS VARCHAR), CAST(__op AS VARCHAR)
-             FROM read_parquet('${glob('pgbench_history')}', union_by_name = true)`,
+             FROM ${scans.get('pgbench_history')}`,
           )
         )
           .getRows()
@@ -308,14 +320,14 @@ async function checkLake(
           await conn.runAndReadAll(
             `SELECT CAST("${key}" AS VARCHAR), CAST("${col}" AS VARCHAR), CAST(__op AS VARCHAR) FROM (
                SELECT *, row_number() OVER (PARTITION BY "${key}" ORDER BY __pos DESC) AS rn
-               FROM read_parquet('${glob(table)}', union_by_name = true)) WHERE rn = 1`,
+               FROM ${scans.get(table)}) WHERE rn = 1`,
           )
         ).getRows();
         for (const [k, v, op] of rows) if (String(op) !== 'd') latest.set(String(k), String(v));
         const dup = Number(
           (
             await conn.runAndReadAll(
-              `SELECT count(*) - count(DISTINCT ("${key}", __pos)) FROM read_parquet('${glob(table)}', union_by_name = true)`,
+              `SELECT count(*) - count(DISTINCT ("${key}", __pos)) FROM ${scans.get(table)}`,
             )
           ).getRows()[0]![0],
         );
@@ -383,3 +395,27 @@ export const postgresCrashFixture: CrashFixture<SlotPair, PgbenchFacts> = {
   },
   open: openPgbench,
 };
+
+/**
+ * The same pgbench run with Iceberg tables (docs/decisions/0024-iceberg-commits.md): the tables
+ * read as their current snapshots, 20 kills over the protocol points and the one between the
+ * catalog commit and the ack.
+ */
+export const postgresIcebergCrashFixture: CrashFixture<SlotPair, PgbenchFacts> = icebergVariant(
+  postgresCrashFixture,
+  {
+    // Recovery disabled (the state's pending commit not applied at start, no orphan removed): a
+    // kill between the state commit and the catalog commit loses that commit's rows.
+    'noop-recover': {
+      kills: AFTER_COMMIT_KILLS,
+      detectedBy: /are missing from the lake|have no lake version/,
+    },
+    // Catalog first, then the state, with today's delete-from-`next` recovery: a kill between
+    // the two commits leaves a snapshot whose files the next start deletes (or whose rows it
+    // writes again).
+    'catalog-first': {
+      kills: AFTER_WRITE_KILLS,
+      detectedBy: /is gone|more than once|duplicate \(key, __pos\)/,
+    },
+  },
+);

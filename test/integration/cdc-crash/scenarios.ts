@@ -26,6 +26,7 @@ import { afterAll, expect, it } from 'vitest';
 import type { CdcPoint } from '../../../shared/engine/cdc/options.js';
 import { parseCdcState } from '../../../shared/engine/cdc/state.js';
 import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
+import type { TestTableFormat } from '../../harness/lake-scan.js';
 import {
   CRASH_STATE_KEY,
   type CrashChildConfig,
@@ -122,8 +123,31 @@ export interface CrashFixture<D, F> {
   /** The 20-kill scenario's printed report. */
   report(outcome: Outcome<D, F>): string;
   /** Per mutation, in the order run: the kills, and the problem that must show it. */
-  readonly mutants: Readonly<Record<CrashMutation, { kills: readonly Kill[]; detectedBy: RegExp }>>;
-  open(mutation?: CrashMutation): Promise<CrashSource<D, F>>;
+  readonly mutants: Readonly<Partial<Record<CrashMutation, { kills: readonly Kill[]; detectedBy: RegExp }>>>;
+  /** The protocol points the 20 kills cycle through (default: POINTS). */
+  readonly points?: readonly CdcPoint[];
+  /** `tableFormat` `iceberg`: the captured tables are Iceberg tables (the lake check reads them as such). */
+  open(mutation?: CrashMutation, tableFormat?: TestTableFormat): Promise<CrashSource<D, F>>;
+}
+
+/**
+ * `fx` with its tables written as Iceberg tables (a `file` catalog in the child's lake): the
+ * same workload, kills and checks, the lake read as each table's current snapshot (by pyiceberg's
+ * scan plan), a kill point more (after the catalog commit, before the ack) and the mutants that
+ * break the Iceberg commit order (docs/decisions/0024-iceberg-commits.md).
+ */
+export function icebergVariant<D, F>(
+  fx: CrashFixture<D, F>,
+  mutants: CrashFixture<D, F>['mutants'],
+): CrashFixture<D, F> {
+  return {
+    ...fx,
+    tag: `${fx.tag} (Iceberg)`,
+    title: `Iceberg tables: ${fx.title}; no file a snapshot references is ever deleted`,
+    points: [...POINTS.slice(0, 3), 'after-apply', ...POINTS.slice(3)],
+    mutants,
+    open: (mutation) => fx.open(mutation, 'iceberg'),
+  };
 }
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -319,8 +343,8 @@ export async function crashRun<D, F>(
 }
 
 /** `n` kills cycling through the protocol points, each at its 1st, 2nd or 3rd reach. */
-export function schedule(n: number): Kill[] {
-  return Array.from({ length: n }, (_, i) => ({ point: POINTS[i % POINTS.length]!, nth: 1 + (i % 3) }));
+export function schedule(n: number, points: readonly CdcPoint[] = POINTS): Kill[] {
+  return Array.from({ length: n }, (_, i) => ({ point: points[i % points.length]!, nth: 1 + (i % 3) }));
 }
 
 /** An outcome as the failure messages show it. */
@@ -357,7 +381,7 @@ export function cdcCrashScenarios<D, F>(fx: CrashFixture<D, F>): void {
 
   it(fx.title, { timeout: 15 * 60_000 }, async () => {
     const started = Date.now();
-    const outcome = await crashRun(fx, schedule(20));
+    const outcome = await crashRun(fx, schedule(20, fx.points));
     process.stdout.write(
       `[${fx.tag}] ${((Date.now() - started) / 1000).toFixed(1)} s, ${fx.report(outcome)}\n`,
     );
@@ -370,7 +394,7 @@ export function cdcCrashScenarios<D, F>(fx: CrashFixture<D, F>): void {
   // check that guards the step it breaks.
   for (const [mutation, { kills, detectedBy }] of Object.entries(fx.mutants) as [
     CrashMutation,
-    CrashFixture<D, F>['mutants'][CrashMutation],
+    { kills: readonly Kill[]; detectedBy: RegExp },
   ][]) {
     it(`detects a broken protocol: ${mutation}`, { timeout: 10 * 60_000 }, async () => {
       const outcome = await crashRun(fx, kills, mutation);
