@@ -24,9 +24,9 @@ import type { CursorStore } from '../../shared/contracts/state.js';
 import type { CdcPoint, CdcRunOptions, CdcTableConfig } from '../../shared/engine/cdc/options.js';
 import { runCdc } from '../../shared/engine/cdc/run.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
+import { openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
-import { openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
 import { LakeSink } from '../../shared/sink/lake-sink.js';
 import { ParquetSink } from '../../shared/sink/parquet-sink.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
@@ -131,7 +131,10 @@ export async function runEngineChild(child: EngineChild): Promise<void> {
   const parquet = new ParquetSink({ store: lakeStore });
   let sink: Sink =
     child.tableFormat === 'iceberg'
-      ? new LakeSink({ parquet, catalog: openLakeCatalog({ type: 'file' }, { store: lakeStore, prefix: '' }) })
+      ? new LakeSink({
+          parquet,
+          catalog: openLakeCatalog({ type: 'file' }, { store: lakeStore, prefix: '' }),
+        })
       : parquet;
   let store: CursorStore = new FileCursorStore(join(child.dir, 'state'));
   const plainStore = store;

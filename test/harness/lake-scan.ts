@@ -32,7 +32,10 @@ export async function lakeScan(tableDir: string, format: TestTableFormat = 'plai
           .map((f) => join(tableDir, f))
       : [];
     return {
-      from: files.length > 0 ? `read_parquet(${quote(join(tableDir, '*.parquet'))}, union_by_name = true)` : undefined,
+      from:
+        files.length > 0
+          ? `read_parquet(${quote(join(tableDir, '*.parquet'))}, union_by_name = true)`
+          : undefined,
       files,
       problems: [],
     };
@@ -43,18 +46,26 @@ export async function lakeScan(tableDir: string, format: TestTableFormat = 'plai
   let version = Number(readFileSync(hint, 'utf8').trim());
   while (existsSync(join(tableDir, 'metadata', `v${version + 1}.metadata.json`))) version++;
   const metadata = join(tableDir, 'metadata', `v${version}.metadata.json`);
-  const answer = await runReaderScript<{ files: { path: string }[]; missing: string[] }>('table_files.py', [
-    '--catalog',
-    'static',
-    '--metadata',
-    `file://${metadata}`,
-  ]);
+  let answer: { files: { path: string }[]; missing: string[] };
+  try {
+    answer = await runReaderScript('table_files.py', [
+      '--catalog',
+      'static',
+      '--metadata',
+      `file://${metadata}`,
+    ]);
+  } catch (e) {
+    // A manifest list or manifest the current snapshot names is gone, or does not parse.
+    return { from: undefined, files: [], problems: [`the table cannot be read: ${(e as Error).message}`] };
+  }
   const files = answer.files.map((f) => (f.path.startsWith('file:') ? fileURLToPath(f.path) : f.path));
   const problems = answer.missing.map((p) => `${p}: a file the table's current snapshot references is gone`);
   const present = files.filter((f) => existsSync(f));
   return {
     from:
-      present.length > 0 ? `read_parquet([${present.map(quote).join(', ')}], union_by_name = true)` : undefined,
+      present.length > 0
+        ? `read_parquet([${present.map(quote).join(', ')}], union_by_name = true)`
+        : undefined,
     files: present,
     problems,
   };

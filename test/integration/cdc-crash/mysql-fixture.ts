@@ -24,6 +24,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import type mysql from 'mysql2/promise';
 import { gtidWentBack } from '../../../shared/drivers/mysql/cdc/failover.js';
 import { CRASH_RENEW_EVERY_MS, type CrashMutation } from '../../harness/cdc-crash-config.js';
+import { lakeScan, type TestTableFormat } from '../../harness/lake-scan.js';
 import { type FreshDatabase, freshMysqlDatabase } from '../../harness/mysql.js';
 import { mysqlClient } from '../../harness/mysql-cdc.js';
 import {
@@ -37,6 +38,7 @@ import {
   AFTER_WRITE_KILLS,
   type CrashFixture,
   type CrashSource,
+  icebergVariant,
   onCleanup,
   readLines,
 } from './scenarios.js';
@@ -201,7 +203,10 @@ const display = (value: string | null | undefined): string => {
   return `${v.file}:${v.pos}${v.gtid ? ` (${v.gtid})` : ''}`;
 };
 
-async function openTransactional(mutation?: CrashMutation): Promise<CrashSource<BinlogPair, WorkloadFacts>> {
+async function openTransactional(
+  mutation?: CrashMutation,
+  tableFormat: TestTableFormat = 'plain',
+): Promise<CrashSource<BinlogPair, WorkloadFacts>> {
   const db: FreshDatabase = await freshMysqlDatabase('mycrash');
   onCleanup(() => db.drop());
   const dir = mkdtempSync(join(tmpdir(), 'tidemark-mycrash-'));
@@ -217,6 +222,7 @@ async function openTransactional(mutation?: CrashMutation): Promise<CrashSource<
     database: db.name,
     serverId: nextServerId++,
     ...(mutation ? { mutation } : {}),
+    ...(tableFormat === 'iceberg' ? { tableFormat } : {}),
   };
   const stats: WriterStats = { committed: 0, rolledBack: 0, aborted: 0, statements: 0 };
   return {
@@ -273,7 +279,7 @@ async function openTransactional(mutation?: CrashMutation): Promise<CrashSource<
         );
       if (stats.committed === 0 || stats.rolledBack === 0)
         problems.push(`the workload did not run: ${JSON.stringify(stats)}`);
-      const checked = await checkLake(dir, db.name, sql);
+      const checked = await checkLake(dir, db.name, sql, tableFormat);
       problems.push(...checked.problems);
       return {
         problems,
@@ -288,13 +294,13 @@ export async function checkLake(
   dir: string,
   database: string,
   sql: mysql.Connection,
+  tableFormat: TestTableFormat = 'plain',
 ): Promise<{ problems: string[]; lakeRows: Record<string, number>; sourceRows: Record<string, number> }> {
   const problems: string[] = [];
   const lakeRows: Record<string, number> = {};
   const sourceRows: Record<string, number> = {};
   const duck = await DuckDBInstance.create(':memory:');
   const conn = await duck.connect();
-  const glob = (t: MyTable) => join(dir, 'lake', `${database}.${t}`, '*.parquet');
   const markers: Record<MyTable, string> = {
     accounts: `id >= ${ROLLED_BACK_IDS} OR balance = -999999`,
     orders: `id >= ${ROLLED_BACK_IDS} OR note = 'ROLLED_BACK'`,
@@ -315,15 +321,15 @@ export async function checkLake(
       if (Number((bad as { n: unknown }[])[0]!.n) > 0)
         problems.push(`${t}: the source holds rolled-back markers`);
 
-      const files = Number(
-        (await conn.runAndReadAll(`SELECT count(*) FROM glob('${glob(t)}')`)).getRows()[0]![0],
-      );
-      if (files === 0) {
+      // Every object (plain), or an Iceberg table's current snapshot as pyiceberg plans its scan.
+      const scan = await lakeScan(join(dir, 'lake', `${database}.${t}`), tableFormat);
+      problems.push(...scan.problems.map((p) => `${t}: ${p}`));
+      if (scan.from === undefined) {
         lakeRows[t] = 0;
         if (src.size > 0) problems.push(`${t}: the lake has no files, the source ${src.size} rows`);
         continue;
       }
-      const from = `read_parquet('${glob(t)}', union_by_name = true)`;
+      const from = scan.from;
       lakeRows[t] = Number((await conn.runAndReadAll(`SELECT count(*) FROM ${from}`)).getRows()[0]![0]);
       const dup = Number(
         (
@@ -420,3 +426,26 @@ export const mysqlCrashFixture: CrashFixture<BinlogPair, WorkloadFacts> = {
   },
   open: openTransactional,
 };
+
+/**
+ * The same transactional workload with Iceberg tables (docs/decisions/0024-iceberg-commits.md):
+ * the tables read as their current snapshots, 20 kills over the protocol points and the one
+ * between the catalog commit and the ack.
+ */
+export const mysqlIcebergCrashFixture: CrashFixture<BinlogPair, WorkloadFacts> = icebergVariant(
+  mysqlCrashFixture,
+  {
+    // Recovery disabled: a kill between the state commit and the catalog commit loses that
+    // commit's rows from the table.
+    'noop-recover': {
+      kills: AFTER_COMMIT_KILLS,
+      detectedBy:
+        /have no live latest lake version|differs from the source|live in the lake but not in the source/,
+    },
+    // Catalog first, with delete-from-`next` recovery: the snapshot's files deleted (or written twice).
+    'catalog-first': {
+      kills: AFTER_WRITE_KILLS,
+      detectedBy: /is gone|cannot be read|duplicate \(key, __pos\)/,
+    },
+  },
+);

@@ -415,7 +415,7 @@ export const postgresIcebergCrashFixture: CrashFixture<SlotPair, PgbenchFacts> =
     // writes again).
     'catalog-first': {
       kills: AFTER_WRITE_KILLS,
-      detectedBy: /is gone|more than once|duplicate \(key, __pos\)/,
+      detectedBy: /is gone|cannot be read|more than once|duplicate \(key, __pos\)/,
     },
   },
 );

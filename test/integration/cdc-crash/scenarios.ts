@@ -26,7 +26,6 @@ import { afterAll, expect, it } from 'vitest';
 import type { CdcPoint } from '../../../shared/engine/cdc/options.js';
 import { parseCdcState } from '../../../shared/engine/cdc/state.js';
 import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
-import type { TestTableFormat } from '../../harness/lake-scan.js';
 import {
   CRASH_STATE_KEY,
   type CrashChildConfig,
@@ -34,6 +33,7 @@ import {
   type CrashMutation,
   type KillLine,
 } from '../../harness/cdc-crash-config.js';
+import type { TestTableFormat } from '../../harness/lake-scan.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const POINTS: readonly CdcPoint[] = ['before-write', 'after-write', 'after-commit', 'after-ack', 'renewal'];

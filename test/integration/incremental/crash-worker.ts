@@ -7,7 +7,12 @@
  *   before-write   the page is read, its object not yet written;
  *   after-write    the page's object is durable in the lake (sink.write resolved), its cursor
  *                  commit not yet made: the window recovery exists for;
- *   after-commit   the page's cursor commit resolved, the next page not yet written.
+ *   after-commit   the page's cursor commit resolved, the next page not yet written (an Iceberg
+ *                  table: its catalog commit not yet applied);
+ *   after-apply    an Iceberg table only: the page's catalog commit applied.
+ *
+ * On an Iceberg table `after-write` is after the page's manifest is staged too (sink.stage), and
+ * the leftovers then name the staged manifest beside the data file.
  *
  * Right before it dies the child appends the point to `<TM_CRASH_DIR>/kills` (fsync'd), so the
  * parent knows exactly where each kill landed (and fails when one did not). It also records, per
@@ -32,14 +37,20 @@ import type { CursorStore } from '../../../shared/contracts/state.js';
 import { silentLogger } from '../../../shared/observability/log.js';
 import { openPipeline } from '../../../shared/pipeline/open.js';
 import { runTable } from '../../../shared/pipeline/run-table.js';
-import { commitBeforeWrite, durableBeforeWrite, noopRecover, record } from '../../harness/mutations.js';
+import {
+  catalogFirst,
+  commitBeforeWrite,
+  durableBeforeWrite,
+  noopRecover,
+  record,
+} from '../../harness/mutations.js';
 import { sinkWith, withMember } from '../../harness/wrap.js';
 
 /** Where a running sync is killed (see the file comment). */
-export type KillPoint = 'before-write' | 'after-write' | 'after-commit';
+export type KillPoint = 'before-write' | 'after-write' | 'after-commit' | 'after-apply';
 
 /** A broken step of the durability order the crash scenario must catch. */
-export type Mutation = 'noop-recover' | 'commit-before-write' | 'durable-before-write';
+export type Mutation = 'noop-recover' | 'commit-before-write' | 'durable-before-write' | 'catalog-first';
 
 function die(): never {
   process.kill(process.pid, 'SIGKILL');
@@ -60,7 +71,11 @@ function withKillPoints(
 ): { sink: Sink; store: CursorStore } {
   let writes = 0;
   let commits = 0;
+  let applies = 0;
   let pageWritten = false;
+  let pageStaged = false;
+  // The crash scenario syncs a new table: Iceberg unless the spec says plain.
+  const iceberg = spec.lake.tableFormat !== 'plain';
   const at = (point: KillPoint, n: number) =>
     kill !== undefined && kill !== 'timed' && kill.point === point && kill.nth === n;
   return {
@@ -76,7 +91,7 @@ function withKillPoints(
           process.stdout.write('armed\n');
         }
         const refs = await sink.write(...args);
-        if (at('after-write', writes)) {
+        if (!iceberg && at('after-write', writes)) {
           record(dir, 'leftovers', `${run} ${refs.map((r) => basename(r.uri)).join(' ')}`);
           record(dir, 'kills', `after-write#${writes}`);
           die();
@@ -84,6 +99,35 @@ function withKillPoints(
         pageWritten = true;
         return refs;
       },
+      ...(iceberg
+        ? {
+            stage: async (...a: Parameters<NonNullable<Sink['stage']>>) => {
+              const pending = await sink.stage!(...a);
+              if (at('after-write', writes)) {
+                const names = [
+                  ...a[1].map((r) => basename(r.uri)),
+                  ...(pending ? [basename(pending.manifest)] : []),
+                ];
+                record(dir, 'leftovers', `${run} ${names.join(' ')}`);
+                record(dir, 'kills', `after-write#${writes}`);
+                die();
+              }
+              pageStaged = pending !== undefined;
+              return pending;
+            },
+            apply: async (...a: Parameters<NonNullable<Sink['apply']>>) => {
+              await sink.apply!(...a);
+              // Only a page's own catalog commit counts (recovery applies the state's too).
+              if (pageStaged) {
+                pageStaged = false;
+                if (at('after-apply', ++applies)) {
+                  record(dir, 'kills', `after-apply#${applies}`);
+                  die();
+                }
+              }
+            },
+          }
+        : {}),
       recover: async (...a) => {
         const removed = await sink.recover(...a);
         record(dir, 'recoveries', `${run} ${removed.map((r) => basename(r.uri)).join(' ')}`.trimEnd());
@@ -122,6 +166,7 @@ let store = pipeline.store;
 if (mutation === 'noop-recover') sink = noopRecover(sink);
 if (mutation === 'commit-before-write') ({ sink, store } = commitBeforeWrite(sink, store));
 if (mutation === 'durable-before-write') sink = durableBeforeWrite(sink);
+if (mutation === 'catalog-first') sink = catalogFirst(sink);
 ({ sink, store } = withKillPoints(sink, store, dir, run, kill));
 
 const summary = await runTable(

@@ -4,6 +4,7 @@
  * fixture owns its dialect's SQL (including the few expressions the scenarios build: `ts`,
  * `plus`, `now`); the scenarios own the assertions.
  */
+
 import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,7 @@ import type { IncrementalSummary } from '../../../shared/engine/incremental/opti
 import { silentLogger } from '../../../shared/observability/log.js';
 import { type OpenPipeline, openPipeline } from '../../../shared/pipeline/open.js';
 import { type RunTableOptions, runTable } from '../../../shared/pipeline/run-table.js';
+import { lakeScan, type TestTableFormat } from '../../harness/lake-scan.js';
 import { freshMysqlDatabase } from '../../harness/mysql.js';
 import { type FreshDatabase, freshPgDatabase } from '../../harness/pg.js';
 
@@ -302,6 +304,8 @@ export function localSpec(
     connectTimeoutSeconds: number;
     /** The page byte budget (spec `pageBytes`); absent: the spec's default. */
     pageBytes: number;
+    /** `lake.tableFormat`; absent: unset (new tables are Iceberg tables). */
+    tableFormat: 'iceberg' | 'plain';
   }> = {},
   url = fx.url,
 ): { spec: Spec; dir: string; lakeDir: string } {
@@ -312,7 +316,7 @@ export function localSpec(
     pipeline: table.pipeline ?? 'test',
     sources: { db: { kind: fx.kind, url, connectTimeoutSeconds: table.connectTimeoutSeconds ?? 3 } },
     state: { dir: join(dir, 'state') },
-    lake: { uri: lakeUri },
+    lake: { uri: lakeUri, ...(table.tableFormat ? { tableFormat: table.tableFormat } : {}) },
     tables: [
       {
         source: 'db',
@@ -392,16 +396,23 @@ export async function runOnce(spec: Spec, opts: Partial<RunTableOptions> = {}): 
 }
 
 /** Every row version in a local lake table: (id, v, updated_at, __pos), read with DuckDB. */
-export async function lakeRows(lakeDir: string, target: string): Promise<(TestRow & { pos: string })[]> {
+export async function lakeRows(
+  lakeDir: string,
+  target: string,
+  tableFormat: TestTableFormat = 'plain',
+  problems?: string[],
+): Promise<(TestRow & { pos: string })[]> {
   const db = await DuckDBInstance.create(':memory:');
   const conn = await db.connect();
   try {
-    const glob = join(lakeDir, target, '*.parquet');
-    const files = (await conn.runAndReadAll(`SELECT count(*) FROM glob('${glob}')`)).getRows()[0]![0];
-    if (Number(files) === 0) return [];
+    // Every object (plain), or an Iceberg table's current snapshot as pyiceberg plans its scan.
+    const scan = await lakeScan(join(lakeDir, target), tableFormat);
+    if (problems) problems.push(...scan.problems);
+    else if (scan.problems.length > 0) throw new Error(scan.problems.join('; '));
+    if (scan.from === undefined) return [];
     const r = await conn.runAndReadAll(
       `SELECT CAST(id AS VARCHAR), v, CAST(epoch_us(updated_at) AS VARCHAR), __pos
-       FROM read_parquet('${glob}') ORDER BY id, __pos`,
+       FROM ${scan.from} ORDER BY id, __pos`,
     );
     return r
       .getRows()

@@ -4,6 +4,7 @@
  * (and the crash scenario's mutation self-checks), overlapping runs, the Lambda deadline, and bad
  * input. Each scenario uses its own table and temp dirs.
  */
+
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import {
@@ -37,6 +38,7 @@ import { S3ObjectStore } from '../../../shared/sink/s3-object-store.js';
 import { DynamoCursorStore } from '../../../shared/state/dynamo-cursor-store.js';
 import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
 import { dynamoClient, s3Client } from '../../harness/aws.js';
+import { readersMissing } from '../../harness/readers.js';
 import { testServers } from '../../harness/servers.js';
 import type { KillPoint, Mutation } from './crash-worker.js';
 import {
@@ -207,19 +209,39 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
     });
 
     it('crash: SIGKILL at named points of running syncs (before a write, between write and commit, after a commit) and once mid-sync: the next runs recover, nothing is lost or duplicated', async () => {
-      expect(await crashAndRecover(fx, CRASH_KILLS)).toEqual([]);
+      expect(await crashAndRecover(fx, CRASH_KILLS, undefined, 'plain')).toEqual([]);
     }, 600_000);
+
+    // The same into an Iceberg table (docs/decisions/0024-iceberg-commits.md), read as its current
+    // snapshot by pyiceberg's scan plan: kills also between the state commit and the catalog
+    // commit (after-commit) and after the catalog commit (after-apply).
+    it.skipIf(readersMissing)(
+      'crash into an Iceberg table: SIGKILL before a write, between write and state commit, between state and catalog commit, after the catalog commit: the table holds each row version once, no referenced file deleted',
+      async () => {
+        expect(await crashAndRecover(fx, ICEBERG_CRASH_KILLS, undefined, 'iceberg')).toEqual([]);
+      },
+      600_000,
+    );
 
     // The crash scenario must tell a correct durability order from a broken one: under each
     // mutation (a wrapper in the worker, never production code) it FAILS, for the reason given.
-    for (const [mutation, m] of Object.entries(MUTANTS) as [Mutation, (typeof MUTANTS)[Mutation]][]) {
-      it(`crash scenario mutation check: FAILS with ${mutation} (${m.caughtBy})`, async () => {
-        const problems = await crashAndRecover(fx, m.kills, mutation);
-        expect(
-          problems.filter((p) => m.pattern.test(p)),
-          `the crash scenario did not find "${m.caughtBy}" with ${mutation}; it found: ${JSON.stringify(problems)}`,
-        ).not.toEqual([]);
-      }, 600_000);
+    for (const [format, mutants] of [
+      ['plain', MUTANTS],
+      ['iceberg', ICEBERG_MUTANTS],
+    ] as const) {
+      for (const [mutation, m] of Object.entries(mutants) as [Mutation, MutantCheck][]) {
+        it.skipIf(format === 'iceberg' && readersMissing)(
+          `crash scenario mutation check${format === 'iceberg' ? ' (Iceberg)' : ''}: FAILS with ${mutation} (${m.caughtBy})`,
+          async () => {
+            const problems = await crashAndRecover(fx, m.kills, mutation, format);
+            expect(
+              problems.filter((p) => m.pattern.test(p)),
+              `the crash scenario did not find "${m.caughtBy}" with ${mutation}; it found: ${JSON.stringify(problems)}`,
+            ).not.toEqual([]);
+          },
+          600_000,
+        );
+      }
     }
 
     describe('a writer that lost its lease but still writes loses to the new holder', () => {
@@ -321,7 +343,7 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
         await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
         await fx.createTable();
         await fx.insertRange(1, 301, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
-        const { spec, lakeDir } = localSpec(fx, { pageSize: 100 });
+        const { spec, lakeDir } = localSpec(fx, { pageSize: 100, tableFormat: 'plain' });
         const table = incrementalTables(spec)[0]!;
         const target = table.table;
         const writer = writerId(spec.pipeline, table.source);
@@ -844,8 +866,49 @@ const CRASH_KILLS: readonly Kill[] = [
 /** How long after the worker's first page write started the timed kill lands. */
 const TIMED_KILL_MS = 40;
 
+/** The kills of the Iceberg crash scenario: the plain one's, and the two catalog commit points. */
+const ICEBERG_CRASH_KILLS: readonly Kill[] = [
+  ...CRASH_KILLS,
+  { point: 'after-commit', nth: 1 },
+  { point: 'after-apply', nth: 2 },
+  { point: 'after-commit', nth: 3 },
+  { point: 'after-apply', nth: 1 },
+  { point: 'after-write', nth: 1 },
+];
+
+/** A mutation's kills, and the problem the scenario must find. */
+interface MutantCheck {
+  readonly kills: readonly Kill[];
+  readonly pattern: RegExp;
+  readonly caughtBy: string;
+}
+
+/** Each Iceberg mutation (docs/decisions/0024), the kills that expose it, and what shows it. */
+const ICEBERG_MUTANTS: Partial<Record<Mutation, MutantCheck>> = {
+  // Recovery disabled: the state's pending commit is not applied at start. A kill between the
+  // state commit and the catalog commit loses that page from the table.
+  'noop-recover': {
+    kills: [
+      { point: 'after-commit', nth: 1 },
+      { point: 'after-commit', nth: 2 },
+    ],
+    pattern: /missing/,
+    caughtBy: 'missing rows',
+  },
+  // Catalog first, then the state, with delete-from-`next` recovery: a kill between the two
+  // leaves a snapshot whose files the next run deletes (or whose page it writes again).
+  'catalog-first': {
+    kills: [
+      { point: 'after-write', nth: 1 },
+      { point: 'after-write', nth: 2 },
+    ],
+    pattern: /cannot be read|is gone|more than once|duplicate/,
+    caughtBy: 'a snapshot with deleted files',
+  },
+};
+
 /** Each mutation, the kills that expose it, and the problem the scenario must find. */
-const MUTANTS: Record<Mutation, { kills: readonly Kill[]; pattern: RegExp; caughtBy: string }> = {
+const MUTANTS: Partial<Record<Mutation, MutantCheck>> = {
   // Object names carry the lease fence, so the next run's object of the same page never
   // replaces a killed run's leftover: without recovery both stay, and the page's rows are in
   // the lake twice. Not as duplicate (id, __pos) rows (`__pos` carries the fence too, so the two
@@ -965,12 +1028,13 @@ function byRun(lines: readonly string[]): Map<number, string[]> {
 async function crashAndRecover(
   fx: SourceFixture,
   kills: readonly Kill[],
-  mutation?: Mutation,
+  mutation: Mutation | undefined,
+  tableFormat: 'plain' | 'iceberg',
 ): Promise<string[]> {
   await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
   await fx.createTable();
   await fx.insertRange(1, 20_001, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'millisecond'));
-  const { spec, dir, lakeDir } = localSpec(fx, { pageSize: 700 });
+  const { spec, dir, lakeDir } = localSpec(fx, { pageSize: 700, tableFormat });
   const target = spec.tables[0]!.table;
   const named = (k: Kill) => (k === 'timed' ? 'timed' : `${k.point}#${k.nth}`);
   const env = (run: number, kill?: Kill) => ({
@@ -1030,7 +1094,7 @@ async function crashAndRecover(
     }
   }
 
-  const lake = await lakeRows(lakeDir, target);
+  const lake = await lakeRows(lakeDir, target, tableFormat, problems);
   const source = await fx.rows();
   const seen = new Map(latest(lake).map((r) => [r.id, r]));
   let missing = 0;
