@@ -58,6 +58,7 @@ const out = [
   '  region: us-east-1',
   `  endpoint: ${emulators.s3Endpoint}`,
   '  forcePathStyle: true',
+  '  tableFormat: plain   # s3rver ignores conditional writes, which Iceberg tables need (docs/iceberg.md)',
   '',
   'and the credentials s3rver checks (dynalite takes any):',
   '',

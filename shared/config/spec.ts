@@ -93,7 +93,7 @@ const catalogSchema = z.discriminatedUnion('type', [
     .object({
       /** The AWS Glue Data Catalog (Athena, EMR, Redshift Spectrum read it). */
       type: z.literal('glue'),
-      /** The Glue database every table of the lake goes into (created when missing). */
+      /** The Glue database every table of the lake goes into (the CDK stack creates it; `tidemark check` says when it is missing). */
       database: catalogDatabase,
       /** The account whose catalog it is; default the caller's. */
       catalogId: z

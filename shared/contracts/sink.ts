@@ -11,7 +11,6 @@
 import type { Batch } from '../dataplane/batch.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
-import type { IcebergDataFile } from '../iceberg/manifest.js';
 import type { LakeFormat } from './lake-format.js';
 import type { Position } from './source.js';
 import type { TableFormat } from './table-format.js';
@@ -88,8 +87,6 @@ export interface ObjectRef {
   readonly startPosition?: Position;
   /** The lease fence of the run that wrote it; absent for names from before fences. */
   readonly fence?: number;
-  /** An Iceberg table's data file as a manifest lists it (writes to `tableFormat: iceberg` only). */
-  readonly dataFile?: IcebergDataFile;
 }
 
 export interface Sink {

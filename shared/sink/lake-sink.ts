@@ -29,7 +29,7 @@ import type { LakeCatalog } from '../iceberg/open-catalog.js';
 import { icebergSchemaOf, lakeFieldIdsOf } from '../iceberg/schema.js';
 import type { IcebergSchema } from '../iceberg/spec.js';
 import { compareStrings, PARQUET_SUFFIX, parseObjectName } from './layout.js';
-import type { ParquetSink, ParquetWriteTarget } from './parquet-sink.js';
+import type { DataFileRef, ParquetSink, ParquetWriteTarget } from './parquet-sink.js';
 
 /** A staged manifest's name: `<commit id>-m0.avro` (shared/iceberg/append.ts `stageAppend`). */
 const MANIFEST_SUFFIX = '-m0.avro';
@@ -102,7 +102,8 @@ export class LakeSink implements Sink, SinkProbe {
     if (target.tableFormat !== 'iceberg' || refs.length === 0) return undefined;
     const { ident, folder } = this.location(target.table);
     const known = this.tables.get(target.table);
-    const dataFiles = refs.map((r) => {
+    // The refs this sink's `write` returned for the target: Iceberg data files.
+    const dataFiles = (refs as readonly Partial<DataFileRef>[]).map((r) => {
       if (!r.dataFile || !known)
         throw new SinkError(
           'ICEBERG_METADATA_INVALID',

@@ -25,6 +25,7 @@ import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
 import { wireSchema } from '../dataplane/wire.js';
 import { parquetDataFile } from '../iceberg/data-file.js';
+import type { IcebergDataFile } from '../iceberg/manifest.js';
 import type { IcebergSchema } from '../iceberg/spec.js';
 import { collapseToLatest } from './collapse.js';
 import {
@@ -81,6 +82,11 @@ export interface ParquetWriteTarget extends WriteTarget {
     readonly schema: IcebergSchema;
     readonly ids: LakeFieldIds;
   };
+}
+
+/** An Iceberg table's data file as written: its ref, and its `data_file` as a manifest lists it. */
+export interface DataFileRef extends ObjectRef {
+  readonly dataFile: IcebergDataFile;
 }
 
 /** Whether `prepare` encodes ahead (a switch for the bench: the lever measured beside the default). */
@@ -218,7 +224,8 @@ export class ParquetSink implements Sink, SinkProbe {
         `refused to overwrite the data file ${uri}: a file of an Iceberg table may already be committed, and names are unique per attempt (writer, position, lease fence), so another process wrote this one with the same lease fence; nothing was written (a bug: report it)`,
       );
     const dataFile = parquetDataFile(uri, bytes, target.iceberg.schema);
-    return [{ uri, bytes: bytes.byteLength, rows, writer, startPosition, fence, dataFile }];
+    const ref: DataFileRef = { uri, bytes: bytes.byteLength, rows, writer, startPosition, fence, dataFile };
+    return [ref];
   }
 
   /** The Parquet bytes and row count of one write's object; undefined when it has no rows. */
