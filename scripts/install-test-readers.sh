@@ -2,6 +2,7 @@
 # Installs the independent lake readers used by tests (issue 30), project-locally:
 #   .venv-readers/   Python venv: pyiceberg, moto (moto_server), pyspark (test/readers/requirements.lock)
 #   .readers/jars/   jars for Spark: Iceberg runtime, Iceberg AWS bundle, hadoop-aws, ... (test/readers/jars.txt)
+#   .readers/rest-catalog/   the Iceberg REST catalog test server's jars (test/readers/rest-catalog-jars.txt)
 #   .readers/m2/     the Maven local repository those jars are fetched into
 # Run from the repo root. Idempotent: a second run checks the hashes and installs nothing.
 # Only pip (PyPI) and mvn (Maven Central) are used. Needs python3.11 + venv, Java 17, mvn.
@@ -17,6 +18,8 @@ M2=$ROOT/.readers/m2
 REQ_IN=$ROOT/test/readers/requirements.in
 LOCK=$ROOT/test/readers/requirements.lock
 JARLIST=$ROOT/test/readers/jars.txt
+REST_JARS=$ROOT/.readers/rest-catalog
+REST_JARLIST=$ROOT/test/readers/rest-catalog-jars.txt
 PY=${PYTHON:-python3}
 MODE=install
 case "${1:-}" in
@@ -74,39 +77,73 @@ fi
 py_time=$(since "$tp")
 
 # --- Jars --------------------------------------------------------------------
-tj=$(date +%s.%N)
-mkdir -p "$JARS" "$M2"
-jar_state="up to date"
-while read -r coord want; do
-  case "$coord" in ''|'#'*) continue ;; esac
-  IFS=: read -r group artifact version <<<"$coord"
-  file=$JARS/$artifact-$version.jar
-  if [ ! -f "$file" ] || [ "$(sha256sum "$file" | cut -d' ' -f1)" != "$want" ]; then
-    if [ "$MODE" = check ]; then log "MISSING or different: $file"; exit 1; fi
-    rm -f "$file"
-    if ! out=$(mvn -q -B --strict-checksums -Dmaven.repo.local="$M2" \
-      org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-      -Dartifact="$coord:jar" -DoutputDirectory="$JARS" -Dmdep.overWriteReleases=true 2>&1 </dev/null); then
-      echo "$out" >&2; log "mvn could not fetch $coord"; exit 1
+# install_jars LIST DIR: each `group:artifact:version[:classifier] sha256` line of LIST as
+# DIR/artifact-version[-classifier].jar. The missing or different ones are fetched by one mvn run
+# (a throw-away pom naming each without its dependencies: LIST is the whole closure) and checked;
+# jars in DIR that LIST does not name are removed (Spark's classpath is the whole of .readers/jars/).
+install_jars() {
+  local list=$1 dir=$2 coord want group artifact version classifier file got wanted f tmp out
+  local -a missing=()
+  mkdir -p "$dir"
+  while read -r coord want; do
+    case "$coord" in ''|'#'*) continue ;; esac
+    IFS=: read -r group artifact version classifier <<<"$coord"
+    file=$dir/$artifact-$version${classifier:+-$classifier}.jar
+    if [ ! -f "$file" ] || [ "$(sha256sum "$file" | cut -d' ' -f1)" != "$want" ]; then
+      if [ "$MODE" = check ]; then log "MISSING or different: $file"; exit 1; fi
+      rm -f "$file"
+      missing+=("$coord")
     fi
-    # The copy in the Maven repo would double the disk used (400 MB): keep only .readers/jars/.
-    rm -rf "$M2/${group//.//}/$artifact/$version"
-    got=$(sha256sum "$file" | cut -d' ' -f1)
-    if [ "$got" != "$want" ]; then
-      log "sha256 of $artifact-$version.jar is $got, jars.txt says $want"; exit 1
+  done < "$list"
+  if [ ${#missing[@]} -gt 0 ]; then
+    tmp=$(mktemp -d)
+    {
+      echo '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+      echo '<groupId>tidemark</groupId><artifactId>test-readers</artifactId><version>0</version><dependencies>'
+      for coord in "${missing[@]}"; do
+        IFS=: read -r group artifact version classifier <<<"$coord"
+        echo "<dependency><groupId>$group</groupId><artifactId>$artifact</artifactId><version>$version</version>"
+        [ -n "$classifier" ] && echo "<classifier>$classifier</classifier>"
+        echo '<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>'
+      done
+      echo '</dependencies></project>'
+    } > "$tmp/pom.xml"
+    if ! out=$(mvn -q -B --strict-checksums -Dmaven.repo.local="$M2" -f "$tmp/pom.xml" \
+      org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies \
+      -DoutputDirectory="$dir" -DexcludeTransitive=true -Dmdep.overWriteReleases=true 2>&1 </dev/null); then
+      echo "$out" >&2; rm -rf "$tmp"; log "mvn could not fetch ${missing[*]}"; exit 1
     fi
+    rm -rf "$tmp"
+    for coord in "${missing[@]}"; do
+      IFS=: read -r group artifact version classifier <<<"$coord"
+      # The copy in the Maven repo would double the disk used (400 MB): keep only the folder.
+      rm -rf "${M2:?}/${group//.//}/$artifact/$version"
+    done
+    while read -r coord want; do
+      case "$coord" in ''|'#'*) continue ;; esac
+      IFS=: read -r group artifact version classifier <<<"$coord"
+      file=$dir/$artifact-$version${classifier:+-$classifier}.jar
+      got=$(sha256sum "$file" 2>/dev/null | cut -d' ' -f1)
+      if [ "$got" != "$want" ]; then
+        log "sha256 of $(basename "$file") is ${got:-missing}, $(basename "$list") says $want"; exit 1
+      fi
+    done < "$list"
     jar_state="installed"
   fi
-done < "$JARLIST"
-# Jars in the folder that jars.txt no longer names would end up on Spark's classpath: remove them.
-wanted=$(awk '!/^#/ && NF { split($1, c, ":"); print c[2] "-" c[3] ".jar" }' "$JARLIST")
-for f in "$JARS"/*.jar; do
-  [ -e "$f" ] || continue
-  if ! grep -qxF "$(basename "$f")" <<<"$wanted"; then
-    [ "$MODE" = check ] && { log "EXTRA: $f"; exit 1; }
-    rm -f "$f"; log "removed $(basename "$f") (not in jars.txt)"
-  fi
-done
+  wanted=$(awk '!/^#/ && NF { n = split($1, c, ":"); print c[2] "-" c[3] (n > 3 ? "-" c[4] : "") ".jar" }' "$list")
+  for f in "$dir"/*.jar; do
+    [ -e "$f" ] || continue
+    if ! grep -qxF "$(basename "$f")" <<<"$wanted"; then
+      [ "$MODE" = check ] && { log "EXTRA: $f"; exit 1; }
+      rm -f "$f"; log "removed $(basename "$f") (not in $(basename "$list"))"
+    fi
+  done
+}
+tj=$(date +%s.%N)
+mkdir -p "$M2"
+jar_state="up to date"
+install_jars "$JARLIST" "$JARS"
+install_jars "$REST_JARLIST" "$REST_JARS"
 jar_time=$(since "$tj")
 
 # --- Report --------------------------------------------------------------------
@@ -119,6 +156,7 @@ for name in ("pyiceberg", "pyarrow", "moto", "boto3", "pyspark", "SQLAlchemy"):
 PYEOF
 log "jars $jar_state in $jar_time ($JARS):"
 for f in "$JARS"/*.jar; do echo "  $(basename "$f")"; done
+log "REST catalog server: $(ls "$REST_JARS"/*.jar | wc -l) jars in $REST_JARS"
 log "java: $java_version"
-log "disk: $(du -sh "$VENV" | cut -f1) venv, $(du -sh "$JARS" | cut -f1) jars, $(du -sh "$M2" | cut -f1) maven repo"
+log "disk: $(du -sh "$VENV" | cut -f1) venv, $(du -sh "$JARS" | cut -f1) jars, $(du -sh "$REST_JARS" | cut -f1) REST server, $(du -sh "$M2" | cut -f1) maven repo"
 log "done in $(since "$t0")"

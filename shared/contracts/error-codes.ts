@@ -161,6 +161,11 @@ export const CODES_BY_AREA = {
     GLUE_FAILED: error('Glue refused a GetTable, CreateTable or UpdateTable'),
     GLUE_TABLE_NOT_ICEBERG: error('the Glue table of a lake target exists and is not an Iceberg table'),
     GLUE_NAME_COLLISION: error('two lake targets map to one Glue table name'),
+    REST_CATALOG_UNREACHABLE: error('the Iceberg REST catalog did not answer'),
+    REST_CATALOG_ACCESS_DENIED: error(
+      'the Iceberg REST catalog refused the credentials or the action (401/403)',
+    ),
+    REST_CATALOG_FAILED: error('the Iceberg REST catalog refused a request for another reason'),
   },
   /** Check (`tidemark check`): the lines of the change stream a CDC start also refuses on. */
   check: {

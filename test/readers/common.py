@@ -49,12 +49,14 @@ def dumps(obj) -> str:
 
 
 def add_catalog_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--catalog", required=True, choices=["sql", "glue", "static"],
+    p.add_argument("--catalog", required=True, choices=["sql", "glue", "rest", "static"],
                    help="sql: a SQL catalog (--uri sqlite:///... and --warehouse); "
                         "glue: the Glue Data Catalog (--glue-endpoint for moto); "
+                        "rest: an Iceberg REST catalog (--uri http://..., --token); "
                         "static: one metadata.json file (--metadata), no catalog")
     p.add_argument("--name", default="lake", help="catalog name (the SQL catalog's catalog_name)")
-    p.add_argument("--uri", help="sql: SQLAlchemy URI, e.g. sqlite:////tmp/x/catalog.db")
+    p.add_argument("--uri", help="sql: SQLAlchemy URI, e.g. sqlite:////tmp/x/catalog.db; rest: the catalog's base URI")
+    p.add_argument("--token", help="rest: a bearer token")
     p.add_argument("--warehouse", help="warehouse location, e.g. file:///tmp/x/warehouse or s3://bucket/wh")
     p.add_argument("--metadata", help="static: a metadata.json location")
     p.add_argument("--region", default="us-east-1")
@@ -81,6 +83,15 @@ def load_catalog_from_args(a):
         from pyiceberg.catalog.sql import SqlCatalog
 
         return SqlCatalog(a.name, uri=a.uri, warehouse=a.warehouse, **fileio_props(a))
+    if a.catalog == "rest":
+        from pyiceberg.catalog.rest import RestCatalog
+
+        props = {"uri": a.uri, **fileio_props(a)}
+        if a.warehouse:
+            props["warehouse"] = a.warehouse
+        if a.token:
+            props["token"] = a.token
+        return RestCatalog(a.name, **props)
     if a.catalog == "glue":
         from pyiceberg.catalog.glue import GlueCatalog
 

@@ -5,6 +5,8 @@
   .venv-readers/bin/python test/readers/read_table.py --catalog glue \
       --glue-endpoint http://127.0.0.1:PORT --s3-endpoint http://127.0.0.1:PORT \
       --access-key-id testing --secret-access-key testing --table db.t
+  .venv-readers/bin/python test/readers/read_table.py --catalog rest \
+      --uri http://127.0.0.1:PORT [--token T] --table ns.t
   .venv-readers/bin/python test/readers/read_table.py --catalog static \
       --metadata file:///tmp/x/wh/ns.db/t/metadata/00002-....metadata.json
 
