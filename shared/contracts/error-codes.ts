@@ -158,7 +158,7 @@ export const CODES_BY_AREA = {
     GLUE_ACCESS_DENIED: error('Glue denied an action'),
     GLUE_WRONG_REGION: error('Glue answered for another region'),
     GLUE_DATABASE_MISSING: error('the Glue database of a lake table does not exist'),
-    GLUE_FAILED: error('Glue refused a GetTable, CreateTable or UpdateTable'),
+    GLUE_FAILED: error('Glue refused a GetTable, CreateTable, UpdateTable or GetDatabase'),
     GLUE_TABLE_NOT_ICEBERG: error('the Glue table of a lake target exists and is not an Iceberg table'),
     GLUE_NAME_COLLISION: error('two lake targets map to one Glue table name'),
     REST_CATALOG_UNREACHABLE: error('the Iceberg REST catalog did not answer'),

@@ -17,13 +17,15 @@
  * endpoint faults and invalid input throw `GLUE_*` codes (shared/aws/errors.ts classifies them).
  *
  * Never deletes metadata files (a lost race leaves its file unreferenced, as in Iceberg) and never
- * creates the Glue database (the CDK stack does; `GLUE_DATABASE_MISSING` otherwise). The
- * `version` of a `LoadedTable` is Glue's VersionId.
+ * creates the Glue database (the CDK stack does; `GLUE_DATABASE_MISSING` otherwise;
+ * `probeDatabase` is `tidemark check`'s look at it). The `version` of a `LoadedTable` is Glue's
+ * VersionId.
  */
 import { randomUUID } from 'node:crypto';
 import {
   type Column,
   CreateTableCommand,
+  GetDatabaseCommand,
   GetTableCommand,
   GlueClient,
   type GlueClientConfig,
@@ -144,7 +146,8 @@ export class GlueCatalog implements Catalog {
       );
     } catch (e) {
       if (errorName(e) === 'AlreadyExistsException') return { status: 'exists' };
-      if (errorName(e) === 'EntityNotFoundException') throw this.databaseMissing(ident, e);
+      if (errorName(e) === 'EntityNotFoundException')
+        throw this.databaseMissing(ident.namespace, identText(ident), e);
       throw this.failed('CreateTable', ident, e);
     }
     return { status: 'created', table: await this.loadedAfter(ident, metadata, location, '') };
@@ -225,6 +228,50 @@ export class GlueCatalog implements Catalog {
     return { metadata, metadataLocation: location, version };
   }
 
+  /**
+   * GetDatabase of `database`, for `tidemark check`: the database a lake's tables go into exists
+   * and the caller may read it. Its location, if any, is returned.
+   * @throws SinkError `GLUE_DATABASE_MISSING`, or the `GLUE_*` code of a classified failure
+   *   (access, credentials, region, endpoint), else `GLUE_FAILED`.
+   */
+  async probeDatabase(database: string): Promise<{ readonly locationUri?: string }> {
+    try {
+      const out = await this.client.send(
+        new GetDatabaseCommand({
+          ...(this.catalogId ? { CatalogId: this.catalogId } : {}),
+          Name: database,
+        }),
+      );
+      return out.Database?.LocationUri ? { locationUri: out.Database.LocationUri } : {};
+    } catch (e) {
+      if (errorName(e) === 'EntityNotFoundException') throw this.databaseMissing(database, database, e);
+      const failure = classifyAwsError(e, {
+        service: 'Glue',
+        field: this.field,
+        resource: `database ${database}${this.catalogId ? ` of catalog ${this.catalogId}` : ''}`,
+        action: 'glue:GetDatabase',
+        endpoint: this.endpoint,
+      });
+      if (failure && failure.kind !== 'NOT_FOUND')
+        throw new SinkError(
+          GLUE_CODES[failure.kind],
+          database,
+          `GetDatabase ${database}: ${failure.message}`,
+          {
+            cause: e,
+          },
+        );
+      if (failure) throw this.databaseMissing(database, database, e);
+      const why = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      throw new SinkError(
+        'GLUE_FAILED',
+        database,
+        `GetDatabase of the Glue database ${database} failed (${why}); check ${this.field}.region / ${this.field}.endpoint and that the role may glue:GetDatabase on it`,
+        { cause: e },
+      );
+    }
+  }
+
   /** GetTable; undefined when the table (or its database) does not exist. */
   private async getTable(ident: TableIdent): Promise<Table | undefined> {
     try {
@@ -292,7 +339,7 @@ export class GlueCatalog implements Catalog {
   private failed(op: string, ident: TableIdent, cause: unknown): SinkError {
     const failure = this.classify(op, ident, cause);
     if (failure) {
-      if (failure.kind === 'NOT_FOUND') return this.databaseMissing(ident, cause);
+      if (failure.kind === 'NOT_FOUND') return this.databaseMissing(ident.namespace, identText(ident), cause);
       return new SinkError(
         GLUE_CODES[failure.kind],
         identText(ident),
@@ -311,11 +358,12 @@ export class GlueCatalog implements Catalog {
     );
   }
 
-  private databaseMissing(ident: TableIdent, cause: unknown): SinkError {
+  /** `GLUE_DATABASE_MISSING` for `database`; `subject` is the table that needed it (or the database). */
+  private databaseMissing(database: string, subject: string, cause: unknown): SinkError {
     return new SinkError(
       'GLUE_DATABASE_MISSING',
-      identText(ident),
-      `the Glue database ${ident.namespace} does not exist${this.endpoint ? ` at ${this.endpoint}` : ''}; create it (cdk deploy does) or fix the Glue naming of the lake (docs/iceberg.md)`,
+      subject,
+      `the Glue database ${database} does not exist${this.endpoint ? ` at ${this.endpoint}` : ''}; create it (cdk deploy does; or aws glue create-database --database-input Name=${database}) or fix ${this.field}.database (docs/iceberg.md)`,
       { cause },
     );
   }

@@ -8,7 +8,7 @@
  * becomes `_`, and each name is cut to Glue's 255 characters. So distinct targets can map to one
  * name (`Public.Orders` and `public.orders`, `a-b` and `a_b`); `glueNameCollisions` finds those
  * over the spec's targets, for `tidemark check` and the CDK app, and `glueNamesOf` refuses them
- * with `GLUE_NAME_COLLISION` naming both targets.
+ * with `GLUE_NAME_COLLISION` naming both targets (`glueNameCollisionError`, the words check uses).
  */
 import { SinkError } from '../contracts/errors.js';
 import type { TableIdent } from './catalog.js';
@@ -79,13 +79,19 @@ export function glueNamesOf(
 ): Map<string, TableIdent> {
   const collisions = glueNameCollisions(targets, naming);
   const first = collisions[0];
-  if (first) {
-    const more = collisions.length > 1 ? ` (and ${collisions.length - 1} more collision(s))` : '';
-    throw new SinkError(
-      'GLUE_NAME_COLLISION',
-      first.targets[0]!,
-      `the lake tables ${first.targets.map((t) => JSON.stringify(t)).join(' and ')} would both be the Glue table ${first.glue} (Glue names are lowercase [a-z0-9_], at most ${GLUE_NAME_MAX} characters)${more}; give one of them another target`,
-    );
-  }
+  if (first) throw glueNameCollisionError(first, collisions.length - 1);
   return new Map(targets.map((t) => [t, glueIdentOf(t, naming)]));
+}
+
+/**
+ * The refusal of one collision, naming its targets (and how many `more` collisions there are):
+ * what `glueNamesOf` throws and `tidemark check` reports per collision.
+ */
+export function glueNameCollisionError(collision: GlueNameCollision, more = 0): SinkError {
+  const others = more > 0 ? ` (and ${more} more collision(s))` : '';
+  return new SinkError(
+    'GLUE_NAME_COLLISION',
+    collision.targets[0]!,
+    `the lake tables ${collision.targets.map((t) => JSON.stringify(t)).join(' and ')} would both be the Glue table ${collision.glue} (Glue names are lowercase [a-z0-9_], at most ${GLUE_NAME_MAX} characters)${others}; give one of them another target`,
+  );
 }

@@ -17,7 +17,8 @@ import type { ObjectStore } from '../sink/object-store.js';
 import type { Catalog, TableIdent } from './catalog.js';
 import { FileCatalog } from './file-catalog.js';
 import { GlueCatalog } from './glue-catalog.js';
-import { glueIdentOf, glueNameCollisions } from './glue-names.js';
+import { glueIdentOf, glueName, glueNameCollisionError, glueNameCollisions } from './glue-names.js';
+import { openRestCatalog } from './rest-catalog.js';
 import type { TableFolder } from './table-folder.js';
 
 export type CatalogConfig = Spec['lake']['catalog'];
@@ -63,12 +64,8 @@ export function openLakeCatalog(config: CatalogConfig, options: LakeCatalogOptio
     }
     case 'glue': {
       const naming = { database: config.database };
-      const collision = glueNameCollisions(options.targets ?? [], naming)[0];
-      if (collision)
-        throw new ConfigError(
-          'lake.catalog',
-          `targets ${collision.targets.map((t) => `"${t}"`).join(' and ')} would share the Glue table ${collision.glue} (Glue names are lowercase, [a-z0-9_]); give one of them another target`,
-        );
+      const collisions = glueNameCollisions(options.targets ?? [], naming);
+      if (collisions[0]) throw glueNameCollisionError(collisions[0], collisions.length - 1);
       // Glue identifiers lose the target's spelling: each is mapped back to the target it came from.
       const targets = new Map<string, string>();
       const catalog = new GlueCatalog({
@@ -93,19 +90,22 @@ export function openLakeCatalog(config: CatalogConfig, options: LakeCatalogOptio
           const text = `${ident.namespace}.${ident.name}`;
           const other = targets.get(text);
           if (other !== undefined && other !== target)
-            throw new ConfigError(
-              'lake.catalog',
-              `targets "${other}" and "${target}" would share the Glue table ${text} (Glue names are lowercase, [a-z0-9_]); give one of them another target`,
-            );
+            throw glueNameCollisionError({ glue: text, targets: [other, target] });
           targets.set(text, target);
           return { ident, folder: folderOf(target) };
         },
       };
     }
-    default:
-      throw new ConfigError(
-        'lake.catalog.type',
-        `the ${config.type} catalog is not available in this build; use type: file or type: glue`,
-      );
+    case 'rest': {
+      // One namespace for the lake; the table is its target with the dots as `_` (as in Glue).
+      const catalog = openRestCatalog(config);
+      return {
+        catalog,
+        table: (target) => ({
+          ident: { namespace: config.namespace, name: glueName(target) },
+          folder: folderOf(target),
+        }),
+      };
+    }
   }
 }

@@ -10,9 +10,11 @@
  * table whose stored state is of the other mode, shared/pipeline/mode-change.ts); the drivers
  * judge their tables (contracts/check.ts `Preflight`) and their change streams (`CdcPreflight`:
  * log settings, slot, publication, per cdc table `table` and `toast`), the state store and the
- * lake their own probes. Must never sync, never create a
- * table, bucket or folder a run would not, and never leave anything behind but what a run also
- * creates (a lake or state directory): its probes are deleted again. Never prints.
+ * lake their own probes; the Iceberg lines (a table's recorded `tableFormat`, the lake's catalog:
+ * conditional writes for `file`, database and names for `glue`) are check-iceberg.ts's. Must
+ * never sync, never create a table, bucket or folder a run would not, and never leave anything
+ * behind but what a run also creates (a lake or state directory): its probes are deleted again.
+ * Never prints.
  */
 import { randomUUID } from 'node:crypto';
 import {
@@ -30,20 +32,31 @@ import { type CheckItem, type CheckStatus, failed, passed, type TablePreflight }
 import type { ClosableIncrementalSource } from '../contracts/driver.js';
 import { TidemarkError } from '../contracts/errors.js';
 import type { TableRef } from '../contracts/source.js';
-import type { Clock } from '../contracts/state.js';
+import type { Clock, CursorStore } from '../contracts/state.js';
 import { requireUpsertKey } from '../dataplane/batch.js';
 import { findColumn, type Schema } from '../dataplane/schema.js';
 import { driver } from '../drivers/registry.js';
 import { cdcTableAccepted, cdcTableRefusals } from '../engine/cdc/preconditions.js';
 import { NullCursorError } from '../engine/incremental/errors.js';
 import { redact } from '../observability/redact.js';
+import { openLakeSink } from '../sink/open-lake.js';
+import { checkCatalog, checkTableFormats } from './check-iceberg.js';
 import { findModeChanges } from './mode-change.js';
-import { type OpenSources, openLake, openSources, openStateStore, type SourceReadSettings } from './open.js';
+import {
+  lakeStoreOptions,
+  type OpenSources,
+  openSources,
+  openStateStore,
+  type SourceReadSettings,
+} from './open.js';
 
 /**
  * The AWS calls the state and lake probes make, for the IAM the deployed function needs:
  * PutItem + DeleteItem on the state table, PutObject + DeleteObject(s) under the lake prefix,
- * all of which a run makes too (test/unit/infra.test.ts checks the stack grants them).
+ * all of which a run makes too (test/unit/infra.test.ts checks the stack grants them). The
+ * conditional-write probe of a `file` catalog is a PutObject with If-None-Match (no other
+ * action); a `glue` catalog's line needs `glue:GetDatabase` on its database, which is not listed
+ * here: the stack does not deploy a Glue catalog yet.
  */
 export const CHECK_AWS_ACTIONS = [
   'dynamodb:PutItem',
@@ -82,8 +95,9 @@ export interface CheckOptions {
 /**
  * Checks a spec: each source connects; each table exists with a key, a usable cursor (NULL
  * policy, index, time zone) and the privileges its bound needs; the state store and the lake
- * take a probe write and delete. Never throws for what it checks (a `fail` line instead); an
- * unknown `table` is a ConfigError.
+ * take a probe write and delete; a table with state records the format `lake.tableFormat` asks
+ * for; when a table would be Iceberg, its catalog can commit. Never throws for what it checks (a
+ * `fail` line instead); an unknown `table` is a ConfigError.
  */
 export async function checkPipeline(spec: Spec, opts: CheckOptions = {}): Promise<CheckReport> {
   const clock = opts.clock ?? Date.now;
@@ -92,13 +106,37 @@ export async function checkPipeline(spec: Spec, opts: CheckOptions = {}): Promis
   const sources = openSources(spec, clock);
   let lines: CheckLine[];
   try {
+    const probe = `${spec.pipeline}.${id}`;
     const [sourceLines, stateLine, lakeLine] = await Promise.all([
       checkSources(spec, tables, sources),
       checkState(spec, `check#${spec.pipeline}#${id}`, clock),
-      checkLake(spec, `${spec.pipeline}.${id}`),
+      checkLake(spec, probe),
     ]);
-    const modeLines = stateLine.status === 'fail' ? [] : await checkModeChanges(spec, tables, clock);
-    lines = [...sourceLines, ...cdcLines(spec, tables), ...modeLines, stateLine, lakeLine];
+    const store = stateLine.status === 'fail' ? undefined : await stateReader(spec, clock);
+    const modeLines = store ? await checkModeChanges(spec, tables, store) : [];
+    const formats = await checkTableFormats(spec, tables, store);
+    const formatLines = formats.items.map(({ table, item }) => ({
+      ...item,
+      scope: 'table' as const,
+      subject: table.table,
+      target: tableTarget(table),
+    }));
+    const catalogLines = formats.iceberg
+      ? (await checkCatalog(spec, probe, lakeLine.status !== 'fail')).map((item) => ({
+          ...item,
+          scope: 'lake' as const,
+          subject: 'lake',
+        }))
+      : [];
+    lines = [
+      ...sourceLines,
+      ...cdcLines(spec, tables),
+      ...modeLines,
+      ...formatLines,
+      stateLine,
+      lakeLine,
+      ...catalogLines,
+    ];
   } finally {
     await sources.close();
   }
@@ -127,6 +165,15 @@ function cdcLines(spec: Spec, tables: readonly TableSpecConfig[]): CheckLine[] {
     }));
 }
 
+/** The state store for reading, or undefined when it cannot be opened (the state line says why). */
+async function stateReader(spec: Spec, clock: Clock): Promise<CursorStore | undefined> {
+  try {
+    return await openStateStore(spec, { clock, ensureTable: false });
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * A `mode` fail line per table whose stored state is of the other mode (MODE_CHANGED). Reads the
  * state store only; when it cannot be read, the state line says why and no line is added.
@@ -134,11 +181,11 @@ function cdcLines(spec: Spec, tables: readonly TableSpecConfig[]): CheckLine[] {
 async function checkModeChanges(
   spec: Spec,
   tables: readonly TableSpecConfig[],
-  clock: Clock,
+  store: CursorStore,
 ): Promise<CheckLine[]> {
   let changes: Awaited<ReturnType<typeof findModeChanges>>;
   try {
-    changes = await findModeChanges(spec, await openStateStore(spec, { clock, ensureTable: false }), tables);
+    changes = await findModeChanges(spec, store, tables);
   } catch {
     return [];
   }
@@ -437,14 +484,17 @@ async function checkState(spec: Spec, key: string, clock: Clock): Promise<CheckL
   }
 }
 
-/** The lake takes a put and a delete of a test object under its prefix (line `s3`, or `dir` for a lake dir). */
+/**
+ * The lake store takes a put and a delete of a test object under its prefix (line `s3`, or `dir`
+ * for a lake dir). The store alone: its catalog has lines of its own (check-iceberg.ts).
+ */
 async function checkLake(spec: Spec, id: string): Promise<CheckLine> {
   const line = (item: CheckItem): CheckLine => ({ ...item, scope: 'lake', subject: 'lake' });
   const s3 = spec.lake.uri.startsWith('s3://');
   const check = s3 ? 's3' : 'dir';
   const where = `${spec.lake.uri}${spec.lake.endpoint ? ` at ${redact(spec.lake.endpoint)}` : ''}`;
   try {
-    const uri = await openLake(spec).probe(id);
+    const uri = await openLakeSink(lakeStoreOptions(spec)).probe(id);
     return line(passed(check, `${where} is writable (test object ${uri} was put and deleted)`));
   } catch (e) {
     // Errors name the object, not the endpoint: say where it went.

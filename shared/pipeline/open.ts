@@ -21,7 +21,7 @@ import { driver } from '../drivers/registry.js';
 import type { RowEncoder } from '../engine/incremental/options.js';
 import { openLakeCatalog } from '../iceberg/open-catalog.js';
 import { LakeSink } from '../sink/lake-sink.js';
-import { openLakeSink, openLakeStore } from '../sink/open-lake.js';
+import { type LakeSinkOptions, openLakeSink, openLakeStore } from '../sink/open-lake.js';
 import { FileCursorStore } from '../state/file-cursor-store.js';
 
 export interface OpenPipeline {
@@ -103,13 +103,7 @@ export async function openStateStore(
  * data files committed through `lake.catalog`. Opens no connection.
  */
 export function openLake(spec: Spec): Sink & SinkProbe {
-  const options = {
-    uri: spec.lake.uri,
-    compression: spec.lake.compression,
-    ...(spec.lake.region ? { region: spec.lake.region } : {}),
-    ...(spec.lake.endpoint ? { endpoint: spec.lake.endpoint } : {}),
-    ...(spec.lake.forcePathStyle !== undefined ? { forcePathStyle: spec.lake.forcePathStyle } : {}),
-  };
+  const options = lakeStoreOptions(spec);
   const lake = openLakeStore(options);
   return new LakeSink({
     parquet: openLakeSink(options, lake),
@@ -119,6 +113,20 @@ export function openLake(spec: Spec): Sink & SinkProbe {
       targets: spec.tables.map(tableTarget),
     }),
   });
+}
+
+/**
+ * How a spec's lake store is opened (shared/sink/open-lake.ts): the run's sink and `tidemark
+ * check`'s probes of the store alone (its catalog apart) open it alike.
+ */
+export function lakeStoreOptions(spec: Spec): LakeSinkOptions {
+  return {
+    uri: spec.lake.uri,
+    compression: spec.lake.compression,
+    ...(spec.lake.region ? { region: spec.lake.region } : {}),
+    ...(spec.lake.endpoint ? { endpoint: spec.lake.endpoint } : {}),
+    ...(spec.lake.forcePathStyle !== undefined ? { forcePathStyle: spec.lake.forcePathStyle } : {}),
+  };
 }
 
 /** The sources of a spec, from the driver registry; nothing connects until first use. */

@@ -5,7 +5,6 @@
  * bucket, an unwritable directory) and must name its fix and exit non-zero; a correct spec passes
  * with every line `ok` on Postgres and on MariaDB, and leaves no probe behind.
  */
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,12 +18,10 @@ import { driver } from '../../shared/drivers/registry.js';
 import { freePort } from '../../shared/local/free-port.js';
 import { DynamoCursorStore } from '../../shared/state/dynamo-cursor-store.js';
 import { dynamoClient, s3Client } from '../harness/aws.js';
-import { externalServers } from '../harness/env.js';
+import { type CliResult, checkLine as line, runTidemark } from '../harness/check-cli.js';
 import { type FreshDatabase, freshPgDatabase } from '../harness/pg.js';
 import { testServers } from '../harness/servers.js';
 import { mysqlFixture, postgresFixture, type SourceFixture } from './incremental/fixture.js';
-
-const BIN = join(import.meta.dirname, '..', '..', 'bin', 'tidemark.js');
 
 /** Temp dirs of this file (specs, local state and lakes), removed when it ends. */
 const dirs: string[] = [];
@@ -39,64 +36,9 @@ afterAll(() => {
 /** The fixtures' limited login's password: it must never be printed. */
 const LIMITED_PASSWORD = 'ro-pass';
 
-/** Credentials for the emulators (s3rver checks its own key pair); external endpoints use the environment's. */
-function awsEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {
-    AWS_REGION: process.env.AWS_REGION ?? 'us-east-1',
-    // The SDK warns on stderr about Node 20's end of support; stderr here is for tidemark's own errors.
-    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-  };
-  const ext = externalServers();
-  if (!(ext.s3Endpoint || ext.dynamoEndpoint) || !process.env.AWS_ACCESS_KEY_ID) {
-    env.AWS_ACCESS_KEY_ID = 'S3RVER';
-    env.AWS_SECRET_ACCESS_KEY = 'S3RVER';
-  }
-  return env;
-}
-
-interface Line {
-  status: 'ok' | 'warn' | 'fail';
-  subject: string;
-  check: string;
-  message: string;
-}
-
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  /** The human check lines of stdout (without the summary line). */
-  lines: Line[];
-}
-
 /** Runs the real bin with `args` and `-c <spec file>` (the spec written to a fresh temp dir). */
 function tidemark(args: string[], spec: object): Promise<CliResult> {
-  const dir = tempDir('tidemark-check-');
-  const file = join(dir, 'tidemark.json');
-  writeFileSync(file, JSON.stringify(spec));
-  return new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args, '-c', file],
-      { cwd: dir, encoding: 'utf8', timeout: 300_000, env: { ...process.env, ...awsEnv() } },
-      (error, stdout, stderr) => {
-        if (error && typeof error.code !== 'number') return reject(error);
-        const lines = stdout
-          .split('\n')
-          .map((l) => /^(ok|warn|fail) +(\S+) (\S+): (.*)$/.exec(l))
-          .filter((m): m is RegExpExecArray => m !== null)
-          .map((m) => ({ status: m[1], subject: m[2], check: m[3], message: m[4] }) as Line);
-        resolve({ code: error ? (error.code as number) : 0, stdout, stderr, lines });
-      },
-    );
-  });
-}
-
-/** The one line of `subject`'s `check`. */
-function line(r: CliResult, subject: string, check: string): Line {
-  const found = r.lines.filter((l) => l.subject === subject && l.check === check);
-  expect(found, `${subject} ${check} in\n${r.stdout}${r.stderr}`).toHaveLength(1);
-  return found[0]!;
+  return runTidemark(args, spec, tempDir('tidemark-check-'));
 }
 
 /** A DynamoDB table for a spec that should pass (created here: with an endpoint a run would create it). */
@@ -110,12 +52,17 @@ function awsState(table: string, endpoint = testServers().dynamoEndpoint) {
   return { dynamodb: { table, region: 'us-east-1', endpoint } };
 }
 
+/**
+ * An s3rver lake of plain tables: s3rver ignores If-None-Match, so an Iceberg table's `file`
+ * catalog fails there (its `lake catalog` line is check-iceberg.test.ts's).
+ */
 function awsLake(prefix: string, bucket = testServers().s3Bucket) {
   return {
     uri: `s3://${bucket}/${prefix}`,
     region: 'us-east-1',
     endpoint: testServers().s3Endpoint,
     forcePathStyle: true,
+    tableFormat: 'plain',
   };
 }
 
