@@ -138,7 +138,9 @@ export interface Sink {
   /**
    * Deletes EVERY object of `target.writer` in `target.table` (and their sidecars); other
    * writers' objects stay. Only for an operator's deliberate re-sync from scratch (`tidemark
-   * reset --delete-objects`), never called by a run. Returns what it removed.
+   * reset --delete-objects`), never called by a run. A table with Iceberg metadata loses the
+   * writer's data files from its current snapshot (a `delete` snapshot) before any is deleted, so
+   * its readers never meet a missing file. Returns what it removed.
    */
   discard(target: LakeTable): Promise<ObjectRef[]>;
   /**

@@ -9,7 +9,9 @@
  * Owns: the manifest list of the new snapshot (the parent's manifests plus the staged one, written
  * per attempt: each base gets its own list), the snapshot's counters, and the idempotence (the
  * commit id in the summary and the writer's property, ./metadata.ts `appendSnapshot`). The build
- * also keeps the table's metadata bounded (issue 30 item 4): small manifests merged (./merge.ts),
+ * also keeps the table's metadata bounded (issue 30 item 4): data manifests with no live file left
+ * (only the DELETED entries of a delete snapshot, ./delete-files.ts) not carried on, small
+ * manifests merged (./merge.ts),
  * snapshots expired every 100th sequence number (./expire.ts), and after the commit succeeded the
  * manifest lists, manifests and old metadata files nothing names any more deleted. Never writes or
  * deletes data files, never touches tidemark's state.
@@ -22,6 +24,7 @@ import { deleteAfterCommit, expireOnCommit } from './expire.js';
 import { EntryStatus, type IcebergDataFile, writeManifest } from './manifest.js';
 import {
   type IcebergManifestFile,
+  ManifestContent,
   type ManifestSummary,
   manifestFileOf,
   readManifestList,
@@ -31,6 +34,9 @@ import { mergeOnAppend } from './merge.js';
 import { appendSnapshot, type CommitIdentity, currentSnapshot, newSnapshotId } from './metadata.js';
 import type { IcebergPartitionSpec, IcebergSchema } from './spec.js';
 import type { TableFolder } from './table-folder.js';
+
+/** How a staged manifest's name ends: `<commit id>-m0.avro` (`stageAppend`). */
+export const STAGED_MANIFEST_SUFFIX = '-m0.avro';
 
 /** What `applyAppend` did: the commit, and the clean-up after it. */
 export interface AppendResult extends CommitResult {
@@ -82,7 +88,7 @@ export async function stageAppend(
     spec: options.spec,
     entries: options.dataFiles.map((data_file) => ({ status: EntryStatus.ADDED, data_file })),
   });
-  const key = `${folder.key}/metadata/${options.commit.commitId}-m0.avro`;
+  const key = `${folder.key}/metadata/${options.commit.commitId}${STAGED_MANIFEST_SUFFIX}`;
   await folder.store.put(key, bytes);
   return {
     commit: options.commit,
@@ -129,7 +135,10 @@ export async function applyAppend(
         snapshotId,
         sequenceNumber,
       });
-      const inherited = parent ? await parentManifests(folder, ident, parent['manifest-list']) : [];
+      // A data manifest with no live file left (a delete snapshot's DELETED entries) is history.
+      const inherited = (parent ? await parentManifests(folder, ident, parent['manifest-list']) : []).filter(
+        (m) => m.content !== ManifestContent.DATA || m.added_files_count + m.existing_files_count > 0,
+      );
       const merged = await mergeOnAppend(folder, base, {
         ours,
         inherited,
@@ -183,8 +192,12 @@ export async function applyAppend(
   }
 }
 
-/** The manifests of the parent snapshot, read from its manifest list under the table's folder. */
-async function parentManifests(
+/**
+ * The manifests of a snapshot (the parent of the one being built), read from its manifest list
+ * under the table's folder.
+ * @throws SinkError `ICEBERG_METADATA_INVALID` when the list is outside the folder or missing.
+ */
+export async function parentManifests(
   folder: TableFolder,
   ident: TableIdent,
   listPath: string,

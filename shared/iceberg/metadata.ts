@@ -16,7 +16,9 @@
  * `tidemark.writer.<writerId>.commit` (the writer's last applied commit, which survives snapshot
  * expiry and other writers' commits); `hasCommit` finds either, and a commit the table has is a
  * no-op. A writer applies its commits in order, one pending at a time, so its property naming a
- * later commit never hides an earlier one that is missing.
+ * later commit never hides an earlier one that is missing. A snapshot that deleted all of a
+ * writer's files (`tidemark reset --delete-objects`) starts the writer over: its commits before
+ * that snapshot no longer count (`writerDiscardProperty`).
  *
  * Never does I/O and never reads the clock or randomness implicitly: times come in as `nowMs`,
  * snapshot ids from `newSnapshotId` (node:crypto). Manifests and manifest lists are
@@ -53,6 +55,25 @@ const MAX_LONG = (1n << 63n) - 1n;
 /** The table property that holds the last commit id `writerId` applied. */
 export function writerCommitProperty(writerId: string): string {
   return `tidemark.writer.${writerId}.commit`;
+}
+
+/**
+ * The table property that holds the sequence number of the snapshot that last deleted every data
+ * file of `writerId` (./delete-files.ts, `tidemark reset --delete-objects`). The writer's positions
+ * and fences may start over after such a reset (a lost state), so a commit id of its snapshots
+ * before that one may come again: `hasCommit` looks for the writer's commits only from there on.
+ */
+export function writerDiscardProperty(writerId: string): string {
+  return `tidemark.writer.${writerId}.discarded-at`;
+}
+
+/**
+ * The sequence number from which snapshots count as `writerId`'s commits (`writerDiscardProperty`;
+ * 0 when its files were never all deleted).
+ */
+export function writerCommitsFrom(metadata: IcebergTableMetadata, writerId: string): number {
+  const text = metadata.properties[writerDiscardProperty(writerId)]?.trim();
+  return text !== undefined && /^\d+$/.test(text) ? Number(text) : 0;
 }
 
 /** One tidemark commit: who applies it and its id, unique per writer. */
@@ -156,12 +177,23 @@ export interface AddedFiles {
   readonly equalityDeletes?: number;
 }
 
-/** The `added-*` counter of each `total-*` counter (Iceberg's snapshot summary). */
-const TOTALS: readonly (readonly [total: string, added: string])[] = [
-  ['total-data-files', 'added-data-files'],
+/** What a snapshot removes from the table: data files no longer live (a `delete` snapshot). */
+export interface RemovedFiles {
+  readonly dataFiles: number;
+  readonly records: number;
+  /** Bytes of the removed data files. */
+  readonly filesSize: number;
+}
+
+/**
+ * The `added-*` and the removing counter of each `total-*` counter (Iceberg's snapshot summary,
+ * Java's `SnapshotSummary`: `deleted-data-files`, `deleted-records`, `removed-files-size`).
+ */
+const TOTALS: readonly (readonly [total: string, added: string, removed?: string])[] = [
+  ['total-data-files', 'added-data-files', 'deleted-data-files'],
   ['total-delete-files', 'added-delete-files'],
-  ['total-records', 'added-records'],
-  ['total-files-size', 'added-files-size'],
+  ['total-records', 'added-records', 'deleted-records'],
+  ['total-files-size', 'added-files-size', 'removed-files-size'],
   ['total-position-deletes', 'added-position-deletes'],
   ['total-equality-deletes', 'added-equality-deletes'],
 ];
@@ -172,6 +204,8 @@ export interface AppendOptions {
   /** The snapshot's manifest list (written for this base: the parent's manifests and the new ones). */
   readonly manifestListPath: string;
   readonly added: AddedFiles;
+  /** Data files the snapshot removes (its manifests list them as DELETED); `delete` snapshots. */
+  readonly removed?: RemovedFiles;
   /** The tidemark commit this snapshot applies: recorded in the summary and the writer's property. */
   readonly commit: CommitIdentity;
   /** Default `append`; `overwrite` or `delete` for a snapshot that adds delete files. */
@@ -187,8 +221,9 @@ export interface AppendOptions {
 
 /**
  * `base` with one more snapshot on `main`: sequence number `last-sequence-number + 1`, parent the
- * current snapshot, a summary with Iceberg's counters (`added-*` from `added`, `total-*` carried
- * on from the parent's summary; a total the parent lacks is left out, as Iceberg does) and the
+ * current snapshot, a summary with Iceberg's counters (`added-*` from `added`, `deleted-*` and
+ * `removed-files-size` from `removed`, `total-*` carried on from the parent's summary; a total the
+ * parent lacks, or one that would go below zero, is left out, as Iceberg does) and the
  * commit id, then the snapshot log, `refs.main`, `current-snapshot-id`, the writer's commit
  * property and `last-updated-ms`.
  *
@@ -209,22 +244,31 @@ export function appendSnapshot(base: IcebergTableMetadata, options: AppendOption
 
   const added: Record<string, string> = {};
   const a = options.added;
+  const r = options.removed;
   const put = (key: string, n: number | undefined, always = false) => {
     if (n !== undefined && (always || n > 0)) added[key] = String(n);
   };
-  put('added-data-files', a.dataFiles, true);
-  put('added-records', a.records, true);
-  put('added-files-size', a.filesSize, true);
+  // An append always states what it added; a snapshot that removes states what it removed.
+  const adds = r === undefined;
+  put('added-data-files', a.dataFiles, adds);
+  put('added-records', a.records, adds);
+  put('added-files-size', a.filesSize, adds);
   put('added-delete-files', a.deleteFiles);
   put('added-position-delete-files', a.positionDeleteFiles);
   put('added-equality-delete-files', a.equalityDeleteFiles);
   put('added-position-deletes', a.positionDeletes);
   put('added-equality-deletes', a.equalityDeletes);
+  put('deleted-data-files', r?.dataFiles, !adds);
+  put('deleted-records', r?.records, !adds);
+  put('removed-files-size', r?.filesSize, !adds);
   const totals: Record<string, string> = {};
-  for (const [total, addedKey] of TOTALS) {
+  for (const [total, addedKey, removedKey] of TOTALS) {
     const before = parent === undefined ? '0' : parent.summary[total];
     if (before === undefined || !/^\d+$/.test(before)) continue;
-    totals[total] = String(BigInt(before) + BigInt(added[addedKey] ?? '0'));
+    const after =
+      BigInt(before) + BigInt(added[addedKey] ?? '0') - BigInt((removedKey && added[removedKey]) ?? '0');
+    // A parent whose totals do not cover what is removed has wrong totals: state none.
+    if (after >= 0n) totals[total] = String(after);
   }
   const summary: IcebergSnapshotSummary = {
     ...options.summary,
@@ -261,11 +305,16 @@ export function appendSnapshot(base: IcebergTableMetadata, options: AppendOption
 
 /**
  * Whether `metadata` already has the commit: the writer's property names it, or a snapshot's
- * summary does (a snapshot another writer's later commit did not hide).
+ * summary does (a snapshot another writer's later commit did not hide), counting only snapshots
+ * from the one that last deleted the writer's files on (`writerDiscardProperty`).
  */
 export function hasCommit(metadata: IcebergTableMetadata, writerId: string, commitId: string): boolean {
   if (metadata.properties[writerCommitProperty(writerId)] === commitId) return true;
-  return metadata.snapshots.some((s) => s.summary[COMMIT_ID_SUMMARY_KEY] === commitId);
+  // Snapshots before the writer's files were all deleted hold ids its new commits may reuse.
+  const from = writerCommitsFrom(metadata, writerId);
+  return metadata.snapshots.some(
+    (s) => s['sequence-number'] >= from && s.summary[COMMIT_ID_SUMMARY_KEY] === commitId,
+  );
 }
 
 /**

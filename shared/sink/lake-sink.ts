@@ -10,8 +10,10 @@
  * table properties, its schema evolved (one catalog commit, before data of the new schema is
  * written: a column added early reads as NULL, never as a wrong value), the staged manifest's name
  * and the commit's identity (the first data file's stem: writer, position, fence, so unique per
- * attempt and placed by recovery like the data files), and the recovery of staged manifests no
- * state holds. Never reads or commits state, never applies a commit the caller did not hand it.
+ * attempt and placed by recovery like the data files), the recovery of staged manifests no
+ * state holds, and a writer's discard (`tidemark reset --delete-objects`: its files taken out of
+ * the table's current snapshot before they are deleted). Never reads or commits state, never
+ * applies a commit the caller did not hand it.
  */
 import { randomUUID } from 'node:crypto';
 import { SinkError } from '../contracts/errors.js';
@@ -20,8 +22,9 @@ import type { Position } from '../contracts/source.js';
 import type { Batch } from '../dataplane/batch.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
-import { applyAppend, type StagedAppend, stageAppend } from '../iceberg/append.js';
+import { applyAppend, STAGED_MANIFEST_SUFFIX, type StagedAppend, stageAppend } from '../iceberg/append.js';
 import { commitWithRetry, identText, type LoadedTable } from '../iceberg/catalog.js';
+import { deleteWriterFiles, stagedManifestKeys } from '../iceberg/delete-files.js';
 import { TIDEMARK_TABLE_PROPERTIES } from '../iceberg/expire.js';
 import type { IcebergManifestFile } from '../iceberg/manifest-list.js';
 import { newTableMetadata, setSchema } from '../iceberg/metadata.js';
@@ -30,9 +33,6 @@ import { icebergSchemaOf, lakeFieldIdsOf } from '../iceberg/schema.js';
 import type { IcebergSchema } from '../iceberg/spec.js';
 import { compareStrings, PARQUET_SUFFIX, parseObjectName } from './layout.js';
 import type { DataFileRef, ParquetSink, ParquetWriteTarget } from './parquet-sink.js';
-
-/** A staged manifest's name: `<commit id>-m0.avro` (shared/iceberg/append.ts `stageAppend`). */
-const MANIFEST_SUFFIX = '-m0.avro';
 
 export interface LakeSinkOptions {
   /** Writes every object, plain or Iceberg data file. */
@@ -149,8 +149,8 @@ export class LakeSink implements Sink, SinkProbe {
     const doomed: string[] = [];
     for (const o of await store.list(`${dir}${target.writer}.`)) {
       const name = o.key.slice(dir.length);
-      if (!name.endsWith(MANIFEST_SUFFIX)) continue;
-      const parsed = parseObjectName(name.slice(0, -MANIFEST_SUFFIX.length) + PARQUET_SUFFIX);
+      if (!name.endsWith(STAGED_MANIFEST_SUFFIX)) continue;
+      const parsed = parseObjectName(name.slice(0, -STAGED_MANIFEST_SUFFIX.length) + PARQUET_SUFFIX);
       if (parsed?.kind !== 'plain' || parsed.writer !== target.writer) continue;
       if (parsed.position[0] === scheme && compareStrings(parsed.position, committed) >= 0)
         doomed.push(o.key);
@@ -163,8 +163,41 @@ export class LakeSink implements Sink, SinkProbe {
     return this.parquet.list(table, writer);
   }
 
-  discard(target: LakeTable): Promise<ObjectRef[]> {
-    return this.parquet.discard(target);
+  /**
+   * Every object of `target.writer` in the table deleted. A table with Iceberg metadata in the
+   * catalog first takes the writer's data files out of its current snapshot (a `delete` snapshot,
+   * shared/iceberg/delete-files.ts), so readers never meet a missing file; then the files, its
+   * staged manifests, and whatever else the writer left there (crashed attempts' objects,
+   * sidecars). A plain table (none in the catalog) is the Parquet sink's discard.
+   */
+  async discard(target: LakeTable): Promise<ObjectRef[]> {
+    this.tables.delete(target.table);
+    if (this.lakeCatalog === undefined) return this.parquet.discard(target);
+    const { catalog } = this.lakeCatalog;
+    const { ident, folder } = this.location(target.table);
+    if ((await catalog.loadTable(ident)) === undefined) {
+      const removed = await this.parquet.discard(target);
+      await folder.store.delete(await stagedManifestKeys(folder, target.writer));
+      return removed;
+    }
+    const result = await deleteWriterFiles(catalog, ident, folder, {
+      writerId: target.writer,
+      nowMs: this.nowMs,
+    });
+    if (result.cleanupError !== undefined) {
+      process.emitWarning(
+        `${identText(ident)}: metadata files left after a commit could not be deleted (${String(result.cleanupError)})`,
+      );
+    }
+    const committed: ObjectRef[] = result.removed.map((f) => ({
+      uri: f.file_path,
+      bytes: f.file_size_in_bytes,
+      rows: f.record_count,
+      writer: target.writer,
+    }));
+    const seen = new Set(committed.map((r) => r.uri));
+    const rest = (await this.parquet.discard(target)).filter((r) => !seen.has(r.uri));
+    return [...committed, ...rest];
   }
 
   probe(id: string): Promise<string> {

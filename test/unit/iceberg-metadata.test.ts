@@ -25,6 +25,7 @@ import {
   setProperties,
   setSchema,
   writerCommitProperty,
+  writerDiscardProperty,
 } from '../../shared/iceberg/metadata.js';
 import {
   parseJson,
@@ -197,6 +198,51 @@ describe('appendSnapshot', () => {
     const m2 = append(foreign, 'c2', T0);
     expect(m2.snapshots[1]!.summary['total-records']).toBeUndefined();
     expect(m2.snapshots[1]!.summary['added-records']).toBe('10');
+  });
+
+  it("states a delete snapshot's removed files and lowers the totals; a total that would go below zero is left out", () => {
+    const m2 = append(append(table(), 'c1', T0, 5), 'c2', T0, 7);
+    const removing = (base: IcebergTableMetadata, records: number) =>
+      appendSnapshot(base, {
+        snapshotId: newSnapshotId(base),
+        manifestListPath: 'x',
+        operation: 'delete',
+        added: { dataFiles: 0, records: 0, filesSize: 0 },
+        removed: { dataFiles: 1, records, filesSize: 1005 },
+        commit: { writerId: 'shop.app', commitId: 'discard-1' },
+        nowMs: T0,
+      });
+    const m3 = removing(m2, 5);
+    expect(m3.snapshots[2]!.summary).toEqual({
+      operation: 'delete',
+      'deleted-data-files': '1',
+      'deleted-records': '5',
+      'removed-files-size': '1005',
+      'total-data-files': '1',
+      'total-delete-files': '0',
+      'total-records': '7',
+      'total-files-size': '1007',
+      'total-position-deletes': '0',
+      'total-equality-deletes': '0',
+      [COMMIT_ID_SUMMARY_KEY]: 'discard-1',
+    });
+    expect(removing(m2, 99).snapshots[2]!.summary['total-records']).toBeUndefined();
+  });
+
+  it("counts a writer's commits only from its discard mark on: a reused id is new again", () => {
+    const m2 = append(append(table(), 'c1', T0), 'c2', T0);
+    const marked = setProperties(m2, { [writerDiscardProperty('shop.app')]: '3' }, { nowMs: T0 });
+    expect(hasCommit(marked, 'shop.app', 'c1')).toBe(false);
+    // The writer's property still names its last commit (the discard's, in the real commit).
+    expect(hasCommit(marked, 'shop.app', 'c2')).toBe(true);
+    const m3 = append(marked, 'c1', T0);
+    expect(hasCommit(m3, 'shop.app', 'c1')).toBe(true);
+    expect(hasCommit(append(m3, 'c9', T0), 'shop.app', 'c1')).toBe(true);
+    expect(hasCommit(append(m3, 'c9', T0), 'shop.app', 'c2')).toBe(false);
+    // Another writer's mark is not this writer's.
+    expect(
+      hasCommit(setProperties(m2, { [writerDiscardProperty('x.y')]: '9' }, { nowMs: T0 }), 'shop.app', 'c1'),
+    ).toBe(true);
   });
 
   it('refuses a snapshot id the table has, and a schema it does not', () => {
