@@ -1,0 +1,118 @@
+/**
+ * A stale writer against an Iceberg table (issue 30; docs/decisions/0024-iceberg-commits.md):
+ * writer A reads page 1 and stalls right before its write while its lease runs out; writer B
+ * takes the lease (a higher fence), recovers and syncs the table with the rows' newer versions;
+ * then A wakes up. Its data file is written (S3 cannot fence a PUT) and its manifest staged, but
+ * its state commit is refused (LEASE_LOST), so its catalog commit never happens: the table, read
+ * by pyiceberg's scan plan, holds each source row version once and none of A's stale versions,
+ * and a later run neither recovers nor rewrites anything. Checked against the catalog-first
+ * order (test/harness/mutations.ts `catalogFirst` around A's sink): A's 100 stale versions then
+ * reach the table and the first read-back assertion fails.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { incrementalTables } from '../../shared/config/spec.js';
+import type { TidemarkError } from '../../shared/contracts/errors.js';
+import type { Sink } from '../../shared/contracts/sink.js';
+import { incrementalStateKey } from '../../shared/engine/incremental/state.js';
+import { silentLogger } from '../../shared/observability/log.js';
+import { openPipeline } from '../../shared/pipeline/open.js';
+import { runTable } from '../../shared/pipeline/run-table.js';
+import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
+import { readersMissing } from '../harness/readers.js';
+import { sinkWith } from '../harness/wrap.js';
+import { lakeRows, latest, localSpec, postgresFixture, type SourceFixture } from './incremental/fixture.js';
+
+/** `sink` whose first write waits at a gate: after its page was read, before its PUT. */
+function pausedAtFirstWrite(sink: Sink) {
+  let arrived!: (fence: number) => void;
+  const atWrite = new Promise<number>((r) => {
+    arrived = r;
+  });
+  let open!: () => void;
+  const gate = new Promise<void>((r) => {
+    open = r;
+  });
+  let first = true;
+  const paused = sinkWith(sink, {
+    write: async (target, schema, start, batches, recorded) => {
+      if (first) {
+        first = false;
+        arrived(target.fence);
+        await gate;
+      }
+      return sink.write(target, schema, start, batches, recorded);
+    },
+  });
+  return { sink: paused, atWrite, open };
+}
+
+describe.skipIf(readersMissing)('a stale writer against an Iceberg table', () => {
+  let fx: SourceFixture;
+  beforeAll(async () => {
+    fx = await postgresFixture('ice_stale');
+  }, 120_000);
+  afterAll(async () => {
+    await fx?.drop();
+  });
+
+  it('cannot commit after the new lease holder recovered: the table holds each version once, none of the stale writer', async () => {
+    await fx.exec(`DROP TABLE IF EXISTS ${fx.table}`);
+    await fx.createTable();
+    await fx.insertRange(1, 301, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'second'));
+    const { spec, lakeDir } = localSpec(fx, { pageSize: 100 });
+    expect(spec.lake.tableFormat).toBeUndefined(); // the default: a new table is an Iceberg table
+    const table = incrementalTables(spec)[0]!;
+    const target = table.table;
+    const key = incrementalStateKey(spec.pipeline, target);
+    const store = new FileCursorStore(spec.state.dir!);
+    const baseA = await openPipeline(spec);
+    const baseB = await openPipeline(spec);
+    try {
+      const warmup = await runTable(spec, table, baseB, {
+        logger: silentLogger,
+        owner: 'warmup',
+        maxPages: 1,
+      });
+      expect(warmup.seqAfter).toBe(1);
+
+      const a = pausedAtFirstWrite(baseA.sink);
+      const runA = runTable(
+        spec,
+        table,
+        { ...baseA, sink: a.sink },
+        { logger: silentLogger, owner: 'run-a', leaseTtlMs: 1_500 },
+      ).then(
+        () => undefined,
+        (e: unknown) => e as TidemarkError,
+      );
+      const fenceA = await a.atWrite;
+      await fx.exec(`UPDATE ${fx.table} SET v = v + 500 WHERE id BETWEEN 101 AND 200`);
+      const held = await store.load(key);
+      expect(held.lease).toMatchObject({ owner: 'run-a', fence: fenceA });
+      await new Promise((r) => setTimeout(r, Math.max(0, held.lease!.expiresAt - Date.now()) + 50));
+
+      const b = await runTable(spec, table, baseB, { logger: silentLogger, owner: 'run-b' });
+      expect(b).toMatchObject({ status: 'ok', seqBefore: 1, more: false });
+      const before = await lakeRows(lakeDir, target, 'iceberg');
+
+      // A wakes up: its data file and manifest are written, its state commit is refused, so
+      // nothing of it reaches the table.
+      a.open();
+      expect(await runA).toMatchObject({ code: 'LEASE_LOST' });
+      const rows = await lakeRows(lakeDir, target, 'iceberg');
+      expect(rows).toEqual(before);
+      expect(latest(rows)).toEqual(await fx.rows());
+      const versions = rows.filter((r) => r.id === '150');
+      expect(versions.map((r) => r.v)).toEqual([650]);
+      expect(new Set(rows.map((r) => `${r.id}/${r.pos}`)).size).toBe(rows.length);
+      // A's file lies below the committed position (an orphan no snapshot references, for
+      // maintenance), so a later run neither recovers nor rewrites anything.
+      const after = await runTable(spec, table, baseB, { logger: silentLogger, owner: 'run-c' });
+      expect(after).toMatchObject({ status: 'ok', rows: 0, recovered: 0 });
+      expect(await lakeRows(lakeDir, target, 'iceberg')).toEqual(before);
+    } finally {
+      await baseA.close();
+      await baseB.close();
+    }
+  }, 300_000);
+});
