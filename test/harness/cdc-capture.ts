@@ -9,6 +9,7 @@
  * check the driver's helper passes): a change made before that may precede the stream's start
  * and is then, rightly, not captured. The helpers read the lake; they never write it.
  */
+import { lakeScan, type TestTableFormat } from './lake-scan.js';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -163,22 +164,24 @@ export function startedReaders<R extends { start(...args: never[]): unknown }>(r
 }
 
 /**
- * Runs `read` on a DuckDB connection with the glob of lake table `table`'s objects, or returns
+ * Runs `read` on a DuckDB connection with a FROM expression over lake table `table`'s files, or returns
  * `none` when the table has no object yet.
  */
 async function readLake<T>(
   dir: string,
   table: string,
   none: T,
-  read: (conn: DuckDBConnection, glob: string) => Promise<T>,
+  read: (conn: DuckDBConnection, from: string) => Promise<T>,
+  tableFormat: TestTableFormat = 'plain',
 ): Promise<T> {
+  // Every object (plain), or an Iceberg table's current snapshot as pyiceberg plans its scan.
+  const scan = await lakeScan(join(dir, 'lake', table), tableFormat);
+  if (scan.problems.length > 0) throw new Error(`${table}: ${scan.problems.join('; ')}`);
+  if (scan.from === undefined) return none;
   const db = await DuckDBInstance.create(':memory:');
   const conn = await db.connect();
   try {
-    const glob = join(dir, 'lake', table, '*.parquet');
-    const files = Number((await conn.runAndReadAll(`SELECT count(*) FROM glob('${glob}')`)).getRows()[0]![0]);
-    if (files === 0) return none;
-    return await read(conn, glob);
+    return await read(conn, scan.from);
   } finally {
     conn.closeSync();
   }
@@ -193,23 +196,30 @@ export async function lakeLatest(
   table: string,
   key: string,
   columns: readonly string[],
+  tableFormat: TestTableFormat = 'plain',
 ): Promise<Map<string, Record<string, unknown>>> {
   const out = new Map<string, Record<string, unknown>>();
-  return readLake(dir, table, out, async (conn, glob) => {
+  return readLake(
+    dir,
+    table,
+    out,
+    async (conn, from) => {
     const reader = await conn.runAndReadAll(
       `SELECT CAST("${key}" AS VARCHAR) AS k, ${asText(columns)}, __op FROM (
          SELECT *, row_number() OVER (PARTITION BY "${key}" ORDER BY __pos DESC) AS rn
-         FROM read_parquet('${glob}', union_by_name = true)) WHERE rn = 1 AND __op <> 'd'`,
-    );
-    for (const row of reader.getRowObjects()) out.set(String(row.k), row as Record<string, unknown>);
-    return out;
-  });
+         FROM ${from}) WHERE rn = 1 AND __op <> 'd'`,
+      );
+      for (const row of reader.getRowObjects()) out.set(String(row.k), row as Record<string, unknown>);
+      return out;
+    },
+    tableFormat,
+  );
 }
 
 /** Whether any lake row of `table` satisfies the SQL condition `where` (false without objects). */
 export async function lakeHas(dir: string, table: string, where: string): Promise<boolean> {
-  return readLake(dir, table, false, async (conn, glob) => {
-    const r = await conn.runAndReadAll(`SELECT count(*) FROM read_parquet('${glob}') WHERE ${where}`);
+  return readLake(dir, table, false, async (conn, from) => {
+    const r = await conn.runAndReadAll(`SELECT count(*) FROM ${from} WHERE ${where}`);
     return Number(r.getRows()[0]![0]) > 0;
   });
 }
@@ -219,13 +229,18 @@ export async function lakeRows(
   dir: string,
   table: string,
   columns: readonly string[],
+  tableFormat: TestTableFormat = 'plain',
 ): Promise<Record<string, unknown>[]> {
-  return readLake(dir, table, [], async (conn, glob) => {
-    const r = await conn.runAndReadAll(
-      `SELECT ${asText(columns)} FROM read_parquet('${glob}', union_by_name = true) ORDER BY __pos`,
-    );
-    return r.getRowObjects() as Record<string, unknown>[];
-  });
+  return readLake(
+    dir,
+    table,
+    [],
+    async (conn, from) => {
+      const r = await conn.runAndReadAll(`SELECT ${asText(columns)} FROM ${from} ORDER BY __pos`);
+      return r.getRowObjects() as Record<string, unknown>[];
+    },
+    tableFormat,
+  );
 }
 
 /** Every (key, __pos, __op) of a lake table, by `__pos`. */
@@ -234,9 +249,9 @@ export async function lakePositions(
   table: string,
   key = 'id',
 ): Promise<{ k: string; pos: string; op: string }[]> {
-  return readLake(dir, table, [], async (conn, glob) => {
+  return readLake(dir, table, [], async (conn, from) => {
     const r = await conn.runAndReadAll(
-      `SELECT CAST("${key}" AS VARCHAR) AS k, __pos AS pos, __op AS op FROM read_parquet('${glob}', union_by_name = true) ORDER BY __pos`,
+      `SELECT CAST("${key}" AS VARCHAR) AS k, __pos AS pos, __op AS op FROM ${from} ORDER BY __pos`,
     );
     return r.getRowObjects().map((o) => ({ k: String(o.k), pos: String(o.pos), op: String(o.op) }));
   });
