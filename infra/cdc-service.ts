@@ -26,7 +26,8 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { stringify as toYaml } from 'yaml';
-import { cdcSettings, cdcTables, type Spec } from '../shared/config/spec.js';
+import { cdcSettings, cdcTables, type Spec, tableTarget } from '../shared/config/spec.js';
+import type { LakeCatalog } from './lake-catalog.js';
 import { acknowledge, LAKE_OBJECTS_REASON, lakeObjectsFinding } from './nag.js';
 
 /** The repo root: the Docker build context of the task image. */
@@ -69,6 +70,10 @@ export function defaultCdcImage(): ecs.ContainerImage {
       '.tmp',
       'dist',
       'tidemark.yaml',
+      // The test readers (scripts/install-test-readers.sh: a Python venv, Spark and its jars),
+      // gigabytes the image never uses; symlinks in a worktree, which staging would copy through.
+      '.venv-readers',
+      '.readers',
     ],
   });
 }
@@ -118,6 +123,8 @@ export interface CdcServicesProps {
   readonly lakeBucket: s3.IBucket;
   /** Objects under this ARN pattern, listing under this prefix ('' = whole bucket). */
   readonly lakePrefix: string;
+  /** The lake's catalog: each task role gets the catalog calls of its own source's cdc tables. */
+  readonly catalog: LakeCatalog;
   readonly vpc: ec2.IVpc;
   readonly subnets: ec2.ISubnet[];
   /** Given security groups; none: one is created (all egress, no ingress). */
@@ -239,7 +246,10 @@ export class CdcServices extends Construct {
     return service;
   }
 
-  /** State items of this pipeline's CDC keys, reads of its incremental keys, the lake prefix, the source's secret. */
+  /**
+   * State items of this pipeline's CDC keys, reads of its incremental keys, the lake prefix, the
+   * catalog calls of the source's cdc tables, the source's secret.
+   */
   #grant(role: iam.Role, props: CdcServicesProps, source: string): void {
     const { spec } = props;
     role.addToPolicy(
@@ -273,6 +283,12 @@ export class CdcServices extends Construct {
           ? { conditions: { StringLike: { 's3:prefix': [`${props.lakePrefix}/*`] } } }
           : {}),
       }),
+    );
+    props.catalog.grant(
+      role,
+      cdcTables(spec)
+        .filter((t) => t.source === source)
+        .map(tableTarget),
     );
     const secretArn = spec.sources[source]?.secretArn;
     if (secretArn) {

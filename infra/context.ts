@@ -26,6 +26,10 @@ export const CONTEXT = {
   spec: 'tidemark:spec',
   importBucket: 'tidemark:importBucket',
   importStateTable: 'tidemark:importStateTable',
+  /** Use the existing Glue database of `lake.catalog.database` (e.g. one retained from a deleted stack). */
+  importGlueDatabase: 'tidemark:importGlueDatabase',
+  /** The Athena workgroup's per-query bytes-scanned cutoff, in GiB. */
+  athenaScanCutoffGiB: 'tidemark:athenaScanCutoffGiB',
   memoryMb: 'tidemark:memoryMb',
   vpcId: 'tidemark:vpcId',
   subnetIds: 'tidemark:subnetIds',

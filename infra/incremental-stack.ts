@@ -2,7 +2,9 @@
  * The CloudFormation stack of one pipeline, built from a parsed spec: the state table (DynamoDB),
  * the lake bucket (S3), one Lambda for all incremental tables, one EventBridge Scheduler schedule
  * per incremental table, and, when the spec has cdc tables, one Fargate service per cdc source
- * (./cdc-service.ts); least-privilege IAM (state access scoped by key prefix) and CloudWatch
+ * (./cdc-service.ts); the lake's Iceberg catalog (./lake-catalog.ts: the retained Glue database,
+ * or S3 Tables grants) and, for a catalog Athena reads, an Athena workgroup
+ * (./athena-workgroup.ts); least-privilege IAM (state access scoped by key prefix) and CloudWatch
  * alarms. The AwsSolutions cdk-nag pack passes; every suppression carries its reason here.
  *
  * Owns: what `cdk deploy` creates and the permissions it grants. Reads only the spec, the CDK
@@ -10,8 +12,8 @@
  * calls AWS (synth must work without credentials). Deployment-only rules (no local state, no
  * file:// lake) are enforced here, as ConfigErrors naming the spec field, so synth fails before
  * anything deploys.
- * Glue/Athena tables are not built here: they need each table's columns, which only a database
- * could tell (docs/deploy.md).
+ * Glue tables are not declared here: they need each table's columns, which only a database could
+ * tell; the `glue` catalog creates each one at its first commit (docs/deploy.md).
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -49,6 +51,7 @@ import {
   tableTarget,
 } from '../shared/config/spec.js';
 import { ConfigError } from '../shared/contracts/errors.js';
+import { AthenaWorkGroup, DEFAULT_SCAN_CUTOFF_GIB } from './athena-workgroup.js';
 import { type CdcNetwork, CdcServices, defaultCdcImage } from './cdc-service.js';
 import {
   CONTEXT,
@@ -60,6 +63,7 @@ import {
   type Network,
   vpcNetwork,
 } from './context.js';
+import { LakeCatalog, tableBucketOf } from './lake-catalog.js';
 import { acknowledge, LAKE_OBJECTS_REASON, lakeObjectsFinding } from './nag.js';
 
 /** Lambda's maximum; the engine stops a safety margin before it and continues in a new run. */
@@ -128,7 +132,12 @@ export class TidemarkStack extends Stack {
   readonly schedules: readonly scheduler.Schedule[];
   /** The CDC cluster and services; undefined when the spec has no cdc table. */
   readonly cdc: CdcServices | undefined;
+  /** The lake's catalog resources (Glue database) and the grants of committing to it. */
+  readonly catalog: LakeCatalog;
+  /** The Athena workgroup; undefined unless the catalog is one Athena reads (glue, S3 Tables). */
+  readonly athena: AthenaWorkGroup | undefined;
   #network: Network | null | undefined;
+  #accessLogs: s3.Bucket | undefined;
 
   constructor(scope: Construct, id: string, props: TidemarkStackProps) {
     super(scope, id, props);
@@ -168,6 +177,11 @@ export class TidemarkStack extends Stack {
     this.#grantState(fn, spec);
     this.#grantLake(fn, lake);
     this.#grantSecrets(fn, spec);
+    this.catalog = new LakeCatalog(this, 'LakeCatalog', {
+      spec,
+      importDatabase: contextFlag(this.node, CONTEXT.importGlueDatabase),
+    });
+    this.catalog.grant(fn.role!, incremental.map(tableTarget));
     // Self-continuation needs lambda:InvokeFunction on the function itself. On the role's default
     // policy that is a cycle (the function waits for its policy, the policy needs the function's
     // ARN), so it lives in a separate policy created after the function.
@@ -198,6 +212,11 @@ export class TidemarkStack extends Stack {
     const topic = this.#alarmTopic();
     this.#alarms(fn, topic);
     this.cdc = this.#cdc(spec, lake, topic, props.cdcImage, props.specText);
+    this.athena = this.#athena(spec);
+    // A first run or task start must find the database its first commit creates a table in.
+    const database = this.catalog.database;
+    if (database)
+      for (const user of [fn, ...(this.cdc?.services.values() ?? [])]) user.node.addDependency(database);
     this.#nag(fn, lake);
 
     new CfnOutput(this, 'StateTableName', {
@@ -240,22 +259,9 @@ export class TidemarkStack extends Stack {
     if (contextFlag(this.node, CONTEXT.importBucket)) {
       return s3.Bucket.fromBucketName(this, 'Lake', lake.bucket);
     }
-    // Server access logs of the lake (AwsSolutions-S1), in a bucket of their own, kept 90 days.
-    const accessLogs = new s3.Bucket(this, 'LakeAccessLogs', {
-      encryption: s3.BucketEncryption.S3_MANAGED,
-      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
-      enforceSSL: true,
-      removalPolicy: RemovalPolicy.RETAIN,
-      lifecycleRules: [{ expiration: Duration.days(90) }],
-    });
-    acknowledge(
-      accessLogs,
-      'AwsSolutions-S1',
-      "This is the lake's access-log bucket: logging it into itself would loop, and into a third bucket only moves the finding.",
-    );
     return new s3.Bucket(this, 'Lake', {
       bucketName: lake.bucket,
-      serverAccessLogsBucket: accessLogs,
+      serverAccessLogsBucket: this.#accessLogBucket(),
       serverAccessLogsPrefix: 'lake/',
       encryption: s3.BucketEncryption.S3_MANAGED,
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
@@ -271,6 +277,53 @@ export class TidemarkStack extends Stack {
         },
       ],
     });
+  }
+
+  /**
+   * The server access logs of the stack's buckets (AwsSolutions-S1), in a bucket of their own, kept
+   * 90 days; created with the first bucket that logs (none with an imported lake and no Athena).
+   */
+  #accessLogBucket(): s3.Bucket {
+    if (this.#accessLogs) return this.#accessLogs;
+    const accessLogs = new s3.Bucket(this, 'LakeAccessLogs', {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      enforceSSL: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+      lifecycleRules: [{ expiration: Duration.days(90) }],
+    });
+    acknowledge(
+      accessLogs,
+      'AwsSolutions-S1',
+      "This is the stack's access-log bucket: logging it into itself would loop, and into a third bucket only moves the finding.",
+    );
+    this.#accessLogs = accessLogs;
+    return accessLogs;
+  }
+
+  /** The Athena workgroup, for a catalog Athena reads: Glue, or S3 Tables (through its integration). */
+  #athena(spec: Spec): AthenaWorkGroup | undefined {
+    if (this.catalog.kind !== 'glue' && this.catalog.kind !== 's3tables') return undefined;
+    const athena = new AthenaWorkGroup(this, 'Athena', {
+      pipeline: spec.pipeline,
+      accessLogs: this.#accessLogBucket(),
+      scanCutoffGiB: contextNumber(
+        this.node,
+        CONTEXT.athenaScanCutoffGiB,
+        DEFAULT_SCAN_CUTOFF_GIB,
+        1,
+        1_048_576,
+      ),
+    });
+    new CfnOutput(this, 'AthenaWorkGroupName', {
+      value: athena.workGroup.ref,
+      description: 'Athena workgroup for queries of the lake (engine v3, results encrypted, scan cutoff)',
+    });
+    new CfnOutput(this, 'AthenaResultsBucketName', {
+      value: athena.resultsBucket.bucketName,
+      description: 'Where the workgroup writes query results (expired after 30 days)',
+    });
+    return athena;
   }
 
   /**
@@ -406,6 +459,7 @@ export class TidemarkStack extends Stack {
       stateTable: this.stateTable,
       lakeBucket: this.lakeBucket,
       lakePrefix: lake.prefix,
+      catalog: this.catalog,
       vpc: net.vpc,
       subnets: net.subnets,
       securityGroups: net.securityGroups,
@@ -487,6 +541,7 @@ export function assertDeployableSpec(spec: Spec): void {
     throw new ConfigError('state.dir', 'is local-only; use state.dynamodb for cdk deploy');
   }
   lakeLocation(spec);
+  tableBucketOf(spec);
   assertModes(spec);
 }
 
@@ -504,9 +559,12 @@ function checkEnvironment(stack: Stack, spec: Spec): void {
     }
   }
   const region = Token.isUnresolved(stack.region) ? undefined : stack.region;
+  // The Glue database is created in the stack's region; a REST catalog may be in any region.
+  const catalog = spec.lake.catalog;
   for (const [path, r] of [
     ['state.dynamodb.region', spec.state.dynamodb?.region],
     ['lake.region', spec.lake.region],
+    ['lake.catalog.region', catalog.type === 'glue' ? catalog.region : undefined],
   ] as const) {
     if (r !== undefined && region !== undefined && r !== region) {
       throw new ConfigError(path, `is ${r} but the stack deploys to ${region}; remove it or deploy to ${r}`);
@@ -515,6 +573,7 @@ function checkEnvironment(stack: Stack, spec: Spec): void {
   for (const [path, endpoint] of [
     ['state.dynamodb.endpoint', spec.state.dynamodb?.endpoint],
     ['lake.endpoint', spec.lake.endpoint],
+    ['lake.catalog.endpoint', catalog.type === 'glue' ? catalog.endpoint : undefined],
   ] as const) {
     if (endpoint !== undefined) {
       Annotations.of(stack).addWarningV2(

@@ -22,7 +22,7 @@ import { CONTEXT } from '../../infra/context.js';
 import { deployedSpecText, loadDeployableSpec } from '../../infra/deploy-spec.js';
 import { assertDeployableSpec, TidemarkStack } from '../../infra/incremental-stack.js';
 import { parseSpec } from '../../shared/config/spec.js';
-import { ConfigError } from '../../shared/contracts/errors.js';
+import { ConfigError, SinkError } from '../../shared/contracts/errors.js';
 import { registerDriver, unregisterDriver } from '../../shared/drivers/registry.js';
 import { CHECK_AWS_ACTIONS } from '../../shared/pipeline/check.js';
 import { probeKey } from '../../shared/sink/layout.js';
@@ -740,10 +740,25 @@ describe('TidemarkStack (CDC services, with a registered streaming test kind)', 
   });
 
   it('builds the default task image from the repo Dockerfile as an asset, without Docker at synth', () => {
-    const withAsset = Template.fromStack(stackOf(cdcSpec(), VPC_CONTEXT, bundleDir, null));
+    const stack = stackOf(cdcSpec(), VPC_CONTEXT, bundleDir, null);
+    const withAsset = Template.fromStack(stack);
     const image = Object.values(withAsset.findResources('AWS::ECS::TaskDefinition'))[0]!.Properties
       .ContainerDefinitions[0].Image;
     expect(JSON.stringify(image)).toContain('cdk-hnb659fds-container-assets');
+    // The staged build context has the Dockerfile and none of what .dockerignore leaves out: the
+    // test readers' venv and Spark (2.4 GB staged per synth before they were excluded).
+    const outdir = (stack.node.root as App).outdir;
+    const context = readdirSync(outdir)
+      .map((d) => join(outdir, d))
+      .find((d) => existsSync(join(d, 'Dockerfile')))!;
+    const staged = readdirSync(context);
+    expect(staged).toContain('Dockerfile');
+    for (const excluded of ['node_modules', '.git', '.venv-readers', '.readers']) {
+      expect(staged).not.toContain(excluded);
+    }
+    for (const line of ['.venv-readers', '.readers', 'node_modules']) {
+      expect(readFileSync(join(REPO_ROOT, '.dockerignore'), 'utf8').split('\n')).toContain(line);
+    }
     const dockerfile = readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8');
     expect(dockerfile).toMatch(/^USER node$/m);
     expect(dockerfile).toMatch(/CMD \["node", "\/app\/cdc\/index\.js"\]/);
@@ -822,6 +837,309 @@ describe('cdk-nag over the incremental-only stack', { timeout: 120_000 }, () => 
   });
 });
 
+/** The two-table spec with its lake's catalog set to `catalog`. */
+function catalogSpec(
+  catalog: Record<string, unknown>,
+  base: Record<string, unknown> = rawSpec(),
+): Record<string, unknown> {
+  return { ...base, lake: { uri: 's3://tidemark-shop-lake/raw/', catalog } };
+}
+
+const GLUE = { type: 'glue', database: 'shop' };
+const TABLE_BUCKET = 'arn:aws:s3tables:us-east-1:123456789012:bucket/shop-tables';
+const S3TABLES = {
+  type: 'rest',
+  uri: 'https://s3tables.us-east-1.amazonaws.com/iceberg',
+  warehouse: TABLE_BUCKET,
+  namespace: 'shop',
+  sigv4: { service: 's3tables' },
+};
+
+/** A resource as text: `Fn::Join`s flattened, the partition and account pseudo-parameters named. */
+function arnText(resource: unknown): string {
+  if (typeof resource === 'string') return resource;
+  const r = resource as Record<string, unknown>;
+  if (r.Ref === 'AWS::Partition') return 'aws';
+  if (r.Ref === 'AWS::AccountId') return '<AccountId>';
+  if (r.Ref === 'AWS::Region') return '<Region>';
+  const join = r['Fn::Join'] as [string, unknown[]] | undefined;
+  if (join) return join[1].map(arnText).join(join[0]);
+  return JSON.stringify(resource);
+}
+
+/** The statements of `statements` naming an action of `service`, as [actions, resources, condition]. */
+const serviceGrants = (statements: Statement[], service: string) =>
+  statements
+    .filter((s) => actionsOf(s).some((a) => a.startsWith(`${service}:`)))
+    .map((s) => [new Set(actionsOf(s)), [s.Resource].flat().map(arnText), s.Condition]);
+
+/** The task role of each CDC source, by source name. */
+function taskRoleIds(t: Template): Map<string, string> {
+  return new Map(
+    Object.values(t.findResources('AWS::ECS::TaskDefinition')).map((d) => [
+      d.Properties.ContainerDefinitions[0].Environment.find(
+        (e: { Name: string }) => e.Name === 'TIDEMARK_CDC_SOURCE',
+      ).Value as string,
+      d.Properties.TaskRoleArn['Fn::GetAtt'][0] as string,
+    ]),
+  );
+}
+
+describe('TidemarkStack (Iceberg catalogs: Glue database, S3 Tables grants, Athena workgroup)', {
+  timeout: 180_000,
+}, () => {
+  beforeAll(() => registerDriver(scriptedDriver('scripted')));
+  afterAll(() => unregisterDriver('scripted'));
+  const glueArn = (resource: string) => `arn:aws:glue:us-east-1:123456789012:${resource}`;
+
+  it('creates the Glue database of lake.catalog.database, retained on deletion and replacement', () => {
+    const t = synth(catalogSpec(GLUE));
+    t.resourceCountIs('AWS::Glue::Database', 1);
+    t.hasResource('AWS::Glue::Database', {
+      DeletionPolicy: 'Retain',
+      UpdateReplacePolicy: 'Retain',
+      Properties: { CatalogId: '123456789012', DatabaseInput: { Name: 'shop' } },
+    });
+    expect(t.findOutputs('GlueDatabaseName').GlueDatabaseName?.Value).toBe('shop');
+    // The function is created after the database its first commit creates a table in.
+    const dbId = logicalId(t, 'AWS::Glue::Database');
+    expect(Object.values(t.findResources('AWS::Lambda::Function'))[0]!.DependsOn).toContain(dbId);
+    // Imported: no database resource, the same grants.
+    const imported = synth(catalogSpec(GLUE), { [CONTEXT.importGlueDatabase]: 'true' });
+    imported.resourceCountIs('AWS::Glue::Database', 0);
+    expect(serviceGrants(functionStatements(imported), 'glue')).toEqual(
+      serviceGrants(functionStatements(t), 'glue'),
+    );
+  });
+
+  it("grants the function the glue catalog's three calls on the catalog, the database and its own tables: no wildcard", () => {
+    const t = synth(catalogSpec(GLUE));
+    expect(serviceGrants(functionStatements(t), 'glue')).toEqual([
+      [
+        new Set(['glue:GetTable', 'glue:CreateTable', 'glue:UpdateTable']),
+        [
+          glueArn('catalog'),
+          glueArn('database/shop'),
+          glueArn('table/shop/public_orders'),
+          glueArn('table/shop/public_customers'),
+        ],
+        undefined,
+      ],
+    ]);
+    // No Glue action on any wildcard resource, anywhere in the stack.
+    for (const policy of Object.values(t.findResources('AWS::IAM::Policy'))) {
+      for (const s of policy.Properties.PolicyDocument.Statement as Statement[]) {
+        if (!actionsOf(s).some((a) => a.startsWith('glue:'))) continue;
+        for (const r of [s.Resource].flat().map(arnText)) expect(r).not.toContain('*');
+      }
+    }
+    // Another account's catalog (lake.catalog.catalogId): the grants name it; the database is
+    // that account's to create, so the stack imports it or refuses.
+    const otherCatalog = catalogSpec({ ...GLUE, catalogId: '210987654321' });
+    const other = synth(otherCatalog, { [CONTEXT.importGlueDatabase]: 'true' });
+    expect(serviceGrants(functionStatements(other), 'glue')[0]![1]).toEqual([
+      'arn:aws:glue:us-east-1:210987654321:catalog',
+      'arn:aws:glue:us-east-1:210987654321:database/shop',
+      'arn:aws:glue:us-east-1:210987654321:table/shop/public_orders',
+      'arn:aws:glue:us-east-1:210987654321:table/shop/public_customers',
+    ]);
+    other.resourceCountIs('AWS::Glue::Database', 0);
+    expect(configErrorOf(() => stackOf(otherCatalog)).message).toMatch(
+      /^lake\.catalog\.catalogId: is another account's Data Catalog \(210987654321, the stack deploys to 123456789012\).*tidemark:importGlueDatabase=true/,
+    );
+    synth(catalogSpec({ ...GLUE, catalogId: '123456789012' })).hasResourceProperties('AWS::Glue::Database', {
+      CatalogId: '123456789012',
+    });
+  });
+
+  it("gives each CDC task role the Glue tables of its own source's cdc tables only", () => {
+    const t = synth(catalogSpec(GLUE, cdcSpec()), VPC_CONTEXT);
+    const roles = taskRoleIds(t);
+    const dbId = logicalId(t, 'AWS::Glue::Database');
+    for (const service of Object.values(t.findResources('AWS::ECS::Service'))) {
+      expect(service.DependsOn).toContain(dbId);
+    }
+    const tablesOf = (statements: Statement[]) =>
+      (serviceGrants(statements, 'glue')[0]![1] as string[]).filter((r) => r.includes(':table/'));
+    expect(tablesOf(roleStatements(t, roles.get('log')!))).toEqual([
+      glueArn('table/shop/public_events'),
+      glueArn('table/shop/public_clicks'),
+    ]);
+    expect(tablesOf(roleStatements(t, roles.get('audit')!))).toEqual([glueArn('table/shop/audit_trail')]);
+    expect(tablesOf(functionStatements(t))).toEqual([
+      glueArn('table/shop/public_orders'),
+      glueArn('table/shop/public_customers'),
+    ]);
+  });
+
+  it('refuses two targets that would share one Glue table, naming both', () => {
+    const raw = catalogSpec(GLUE);
+    // Distinct lake targets, one Glue name: the database naming joins schema and table with "_".
+    raw.tables = [
+      {
+        source: 'app',
+        table: 'public.a',
+        target: 'sales_eu.orders',
+        mode: 'incremental',
+        cursor: 'id',
+        writeMode: 'append',
+      },
+      {
+        source: 'app',
+        table: 'public.b',
+        target: 'sales.eu_orders',
+        mode: 'incremental',
+        cursor: 'id',
+        writeMode: 'append',
+      },
+    ];
+    let caught: unknown;
+    try {
+      stackOf(raw);
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).toBeInstanceOf(SinkError);
+    expect((caught as SinkError).code).toBe('GLUE_NAME_COLLISION');
+    expect((caught as SinkError).message).toMatch(
+      /"sales_eu\.orders" and "sales\.eu_orders" would both be the Glue table shop\.sales_eu_orders/,
+    );
+  });
+
+  it('creates the Athena workgroup tidemark-<pipeline>: engine v3, enforced, SSE-S3 results in their own bucket, a scan cutoff', () => {
+    const t = synth(catalogSpec(GLUE));
+    t.resourceCountIs('AWS::Athena::WorkGroup', 1);
+    const [id, wg] = Object.entries(t.findResources('AWS::Athena::WorkGroup'))[0]!;
+    const config = wg.Properties.WorkGroupConfiguration;
+    expect(wg.Properties.Name).toBe('tidemark-shop');
+    expect(config).toMatchObject({
+      EnforceWorkGroupConfiguration: true,
+      EngineVersion: { SelectedEngineVersion: 'Athena engine version 3' },
+      BytesScannedCutoffPerQuery: 100 * 2 ** 30,
+      ResultConfiguration: { EncryptionConfiguration: { EncryptionOption: 'SSE_S3' } },
+    });
+    const results = Object.keys(
+      t.findResources('AWS::S3::Bucket', {
+        Properties: { LifecycleConfiguration: { Rules: [Match.objectLike({ ExpirationInDays: 30 })] } },
+      }),
+    );
+    expect(results).toHaveLength(1);
+    expect(config.ResultConfiguration.OutputLocation).toEqual({
+      'Fn::Join': ['', ['s3://', { Ref: results[0] }, '/results/']],
+    });
+    t.hasResource('AWS::S3::Bucket', {
+      DeletionPolicy: 'Retain',
+      Properties: Match.objectLike({
+        BucketEncryption: {
+          ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }],
+        },
+        LoggingConfiguration: Match.objectLike({ LogFilePrefix: 'athena-results/' }),
+      }),
+    });
+    expect(t.findOutputs('AthenaWorkGroupName').AthenaWorkGroupName?.Value).toEqual({ Ref: id });
+
+    const tight = synth(catalogSpec(GLUE), { [CONTEXT.athenaScanCutoffGiB]: '10' });
+    tight.hasResourceProperties('AWS::Athena::WorkGroup', {
+      WorkGroupConfiguration: Match.objectLike({ BytesScannedCutoffPerQuery: 10 * 2 ** 30 }),
+    });
+    expect(
+      configErrorOf(() => stackOf(catalogSpec(GLUE), { [CONTEXT.athenaScanCutoffGiB]: '0' })).message,
+    ).toMatch(/tidemark:athenaScanCutoffGiB.*integer from 1/);
+    // With an imported lake the results bucket still has its access logs.
+    const imported = synth(catalogSpec(GLUE), { [CONTEXT.importBucket]: 'true' });
+    imported.resourceCountIs('AWS::S3::Bucket', 2);
+  });
+
+  it('grants S3 Tables (rest, sigv4 s3tables) on the warehouse table bucket, its tables limited to the namespace', () => {
+    const t = synth(catalogSpec(S3TABLES));
+    expect(serviceGrants(functionStatements(t), 's3tables')).toEqual([
+      [new Set(['s3tables:GetTableBucket', 's3tables:CreateNamespace']), [TABLE_BUCKET], undefined],
+      [
+        new Set([
+          's3tables:GetNamespace',
+          's3tables:CreateTable',
+          's3tables:GetTable',
+          's3tables:GetTableMetadataLocation',
+          's3tables:UpdateTableMetadataLocation',
+          's3tables:GetTableData',
+          's3tables:PutTableData',
+        ]),
+        [TABLE_BUCKET, `${TABLE_BUCKET}/table/*`],
+        { StringEquals: { 's3tables:namespace': 'shop' } },
+      ],
+    ]);
+    expect(serviceGrants(functionStatements(t), 'glue')).toEqual([]);
+    t.resourceCountIs('AWS::Glue::Database', 0);
+    t.resourceCountIs('AWS::Athena::WorkGroup', 1);
+    // The CDC tasks get the same, for their own tables.
+    const cdc = synth(catalogSpec(S3TABLES, cdcSpec()), VPC_CONTEXT);
+    for (const roleId of taskRoleIds(cdc).values()) {
+      expect(serviceGrants(roleStatements(cdc, roleId), 's3tables')).toEqual(
+        serviceGrants(functionStatements(t), 's3tables'),
+      );
+    }
+  });
+
+  it('refuses an S3 Tables warehouse that is not a table bucket ARN, naming lake.catalog.warehouse', () => {
+    for (const [warehouse, why] of [
+      ['s3://shop-tables', '"s3://shop-tables" is not a table bucket ARN'],
+      ['arn:aws:s3:::shop-tables', 'is not a table bucket ARN'],
+      ['arn:aws:s3tables:us-east-1:123456789012:bucket/shop-tables/table/x', 'is not a table bucket ARN'],
+      [undefined, 'is missing'],
+    ] as const) {
+      const raw = catalogSpec({ ...S3TABLES, warehouse });
+      const pattern = new RegExp(`^lake\\.catalog\\.warehouse: .*${why.replace(/[.*"/]/g, '\\$&')}`);
+      expect(configErrorOf(() => stackOf(raw)).message).toMatch(pattern);
+      // Before bundling, as the app runs it.
+      expect(configErrorOf(() => assertDeployableSpec(parseSpec(raw, { env: {} }))).message).toMatch(pattern);
+    }
+  });
+
+  it('adds nothing for the file catalog (conditional PutObject is s3:PutObject), a plain lake or another REST catalog', () => {
+    for (const t of [
+      synth(rawSpec()),
+      synth(catalogSpec({ type: 'file' })),
+      synth({
+        ...catalogSpec(GLUE),
+        lake: { uri: 's3://tidemark-shop-lake/raw/', tableFormat: 'plain', catalog: GLUE },
+      }),
+      synth(catalogSpec({ type: 'rest', uri: 'https://polaris.example.com/api/catalog', namespace: 'shop' })),
+    ]) {
+      t.resourceCountIs('AWS::Glue::Database', 0);
+      t.resourceCountIs('AWS::Athena::WorkGroup', 0);
+      const actions = functionStatements(t).flatMap(actionsOf);
+      expect(actions.filter((a) => /^(glue|s3tables|athena):/.test(a))).toEqual([]);
+    }
+    Annotations.fromStack(
+      stackOf(
+        catalogSpec({ type: 'rest', uri: 'https://polaris.example.com/api/catalog', namespace: 'shop' }),
+      ),
+    ).hasWarning(
+      '*',
+      Match.stringLikeRegexp('REST catalog at https://polaris.example.com/api/catalog .*grants nothing'),
+    );
+    Annotations.fromStack(
+      stackOf({
+        ...rawSpec(),
+        lake: { uri: 's3://tidemark-shop-lake/raw/', tableFormat: 'plain', catalog: GLUE },
+      }),
+    ).hasWarning('*', Match.stringLikeRegexp('unused with lake.tableFormat: plain'));
+  });
+
+  it('refuses a Glue catalog region other than the stack region', () => {
+    expect(configErrorOf(() => stackOf(catalogSpec({ ...GLUE, region: 'eu-west-1' }))).message).toMatch(
+      /^lake\.catalog\.region: is eu-west-1 but the stack deploys to us-east-1/,
+    );
+  });
+
+  it('passes the AwsSolutions cdk-nag pack with a Glue catalog (incremental, CDC, imported lake) and with S3 Tables', () => {
+    expectNagClean(stackOf(catalogSpec(GLUE)));
+    expectNagClean(stackOf(catalogSpec(GLUE, cdcSpec()), VPC_CONTEXT));
+    expectNagClean(stackOf(catalogSpec(GLUE), { [CONTEXT.importBucket]: 'true' }));
+    expectNagClean(stackOf(catalogSpec(S3TABLES, cdcSpec()), VPC_CONTEXT));
+  });
+});
+
 describe('cdk synth of the deploy example through the app (infra/app.ts)', { timeout: 180_000 }, () => {
   it('embeds the spec without its comments: no embedded-parameter warning, the same spec in the task and the Lambda asset', async () => {
     // The example with its commented cdc table switched on, so the task definition embeds the spec.
@@ -870,6 +1188,29 @@ describe('cdk synth of the deploy example through the app (infra/app.ts)', { tim
       .filter((f) => existsSync(f));
     expect(lambdaAsset).toHaveLength(1);
     expect(readFileSync(lambdaAsset[0]!, 'utf8')).toBe(specYaml);
+
+    // The example's Glue catalog: the retained database, the Athena workgroup, and each role's
+    // Glue grant on its own tables of that database.
+    template.hasResource('AWS::Glue::Database', {
+      DeletionPolicy: 'Retain',
+      UpdateReplacePolicy: 'Retain',
+      Properties: Match.objectLike({ DatabaseInput: Match.objectLike({ Name: 'shop' }) }),
+    });
+    template.hasResourceProperties('AWS::Athena::WorkGroup', { Name: 'tidemark-shop' });
+    const glueTables = (roleId: string) =>
+      serviceGrants(roleStatements(template, roleId), 'glue')
+        .flatMap(([, resources]) => resources as string[])
+        .filter((r) => r.includes(':table/'));
+    const fnRole = Object.values(template.findResources('AWS::Lambda::Function'))[0]!.Properties.Role[
+      'Fn::GetAtt'
+    ][0] as string;
+    expect(glueTables(fnRole)).toEqual([
+      'arn:aws:glue:<Region>:<AccountId>:table/shop/public_orders',
+      'arn:aws:glue:<Region>:<AccountId>:table/shop/public_customers',
+    ]);
+    expect(glueTables(taskRoleIds(template).get('app')!)).toEqual([
+      'arn:aws:glue:<Region>:<AccountId>:table/shop/public_payments',
+    ]);
   });
 });
 
