@@ -22,8 +22,16 @@ import { ConfigError } from '../shared/contracts/errors.js';
 import { glueNamesOf } from '../shared/iceberg/glue-names.js';
 import { acknowledge } from './nag.js';
 
-/** What the `glue` catalog calls (shared/iceberg/glue-catalog.ts), and nothing else. */
-export const GLUE_CATALOG_ACTIONS = ['glue:GetTable', 'glue:CreateTable', 'glue:UpdateTable'] as const;
+/**
+ * What the `glue` catalog calls (shared/iceberg/glue-catalog.ts), and nothing else: a run's
+ * GetTable, CreateTable, UpdateTable, and `tidemark check`'s GetDatabase (its `lake glue` line).
+ */
+export const GLUE_CATALOG_ACTIONS = [
+  'glue:GetDatabase',
+  'glue:GetTable',
+  'glue:CreateTable',
+  'glue:UpdateTable',
+] as const;
 
 /**
  * S3 Tables actions on the table bucket itself: the Iceberg REST `getConfig` (GetTableBucket) and

@@ -55,8 +55,8 @@ import {
  * PutItem + DeleteItem on the state table, PutObject + DeleteObject(s) under the lake prefix,
  * all of which a run makes too (test/unit/infra.test.ts checks the stack grants them). The
  * conditional-write probe of a `file` catalog is a PutObject with If-None-Match (no other
- * action); a `glue` catalog's line needs `glue:GetDatabase` on its database, which is not listed
- * here: the stack does not deploy a Glue catalog yet.
+ * action); a `glue` catalog's line needs `glue:GetDatabase` on its database, which the stack
+ * grants with the catalog's other actions (infra/lake-catalog.ts `GLUE_CATALOG_ACTIONS`).
  */
 export const CHECK_AWS_ACTIONS = [
   'dynamodb:PutItem',
