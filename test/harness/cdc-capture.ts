@@ -9,7 +9,7 @@
  * check the driver's helper passes): a change made before that may precede the stream's start
  * and is then, rightly, not captured. The helpers read the lake; they never write it.
  */
-import { lakeScan, type TestTableFormat } from './lake-scan.js';
+
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +20,7 @@ import { type CdcState, parseCdcState } from '../../shared/engine/cdc/state.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { runCdcSources } from '../../shared/pipeline/cdc-runner.js';
 import { openStateStore } from '../../shared/pipeline/open.js';
+import { lakeScan, type TestTableFormat } from './lake-scan.js';
 
 /** The state key of the specs built here: pipeline `p`, source `src`. */
 const STATE_KEY = 'cdc#p#src';
@@ -204,8 +205,8 @@ export async function lakeLatest(
     table,
     out,
     async (conn, from) => {
-    const reader = await conn.runAndReadAll(
-      `SELECT CAST("${key}" AS VARCHAR) AS k, ${asText(columns)}, __op FROM (
+      const reader = await conn.runAndReadAll(
+        `SELECT CAST("${key}" AS VARCHAR) AS k, ${asText(columns)}, __op FROM (
          SELECT *, row_number() OVER (PARTITION BY "${key}" ORDER BY __pos DESC) AS rn
          FROM ${from}) WHERE rn = 1 AND __op <> 'd'`,
       );

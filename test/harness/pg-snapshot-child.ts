@@ -27,8 +27,13 @@ export interface SnapshotChildConfig {
   readonly slot: string;
   readonly table: string;
   readonly chunkRows: number;
-  readonly kill?: { readonly point: 'chunk-landed' | 'after-write' | 'after-commit'; readonly nth: number };
-  readonly mutation?: 'noop-recover' | 'commit-before-write';
+  readonly kill?: {
+    readonly point: 'chunk-landed' | 'after-write' | 'after-commit' | 'after-apply';
+    readonly nth: number;
+  };
+  readonly mutation?: 'noop-recover' | 'commit-before-write' | 'catalog-first';
+  /** `iceberg`: the table is an Iceberg table (a `file` catalog in the lake). */
+  readonly tableFormat?: 'iceberg';
 }
 
 export const SNAPSHOT_STATE_KEY = CRASH_STATE_KEY;
@@ -47,6 +52,7 @@ childMain(async () => {
   await runEngineChild({
     dir: config.dir,
     ...(config.mutation ? { mutation: config.mutation } : {}),
+    ...(config.tableFormat ? { tableFormat: config.tableFormat } : {}),
     source,
     tables: [
       {
@@ -76,7 +82,9 @@ childMain(async () => {
           inLanding = true;
         }
         const hit = kill && inLanding && landings === kill.nth && point === kill.point;
-        if (point === 'after-commit' || point === 'after-ack') inLanding = false;
+        // A landing's step ends with its state commit (an Iceberg table's: its catalog commit).
+        const last = config.tableFormat === 'iceberg' ? 'after-apply' : 'after-commit';
+        if (point === last || point === 'after-ack') inLanding = false;
         if (!hit) return;
         const rec = await plainStore.load(SNAPSHOT_STATE_KEY);
         const snapshot = parseCdcState(rec.value).tables[config.table]?.snapshot ?? null;
