@@ -44,7 +44,7 @@ export async function runDemo(): Promise<void> {
   mkdirSync(home, { recursive: true });
   const lakeDir = join(home, 'lake');
 
-  line('tidemark demo: Postgres -> Parquet, incremental, on an embedded server');
+  line('tidemark demo: Postgres -> Iceberg tables, incremental, on an embedded server');
   const t0 = Date.now();
   // A temp data dir: as root the server runs as `postgres`, which may not enter this checkout.
   const pg = await startEmbeddedPostgres({});
@@ -188,7 +188,10 @@ export async function runDemo(): Promise<void> {
     line(incrementalOk ? '  the lake matches the table.' : '  MISMATCH between lake and table');
     const cdcOk = await cdcDemo(sql, demoSpec, lakeDir);
     const ok = incrementalOk && cdcOk;
-    line(`  Parquet files are in ${lakeDir}`);
+    line(`  Iceberg tables (Parquet data files, metadata/ beside them) are in ${lakeDir}`);
+    line(
+      `  read one with pyiceberg: StaticTable.from_metadata('${lakeDir}/shop.orders'); with Spark: spark.read.format('iceberg').load('${lakeDir}/shop.orders')`,
+    );
     line(
       '  next: npx tidemark status -c .tidemark/demo/tidemark.json   (then write your own spec: tidemark.example.yaml)',
     );
@@ -209,7 +212,7 @@ export async function runDemo(): Promise<void> {
  */
 async function cdcDemo(sql: postgres.Sql, demoSpec: unknown, lakeDir: string): Promise<boolean> {
   line('');
-  line('tidemark demo: Postgres -> Parquet, CDC (logical replication, pgoutput) on the same server');
+  line('tidemark demo: Postgres -> Iceberg tables, CDC (logical replication, pgoutput) on the same server');
   const spec = parseSpec(demoSpec);
   // Rows the table has before the capture starts: the snapshot loads them while the log streams.
   await sql.unsafe(`
