@@ -298,6 +298,7 @@ describe('MySQL CDC preflight on MariaDB', () => {
         [`${db.name}.nokey`, 'writeMode'],
         ['state', 'dir'],
         ['lake', 'dir'],
+        ['lake', 'catalog'],
       ]);
       expect(report.lines.some((l) => l.code === 'CDC_NOT_CHECKED')).toBe(false);
       // The refusal the start makes, in its words (the driver's own key line gives way to it).

@@ -560,6 +560,7 @@ describe('tidemark check with postgres cdc tables (in process, hand-built spec)'
         ['public.nopk12', 'writeMode', 'ok'],
         ['state', 'dir', 'ok'],
         ['lake', 'dir', 'ok'],
+        ['lake', 'catalog', 'ok'],
       ]);
       const pub = report.lines.find((l) => l.check === 'publication')!;
       expect(pub.code).toBe('CDC_NO_REPLICA_IDENTITY');

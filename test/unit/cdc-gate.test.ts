@@ -546,6 +546,7 @@ describe('a table never changes mode in place', () => {
       ['public.orders', 'mode', 'fail', 'MODE_CHANGED'],
       ['state', 'dir', 'ok', undefined],
       ['lake', 'dir', 'ok', undefined],
+      ['lake', 'catalog', 'ok', undefined],
     ]);
     expect(report.lines[2]!.message).toMatch(/^the spec says mode: cdc, but the table has incremental state/);
     expect(report.passed).toBe(false);
