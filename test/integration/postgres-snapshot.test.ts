@@ -188,7 +188,7 @@ describe('postgres snapshots: the commit/visibility race (private server)', () =
       await sql`ALTER SYSTEM SET synchronous_standby_names = 'ghost'`;
       await sql`SELECT pg_reload_conf()`;
       const waiting = held`UPDATE race SET v = 'new' WHERE id = 95`.then(() => 'committed');
-      const deadline = Date.now() + 30_000;
+      const deadline = Date.now() + 120_000; // generous: a loaded machine is slow to start the UPDATE
       for (;;) {
         const [r] = await sql<{ n: number }[]>`
           SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event = 'SyncRep'`;
