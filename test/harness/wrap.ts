@@ -42,6 +42,34 @@ export function sinkWith(inner: Sink, steps: Partial<Sink>): Sink {
 }
 
 /**
+ * `sink` whose first write waits at a gate: after its page was read, before its PUT (a frozen
+ * Lambda, a partitioned task). `atWrite` resolves with the writing run's fence when the write
+ * arrives; `open()` lets it go on.
+ */
+export function pausedAtFirstWrite(sink: Sink): { sink: Sink; atWrite: Promise<number>; open: () => void } {
+  let arrived!: (fence: number) => void;
+  const atWrite = new Promise<number>((r) => {
+    arrived = r;
+  });
+  let open!: () => void;
+  const gate = new Promise<void>((r) => {
+    open = r;
+  });
+  let first = true;
+  const paused = sinkWith(sink, {
+    write: async (target, schema, start, batches, recorded) => {
+      if (first) {
+        first = false;
+        arrived(target.fence);
+        await gate;
+      }
+      return sink.write(target, schema, start, batches, recorded);
+    },
+  });
+  return { sink: paused, atWrite, open };
+}
+
+/**
  * A streamer whose readers hand every `setConfirmed` to `check` first, with the position then
  * committed under `stateKey` in `store` (read through the unwrapped store; undefined before the
  * first commit); `check` records an ack past it, the ack then goes on to the reader.

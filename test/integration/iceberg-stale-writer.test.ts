@@ -12,39 +12,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { incrementalTables } from '../../shared/config/spec.js';
 import type { TidemarkError } from '../../shared/contracts/errors.js';
-import type { Sink } from '../../shared/contracts/sink.js';
 import { incrementalStateKey } from '../../shared/engine/incremental/state.js';
 import { silentLogger } from '../../shared/observability/log.js';
 import { openPipeline } from '../../shared/pipeline/open.js';
 import { runTable } from '../../shared/pipeline/run-table.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { readersMissing } from '../harness/readers.js';
-import { sinkWith } from '../harness/wrap.js';
+import { pausedAtFirstWrite } from '../harness/wrap.js';
 import { lakeRows, latest, localSpec, postgresFixture, type SourceFixture } from './incremental/fixture.js';
-
-/** `sink` whose first write waits at a gate: after its page was read, before its PUT. */
-function pausedAtFirstWrite(sink: Sink) {
-  let arrived!: (fence: number) => void;
-  const atWrite = new Promise<number>((r) => {
-    arrived = r;
-  });
-  let open!: () => void;
-  const gate = new Promise<void>((r) => {
-    open = r;
-  });
-  let first = true;
-  const paused = sinkWith(sink, {
-    write: async (target, schema, start, batches, recorded) => {
-      if (first) {
-        first = false;
-        arrived(target.fence);
-        await gate;
-      }
-      return sink.write(target, schema, start, batches, recorded);
-    },
-  });
-  return { sink: paused, atWrite, open };
-}
 
 describe.skipIf(readersMissing)('a stale writer against an Iceberg table', () => {
   let fx: SourceFixture;

@@ -23,7 +23,6 @@ import { bundleHandler } from '../../../functions/bundle.js';
 import { invokeLocal } from '../../../functions/cli/invoke.js';
 import { incrementalTables, tableTarget } from '../../../shared/config/spec.js';
 import type { TidemarkError } from '../../../shared/contracts/errors.js';
-import type { Sink } from '../../../shared/contracts/sink.js';
 import type { CursorStore } from '../../../shared/contracts/state.js';
 import { incrementalStateKey } from '../../../shared/engine/incremental/state.js';
 import { silentLogger } from '../../../shared/observability/log.js';
@@ -40,6 +39,7 @@ import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
 import { dynamoClient, s3Client } from '../../harness/aws.js';
 import { readersMissing } from '../../harness/readers.js';
 import { testServers } from '../../harness/servers.js';
+import { pausedAtFirstWrite } from '../../harness/wrap.js';
 import type { KillPoint, Mutation } from './crash-worker.js';
 import {
   eventually,
@@ -289,33 +289,6 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
           },
         },
       ];
-
-      /** A sink whose first write waits at a gate: after its page was read, before its PUT. */
-      function pausedAtFirstWrite(sink: Sink) {
-        let arrived!: (fence: number) => void;
-        const atWrite = new Promise<number>((r) => {
-          arrived = r;
-        });
-        let open!: () => void;
-        const gate = new Promise<void>((r) => {
-          open = r;
-        });
-        let first = true;
-        const paused: Sink = {
-          write: async (target, schema, start, batches, recorded) => {
-            if (first) {
-              first = false;
-              arrived(target.fence);
-              await gate;
-            }
-            return sink.write(target, schema, start, batches, recorded);
-          },
-          recover: sink.recover.bind(sink),
-          list: sink.list.bind(sink),
-          discard: sink.discard.bind(sink),
-        };
-        return { sink: paused, atWrite, open };
-      }
 
       /** Every row version of the lake table, read with DuckDB from a copy of its objects. */
       async function readLake(objects: ObjectStore, prefix: string, target: string) {
