@@ -163,6 +163,18 @@ const lakeSchema = z
     tableFormat: z.enum(TABLE_FORMATS).optional(),
     /** Where Iceberg tables are registered; default `{ type: file }` (metadata under the table's folder). */
     catalog: catalogSchema.default({ type: 'file' }),
+    /**
+     * How long an Iceberg table keeps its snapshots (time travel): older ones are expired on
+     * commit, the newest `minSnapshots` always kept. Set on every commit as the table's
+     * `history.expire.*` properties, so a change applies from the next commit on.
+     */
+    snapshotRetention: z
+      .object({
+        maxAgeHours: z.number().positive().max(24 * 3650).default(120),
+        minSnapshots: z.number().int().min(1).max(10_000).default(1),
+      })
+      .strict()
+      .default({ maxAgeHours: 120, minSnapshots: 1 }),
   })
   .strict();
 

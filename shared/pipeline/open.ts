@@ -19,6 +19,7 @@ import { newBatch } from '../dataplane/batch.js';
 import { encodeRows } from '../dataplane/encoder.js';
 import { driver } from '../drivers/registry.js';
 import type { RowEncoder } from '../engine/incremental/options.js';
+import { MAX_SNAPSHOT_AGE_PROPERTY, MIN_SNAPSHOTS_TO_KEEP_PROPERTY } from '../iceberg/expire.js';
 import { openLakeCatalog } from '../iceberg/open-catalog.js';
 import { LakeSink } from '../sink/lake-sink.js';
 import { type LakeSinkOptions, openLakeSink, openLakeStore } from '../sink/open-lake.js';
@@ -105,8 +106,13 @@ export async function openStateStore(
 export function openLake(spec: Spec): Sink & SinkProbe {
   const options = lakeStoreOptions(spec);
   const lake = openLakeStore(options);
+  const retention = spec.lake.snapshotRetention;
   return new LakeSink({
     parquet: openLakeSink(options, lake),
+    tableProperties: {
+      [MAX_SNAPSHOT_AGE_PROPERTY]: String(Math.round(retention.maxAgeHours * 3_600_000)),
+      [MIN_SNAPSHOTS_TO_KEEP_PROPERTY]: String(retention.minSnapshots),
+    },
     catalog: openLakeCatalog(spec.lake.catalog, {
       store: lake.store,
       prefix: lake.prefix,

@@ -41,6 +41,11 @@ export interface LakeSinkOptions {
   readonly catalog?: LakeCatalog;
   /** The clock of snapshot timestamps; default Date.now. */
   readonly nowMs?: () => number;
+  /**
+   * Table properties set on every Iceberg table this sink creates or commits to (the spec's
+   * `lake.snapshotRetention` as `history.expire.*`); merged over tidemark's own.
+   */
+  readonly tableProperties?: Readonly<Record<string, string>>;
 }
 
 /** What an Iceberg table writes with: its current schema and that schema's field ids. */
@@ -54,6 +59,7 @@ export class LakeSink implements Sink, SinkProbe {
   private readonly parquet: ParquetSink;
   private readonly lakeCatalog: LakeCatalog | undefined;
   private readonly nowMs: () => number;
+  private readonly tableProperties: Readonly<Record<string, string>>;
   /** Per table: the Iceberg schema its writes carry, for the lake schema it was resolved for. */
   private readonly tables = new Map<string, IcebergTarget>();
 
@@ -61,6 +67,7 @@ export class LakeSink implements Sink, SinkProbe {
     this.parquet = options.parquet;
     this.lakeCatalog = options.catalog;
     this.nowMs = options.nowMs ?? Date.now;
+    this.tableProperties = options.tableProperties ?? {};
   }
 
   warm(target: WriteTarget, schema: Schema): void {
@@ -126,7 +133,10 @@ export class LakeSink implements Sink, SinkProbe {
   async apply(pending: PendingCommit): Promise<void> {
     const { catalog } = this.requireCatalog(pending.table);
     const { ident, folder } = this.location(pending.table);
-    const result = await applyAppend(catalog, ident, folder, stagedOf(pending), { nowMs: this.nowMs });
+    const result = await applyAppend(catalog, ident, folder, stagedOf(pending), {
+      nowMs: this.nowMs,
+      ...(Object.keys(this.tableProperties).length > 0 ? { properties: this.tableProperties } : {}),
+    });
     if (result.cleanupError !== undefined) {
       // The commit stands; what it left unreferenced stays for maintenance.
       process.emitWarning(
@@ -223,7 +233,7 @@ export class LakeSink implements Sink, SinkProbe {
           location: folder.store.uri(folder.key),
           schema: first.schema,
           lastColumnId: first.lastColumnId,
-          properties: TIDEMARK_TABLE_PROPERTIES,
+          properties: { ...TIDEMARK_TABLE_PROPERTIES, ...this.tableProperties },
           uuid: randomUUID(),
           nowMs: this.nowMs(),
         }),

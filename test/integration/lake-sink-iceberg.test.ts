@@ -1,0 +1,127 @@
+/**
+ * The lake sink on Iceberg tables (shared/sink/lake-sink.ts), on a file lake with the `file`
+ * catalog, read back by pyiceberg: a table created on its first write with the spec's snapshot
+ * retention as its properties; a commit applied twice is one snapshot; a column added between two
+ * writes is a schema commit before the data (its id new, the old ids kept, older rows NULL); and
+ * recovery removes a staged manifest and data file at or past the committed position, never one
+ * before it.
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { WriteTarget } from '../../shared/contracts/sink.js';
+import { newBatch } from '../../shared/dataplane/batch.js';
+import type { Schema } from '../../shared/dataplane/schema.js';
+import { MAX_SNAPSHOT_AGE_PROPERTY, MIN_SNAPSHOTS_TO_KEEP_PROPERTY } from '../../shared/iceberg/expire.js';
+import { openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
+import { FileObjectStore } from '../../shared/sink/file-object-store.js';
+import { LakeSink } from '../../shared/sink/lake-sink.js';
+import { ParquetSink } from '../../shared/sink/parquet-sink.js';
+import { wireRecord } from '../harness/lake-record.js';
+import { readersMissing, runReaderScript } from '../harness/readers.js';
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+const V1: Schema = {
+  columns: [
+    { name: 'id', type: { kind: 'int64' }, nullable: false, sourceType: 'bigint' },
+    { name: 'name', type: { kind: 'text' }, nullable: true, sourceType: 'text' },
+  ],
+  primaryKey: ['id'],
+};
+const V2: Schema = {
+  ...V1,
+  columns: [...V1.columns, { name: 'qty', type: { kind: 'int32' }, nullable: true, sourceType: 'integer' }],
+};
+
+function lake() {
+  const dir = mkdtempSync(join(tmpdir(), 'tidemark-lakesink-'));
+  dirs.push(dir);
+  const store = new FileObjectStore(dir);
+  const catalog = openLakeCatalog({ type: 'file' }, { store, prefix: '' });
+  const sink = new LakeSink({
+    parquet: new ParquetSink({ store }),
+    catalog,
+    tableProperties: { [MAX_SNAPSHOT_AGE_PROPERTY]: '3600000', [MIN_SNAPSHOTS_TO_KEEP_PROPERTY]: '3' },
+  });
+  return { dir, store, catalog, sink };
+}
+
+const target: WriteTarget = { table: 'public.items', writer: 'p.src', fence: 1, tableFormat: 'iceberg' };
+
+function page(schema: Schema, seq: number, rows: Record<string, unknown>[]) {
+  const posPrefix = `j${String(seq).padStart(12, '0')}`;
+  return {
+    start: posPrefix,
+    batch: newBatch({
+      table: target.table,
+      record: wireRecord(schema, rows, { posPrefix }),
+      watermark: undefined,
+      writeMode: 'append',
+    }),
+  };
+}
+
+async function readTable(dir: string) {
+  return runReaderScript<{ rows: Record<string, unknown>[]; schema: { id: number; name: string }[] }>(
+    'read_table.py',
+    ['--catalog', 'static', '--metadata', `file://${join(dir, 'public.items')}`, '--order-by', 'id'],
+  );
+}
+
+describe.skipIf(readersMissing)('the lake sink on an Iceberg table', () => {
+  it('creates the table with the retention properties, applies a commit once however often, evolves the schema before the data', async () => {
+    const { dir, catalog, sink } = lake();
+    const p1 = page(V1, 1, [
+      { id: 1n, name: 'a' },
+      { id: 2n, name: 'b' },
+    ]);
+    const refs = await sink.write(target, V1, p1.start, [p1.batch]);
+    const pending = await sink.stage(target, refs);
+    expect(pending).toBeDefined();
+    await sink.apply(pending!);
+    await sink.apply(pending!); // a second apply (recovery after a crash) is a no-op
+    const loaded = await catalog.catalog.loadTable(catalog.table(target.table).ident);
+    expect(loaded!.metadata.snapshots).toHaveLength(1);
+    expect(loaded!.metadata.properties).toMatchObject({
+      [MAX_SNAPSHOT_AGE_PROPERTY]: '3600000',
+      [MIN_SNAPSHOTS_TO_KEEP_PROPERTY]: '3',
+    });
+
+    // A column added at the source: the table's schema gains it (a new id) before any file has it.
+    const p2 = page(V2, 2, [{ id: 3n, name: 'c', qty: 7 }]);
+    const refs2 = await sink.write(target, V2, p2.start, [p2.batch]);
+    await sink.apply((await sink.stage(target, refs2))!);
+    const read = await readTable(dir);
+    expect(read.rows.map((r) => [r.id, r.name, r.qty])).toEqual([
+      [1, 'a', null],
+      [2, 'b', null],
+      [3, 'c', 7],
+    ]);
+    const ids = Object.fromEntries(read.schema.map((f) => [f.name, f.id]));
+    expect(ids.id).toBe(1);
+    expect(ids.name).toBe(2);
+    // qty comes after every id the first schema gave (its columns and the six metadata columns).
+    expect(ids.qty).toBeGreaterThan(Math.max(...Object.values(ids).filter((v) => v !== ids.qty)));
+  });
+
+  it('recovery removes the staged manifest and data file at or past the committed position, none before it', async () => {
+    const { dir, sink } = lake();
+    const p1 = page(V1, 1, [{ id: 1n, name: 'a' }]);
+    const committed = await sink.stage(target, await sink.write(target, V1, p1.start, [p1.batch]));
+    await sink.apply(committed!);
+    // A crashed attempt of page 2: written and staged, never committed.
+    const p2 = page(V1, 2, [{ id: 2n, name: 'b' }]);
+    const orphanRefs = await sink.write(target, V1, p2.start, [p2.batch]);
+    const orphan = await sink.stage(target, orphanRefs);
+    const removed = await sink.recover(target, p2.start);
+    expect(removed.map((r) => r.uri).sort()).toEqual([orphanRefs[0]!.uri, orphan!.manifest].sort());
+    expect(existsSync(new URL(orphan!.manifest))).toBe(false);
+    expect(existsSync(new URL(committed!.manifest))).toBe(true);
+    expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1]);
+  });
+});
