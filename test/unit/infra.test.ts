@@ -912,11 +912,11 @@ describe('TidemarkStack (Iceberg catalogs: Glue database, S3 Tables grants, Athe
     );
   });
 
-  it("grants the function the glue catalog's three calls on the catalog, the database and its own tables: no wildcard", () => {
+  it("grants the function the glue catalog's calls (and check's GetDatabase) on the catalog, the database and its own tables: no wildcard", () => {
     const t = synth(catalogSpec(GLUE));
     expect(serviceGrants(functionStatements(t), 'glue')).toEqual([
       [
-        new Set(['glue:GetTable', 'glue:CreateTable', 'glue:UpdateTable']),
+        new Set(['glue:GetDatabase', 'glue:GetTable', 'glue:CreateTable', 'glue:UpdateTable']),
         [
           glueArn('catalog'),
           glueArn('database/shop'),
