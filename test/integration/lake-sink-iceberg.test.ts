@@ -4,11 +4,13 @@
  * retention as its properties; a commit applied twice is one snapshot; a column added between two
  * writes is a schema commit before the data (its id new, the old ids kept, older rows NULL); and
  * recovery removes a staged manifest and data file at or past the committed position, never one
- * before it.
+ * before it. icebird (npm), a third reader, reads the table too.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { icebergRead } from 'icebird';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { WriteTarget } from '../../shared/contracts/sink.js';
 import { newBatch } from '../../shared/dataplane/batch.js';
@@ -18,6 +20,7 @@ import { openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { LakeSink } from '../../shared/sink/lake-sink.js';
 import { ParquetSink } from '../../shared/sink/parquet-sink.js';
+import { withFileFetch } from '../harness/file-fetch.js';
 import { wireRecord } from '../harness/lake-record.js';
 import { readersMissing, runReaderScript } from '../harness/readers.js';
 
@@ -123,5 +126,36 @@ describe.skipIf(readersMissing)('the lake sink on an Iceberg table', () => {
     expect(existsSync(new URL(orphan!.manifest))).toBe(false);
     expect(existsSync(new URL(committed!.manifest))).toBe(true);
     expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1]);
+  });
+});
+
+describe('the lake sink on an Iceberg table, read by icebird (npm)', () => {
+  it('icebird reads every committed row of the table and its evolved schema', async () => {
+    const { dir, sink } = lake();
+    for (const [seq, schema, rows] of [
+      [
+        1,
+        V1,
+        [
+          { id: 1n, name: 'a' },
+          { id: 2n, name: 'b' },
+        ],
+      ],
+      [2, V2, [{ id: 3n, name: 'c', qty: 7 }]],
+    ] as const) {
+      const p = page(schema, seq, [...rows]);
+      await sink.apply((await sink.stage(target, await sink.write(target, schema, p.start, [p.batch])))!);
+    }
+    const rows = await withFileFetch(() =>
+      icebergRead({ tableUrl: pathToFileURL(join(dir, 'public.items')).href }),
+    );
+    const got = rows
+      .map((r) => [String(r.id), r.name, r.qty ?? null, r.__op])
+      .sort((a, b) => String(a[0]).localeCompare(String(b[0])));
+    expect(got).toEqual([
+      ['1', 'a', null, 'u'],
+      ['2', 'b', null, 'u'],
+      ['3', 'c', 7, 'u'],
+    ]);
   });
 });
