@@ -29,10 +29,13 @@
  *                       appends, manifest merging vs none [--commits N, default 10000] [--quick: 1000]
  *   iceberg-cdc         bench/iceberg-cdc.ts: CDC flushes into T Iceberg tables through LakeSink.stage/apply
  *                       (file catalog), a simulated minute per flush: commit latency p50/p99 and
- *                       metadata bytes [--plans 100x200,2x10000] [--quick: 20x100,1x300] [--report N]
+ *                       metadata bytes [--plans 100x100,1x10000] [--quick: 20x100,1x300] [--report N]
+ *                       [--retention-minutes N] [--time-limit S]
+ *   iceberg-metadata-json  bench/iceberg-metadata-json.ts <vN.metadata.json>: parse / serialize /
+ *                       fsynced write of one metadata.json, as every commit does
  *
  * Owns dispatch only. encoder, text-append, mysql-numbers, parquet-writer, cold-start,
- * iceberg-commits and iceberg-cdc are standalone scripts that read their own argv, so they run as child
+ * iceberg-commits, iceberg-cdc and iceberg-metadata-json are standalone scripts that read their own argv, so they run as child
  * processes, unchanged.
  */
 import { spawn } from 'node:child_process';
@@ -47,6 +50,7 @@ const SCRIPTS: Readonly<Record<string, string>> = {
   'cold-start': 'cold-start.ts',
   'iceberg-commits': 'iceberg-commits.ts',
   'iceberg-cdc': 'iceberg-cdc.ts',
+  'iceberg-metadata-json': 'iceberg-metadata-json.ts',
 };
 const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly string[]): Promise<void> }>>> = {
   incremental: () => import('./incremental.js'),
