@@ -27,9 +27,15 @@
  *   cold-start          bench/cold-start.ts [--runs N, default 7]
  *   iceberg-commits     bench/iceberg-commits.ts: Iceberg metadata bytes and commit latency over N
  *                       appends, manifest merging vs none [--commits N, default 10000] [--quick: 1000]
+ *   iceberg-cdc         bench/iceberg-cdc.ts: CDC flushes into T Iceberg tables through LakeSink.stage/apply
+ *                       (file catalog), a simulated minute per flush: commit latency p50/p99 and
+ *                       metadata bytes [--plans 100x100,1x10000] [--quick: 20x100,1x300] [--report N]
+ *                       [--retention-minutes N] [--time-limit S]
+ *   iceberg-metadata-json  bench/iceberg-metadata-json.ts <vN.metadata.json>: parse / serialize /
+ *                       fsynced write of one metadata.json, as every commit does
  *
- * Owns dispatch only. encoder, text-append, mysql-numbers, parquet-writer, cold-start and
- * iceberg-commits are standalone scripts that read their own argv, so they run as child
+ * Owns dispatch only. encoder, text-append, mysql-numbers, parquet-writer, cold-start,
+ * iceberg-commits, iceberg-cdc and iceberg-metadata-json are standalone scripts that read their own argv, so they run as child
  * processes, unchanged.
  */
 import { spawn } from 'node:child_process';
@@ -43,6 +49,8 @@ const SCRIPTS: Readonly<Record<string, string>> = {
   'parquet-writer': 'parquet-writer.ts',
   'cold-start': 'cold-start.ts',
   'iceberg-commits': 'iceberg-commits.ts',
+  'iceberg-cdc': 'iceberg-cdc.ts',
+  'iceberg-metadata-json': 'iceberg-metadata-json.ts',
 };
 const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly string[]): Promise<void> }>>> = {
   incremental: () => import('./incremental.js'),

@@ -16,6 +16,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { CLI_NODE_FLAGS } from '../functions/cli/node-flags.js';
+import { VERSION_HINT_FILE } from '../shared/iceberg/file-catalog.js';
+import { currentSnapshot } from '../shared/iceberg/metadata.js';
+import { parseTableMetadata } from '../shared/iceberg/metadata-json.js';
 
 /** bench/ as an absolute path. */
 export const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
@@ -48,6 +51,14 @@ export interface BenchOptions {
    * the flat writer worth keeping?); needs a children's Node with native zstd (`--node`).
    */
   readonly writers: boolean;
+  /**
+   * `lake.tableFormat` of every tidemark child (issue 30); `both`: only tidemark's defaults, as a
+   * plain table and as an Iceberg table, alternated, with their paired ratio. Undefined: the
+   * spec's default (Iceberg for a new table).
+   */
+  readonly tableFormat: 'iceberg' | 'plain' | 'both' | undefined;
+  /** Also time the children's sink phases (write, stage, catalog commit, state commit). */
+  readonly phases: boolean;
 }
 
 /**
@@ -108,7 +119,12 @@ const USAGE = `options:
   --node PATH     the Node.js binary that runs the tidemark children (default: this one)
   --quick         100000 rows, 1 run, rss-rows 500000 (a smoke test of the bench itself)
   --gate          only (a), (b) and tidemark's defaults (the issue gate), e.g. with --runs 9
-  --writers       only tidemark's defaults and "parquet-wasm writer" (needs --node with native zstd)`;
+  --writers       only tidemark's defaults and "parquet-wasm writer" (needs --node with native zstd)
+  --table-format iceberg|plain|both
+                  lake.tableFormat of the tidemark children (default: unset, i.e. Iceberg for a new
+                  table); both: only tidemark's defaults as plain and as Iceberg, alternated, paired
+  --phases        the children also time their sink phases (write, stage, catalog commit, state
+                  commit, putIfAbsent, the data file's metrics), printed per format`;
 
 /** Parses the options above; `--quick` sets defaults the other options still override. */
 export function parseBenchOptions(argv: readonly string[]): BenchOptions {
@@ -124,6 +140,8 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
       quick: { type: 'boolean', default: false },
       gate: { type: 'boolean', default: false },
       writers: { type: 'boolean', default: false },
+      'table-format': { type: 'string' },
+      phases: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
     strict: true,
@@ -138,6 +156,9 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
   const rssRows = values['rss-rows'] === undefined ? rows * 5 : Number(values['rss-rows']);
   if (!Number.isInteger(rssRows) || rssRows < 0) throw new Error('--rss-rows must be a whole number >= 0');
   useChildNode(values.node);
+  const tableFormat = values['table-format'];
+  if (tableFormat !== undefined && !['iceberg', 'plain', 'both'].includes(tableFormat))
+    throw new Error(`--table-format must be iceberg, plain or both (got ${tableFormat})`);
   return {
     rows,
     runs,
@@ -147,6 +168,8 @@ export function parseBenchOptions(argv: readonly string[]): BenchOptions {
     quick,
     gate: values.gate ?? false,
     writers: values.writers ?? false,
+    tableFormat: tableFormat as BenchOptions['tableFormat'],
+    phases: values.phases ?? false,
   };
 }
 
@@ -173,6 +196,8 @@ export interface Sample {
    * process of a shell pipeline. The database server's own CPU is not included.
    */
   readonly cpuSeconds?: number;
+  /** The child's sink phases (ChildReport.phases), with `--phases`. */
+  readonly phases?: ChildReport['phases'];
 }
 
 /** A variant of the comparison: a name and how to run it once. */
@@ -526,6 +551,11 @@ export interface ChildReport {
   readonly maxRssKiB: number;
   /** User + system CPU seconds of the whole process (all threads, the Parquet worker included). */
   readonly cpuSeconds: number;
+  /**
+   * With `phases` in the config: per phase, its calls and the milliseconds spent in them (summed;
+   * calls of one phase may overlap other phases: write runs while the next page is read).
+   */
+  readonly phases?: Readonly<Record<string, { readonly calls: number; readonly ms: number }>>;
 }
 
 /** Everything the child needs to run one table; passed as JSON in argv. */
@@ -541,6 +571,8 @@ export interface ChildConfig {
     readonly endpoint?: string;
     readonly region?: string;
     readonly forcePathStyle?: boolean;
+    /** The spec's `lake.tableFormat` (absent: unset, Iceberg for a new table). */
+    readonly tableFormat?: 'iceberg' | 'plain';
   };
   readonly stateDir: string;
   readonly pageSize: number;
@@ -560,6 +592,8 @@ export interface ChildConfig {
   readonly readAhead?: number;
   /** parquet-wasm writes every object, not tidemark's flat writer (parquet-writer.ts flatWriter). */
   readonly noFlatWriter?: boolean;
+  /** Time the sink's phases and report them (ChildReport.phases). */
+  readonly phases?: boolean;
 }
 
 /** A tidemark child that stopped committing pages; killed, its sample does not count. */
@@ -649,6 +683,7 @@ export async function runTidemarkChild(
       engineSeconds: report.engineMs / 1000,
       startupSeconds: report.startupSeconds,
       cpuSeconds: report.cpuSeconds,
+      ...(report.phases ? { phases: report.phases } : {}),
     },
   };
 }
@@ -683,6 +718,45 @@ export function diskBytes(path: string): number {
   let total = 0;
   for (const entry of readdirSync(path)) total += diskBytes(join(path, entry));
   return total;
+}
+
+/**
+ * The Iceberg table under a one-table lake `dir` (its `metadata/version-hint.text`, found by
+ * walking the folders), read through tidemark's own metadata parser: the current snapshot's
+ * `total-records`, the snapshot count and the metadata folder's files; undefined when the lake
+ * holds no Iceberg table (a plain table).
+ */
+export function icebergTableSummary(dir: string):
+  | {
+      readonly metadataFile: string;
+      readonly totalRecords: number;
+      readonly snapshots: number;
+      readonly metadataFiles: number;
+      readonly metadataBytes: number;
+    }
+  | undefined {
+  const walk = (d: string): string | undefined => {
+    if (!existsSync(d) || !statSync(d).isDirectory()) return undefined;
+    if (basename(d) === 'metadata' && existsSync(join(d, VERSION_HINT_FILE))) return d;
+    for (const e of readdirSync(d)) {
+      const found = walk(join(d, e));
+      if (found) return found;
+    }
+    return undefined;
+  };
+  const folder = walk(dir);
+  if (folder === undefined) return undefined;
+  const version = readFileSync(join(folder, VERSION_HINT_FILE), 'utf8').trim();
+  const file = `v${version}.metadata.json`;
+  const metadata = parseTableMetadata(readFileSync(join(folder, file), 'utf8'), file);
+  const files = readdirSync(folder);
+  return {
+    metadataFile: file,
+    totalRecords: Number(currentSnapshot(metadata)?.summary['total-records'] ?? 0),
+    snapshots: metadata.snapshots.length,
+    metadataFiles: files.length,
+    metadataBytes: files.reduce((n, f) => n + statSync(join(folder, f)).size, 0),
+  };
 }
 
 /** Rows and distinct ids of the Parquet files under `dir` (DuckDB), the cheap correctness check. */
@@ -863,6 +937,61 @@ function shortUrl(url: string): string {
   return url.replace(/^file:\/\//, '');
 }
 
+/**
+ * Issue 30: the Iceberg table against the plain objects, paired per round (Iceberg's run / the
+ * plain run of the same round): wall time, engine-only time and client CPU as the ratios per
+ * round, their median and range; peak RSS of each (the highest of its runs, and the median).
+ */
+export function printFormatPair(plain: VariantResult, iceberg: VariantResult): void {
+  const line = (what: string, value: (s: Sample) => number | undefined): string => {
+    const ratios: number[] = [];
+    plain.samples.forEach((p, i) => {
+      const a = value(p);
+      const b = iceberg.samples[i] === undefined ? undefined : value(iceberg.samples[i]!);
+      if (a !== undefined && b !== undefined && a > 0) ratios.push(b / a);
+    });
+    if (ratios.length === 0) return `${what}: no pairs`;
+    const med = (r: VariantResult) => {
+      const v = r.samples.flatMap((x) => (value(x) === undefined ? [] : [value(x)!]));
+      return median(v).toFixed(2);
+    };
+    return (
+      `${what}: plain median ${med(plain)}, iceberg median ${med(iceberg)}; iceberg / plain per round ` +
+      `${ratios.map((x) => x.toFixed(3)).join(', ')}; median ${median(ratios).toFixed(3)}x ` +
+      `[${Math.min(...ratios).toFixed(3)}-${Math.max(...ratios).toFixed(3)}] (target: within 1.1x)`
+    );
+  };
+  console.log('\nIceberg vs plain objects, paired per round:');
+  console.log(line('wall s', (s) => s.seconds));
+  console.log(line('engine-only s', (s) => s.engineSeconds));
+  console.log(line('client CPU s', (s) => s.cpuSeconds));
+  const rss = (r: VariantResult) => {
+    const v = r.samples.flatMap((x) => (x.rssMiB === undefined ? [] : [x.rssMiB]));
+    return `${Math.max(...v).toFixed(0)} MiB (median ${median(v).toFixed(0)})`;
+  };
+  console.log(`peak RSS: plain ${rss(plain)}, iceberg ${rss(iceberg)}`);
+  printPhases(plain);
+  printPhases(iceberg);
+}
+
+/** The median over runs of each sink phase (`--phases`), when the children reported them. */
+export function printPhases(r: VariantResult): void {
+  const names = [...new Set(r.samples.flatMap((s) => Object.keys(s.phases ?? {})))];
+  if (names.length === 0) return;
+  console.log(
+    `\nsink phases of ${r.name}, median over ${r.samples.length} run(s) (ms summed over calls; calls):`,
+  );
+  for (const name of names) {
+    const ms = r.samples.map((s) => s.phases?.[name]?.ms ?? 0);
+    const calls = r.samples.map((s) => s.phases?.[name]?.calls ?? 0);
+    const engine = r.samples.map((s) => (s.engineSeconds ?? Number.NaN) * 1000);
+    const share = median(ms.map((m, i) => m / engine[i]!));
+    console.log(
+      `  ${name.padEnd(58)} ${median(ms).toFixed(1).padStart(9)} ms  ${String(median(calls)).padStart(4)} calls  ${(100 * share).toFixed(1).padStart(5)}% of engine-only`,
+    );
+  }
+}
+
 /** The bucket the benches create in s3rver. */
 export const S3_BUCKET = 'tidemark-bench';
 /** What s3rver accepts, as a real user would export them. */
@@ -898,12 +1027,20 @@ export interface TidemarkTarget {
   readonly noCliNodeFlags?: boolean;
   /** The spec's `lake.format` (absent: the default, 1). */
   readonly format?: 1 | 2;
+  /** The spec's `lake.tableFormat` (absent: unset). */
+  readonly tableFormat?: 'iceberg' | 'plain';
+  /** See ChildConfig. */
+  readonly phases?: boolean;
 }
 
 /** The child config of one run into `dir` (its fresh state dir and lake). */
 export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
+  const tableFormat = t.tableFormat === undefined ? {} : { tableFormat: t.tableFormat };
   const lake: ChildConfig['lake'] = t.s3Endpoint
     ? {
+        // s3rver ignores If-None-Match, so the file catalog refuses it for Iceberg tables
+        // (ICEBERG_CONDITIONAL_WRITES_UNSUPPORTED): a table on it is plain unless asked otherwise.
+        tableFormat: t.tableFormat ?? 'plain',
         uri: `s3://${S3_BUCKET}/lake/${basename(dir)}`,
         compression: t.compression,
         endpoint: t.s3Endpoint,
@@ -914,6 +1051,7 @@ export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
         uri: `file://${join(dir, 'lake')}`,
         compression: t.compression,
         ...(t.format !== undefined ? { format: t.format } : {}),
+        ...tableFormat,
       };
   return {
     source: t.source,
@@ -928,6 +1066,7 @@ export function childConfig(t: TidemarkTarget, dir: string): ChildConfig {
     ...(t.noEncodeAhead ? { noEncodeAhead: true } : {}),
     ...(t.readAhead !== undefined ? { readAhead: t.readAhead } : {}),
     ...(t.noFlatWriter ? { noFlatWriter: true } : {}),
+    ...(t.phases ? { phases: true } : {}),
   };
 }
 
@@ -965,6 +1104,18 @@ export function tidemarkVariant(name: string, target: TidemarkTarget, rows: numb
             `  check ${name}: DuckDB count(*) of the lake = ${fmtInt(lake.rows)}, distinct ids = ${fmtInt(lake.distinctIds)} (ok); ` +
               `written by ${(await lakeWriters(join(dir, 'lake'))).join(' + ')}`,
           );
+          const iceberg = icebergTableSummary(join(dir, 'lake'));
+          const expectIceberg = target.tableFormat !== 'plain';
+          if (expectIceberg !== (iceberg !== undefined) || (iceberg && iceberg.totalRecords !== rows))
+            throw new Error(
+              `${name}: expected ${expectIceberg ? `an Iceberg table of ${rows} rows` : 'no Iceberg metadata'}, found ${iceberg ? `${iceberg.totalRecords} rows in ${iceberg.metadataFile}` : 'none'}`,
+            );
+          if (iceberg)
+            console.log(
+              `  check ${name}: Iceberg ${iceberg.metadataFile}: current snapshot total-records = ${fmtInt(iceberg.totalRecords)} (ok), ` +
+                `${iceberg.snapshots} snapshots, ${iceberg.metadataFiles} files in metadata/ (${fmtInt(iceberg.metadataBytes)} bytes)`,
+            );
+          else console.log(`  check ${name}: plain objects, no Iceberg metadata (ok)`);
           verified = true;
         }
         return sample;
@@ -1002,7 +1153,7 @@ export function tidemarkVariants(
       work,
     ),
     tidemarkVariant(
-      '(d) tidemark s3rver zstd, 50k pages',
+      '(d) tidemark s3rver zstd, 50k pages, plain',
       { ...base, compression: 'zstd', pageSize: 50_000, s3Endpoint },
       rows,
       work,
@@ -1176,13 +1327,33 @@ export async function compare(args: {
   readonly byHand: Baseline;
 }): Promise<VariantResult[]> {
   const { options, wire, byHand } = args;
-  const tidemark = tidemarkVariants(args.base, options.rows, args.work, args.s3Endpoint);
+  const format = options.tableFormat;
+  const base: Omit<TidemarkTarget, 'compression' | 'pageSize' | 's3Endpoint'> = {
+    ...args.base,
+    ...(options.phases ? { phases: true } : {}),
+    ...(format === 'iceberg' || format === 'plain' ? { tableFormat: format } : {}),
+  };
+  const tidemark = tidemarkVariants(base, options.rows, args.work, args.s3Endpoint);
   const wasmWriter = tidemark.find((v) => v.name.endsWith(', parquet-wasm writer'));
   if (options.writers && !wasmWriter) throw new Error(WRITERS_NEED_ZSTD);
+  // --table-format both: tidemark's defaults as a plain table and as an Iceberg table (issue 30).
+  const formats =
+    format === 'both'
+      ? (['plain', 'iceberg'] as const).map((f) =>
+          tidemarkVariant(
+            `(c) tidemark file:// zstd, 50k pages, ${f}`,
+            { ...base, compression: 'zstd', pageSize: 50_000, tableFormat: f },
+            options.rows,
+            args.work,
+          ),
+        )
+      : undefined;
   // The defaults are the first variant (tidemarkVariants' order). --writers: only the writer pair.
-  const variants: Variant[] = options.writers
-    ? [tidemark[0]!, wasmWriter!]
-    : [wire, byHand, ...(options.gate ? tidemark.slice(0, 1) : tidemark)];
+  const variants: Variant[] = formats
+    ? formats
+    : options.writers
+      ? [tidemark[0]!, wasmWriter!]
+      : [wire, byHand, ...(options.gate ? tidemark.slice(0, 1) : tidemark)];
   console.log('\ncommands (URL password redacted):');
   console.log(`  (a) ${redact(wire.command)}`);
   console.log(`  (b) ${redact(byHand.command)}`);
@@ -1199,6 +1370,8 @@ export async function compare(args: {
   console.log(`\n${fmtInt(options.rows)} rows, ${options.runs} alternated run(s) per variant:`);
   const results = await alternateWithLog(variants, options.runs);
   console.log(`\n${resultTable(results, options.rows, wire.name, byHand.name)}`);
+  if (formats) printFormatPair(results[0]!, results[1]!);
+  else if (options.phases) for (const r of results) printPhases(r);
   const flat = results.find((r) => r.name === tidemark[0]!.name);
   const wasm = results.find((r) => r.name === wasmWriter?.name);
   if (flat && wasm) {
