@@ -5,7 +5,7 @@
  * shared/engine/durable-step.ts takes them (every table's stage in parallel, then every table's
  * apply in parallel). The clock the sink is given advances 60 s per flush, so the production
  * retention behaves as in production: tidemark's table properties (metadata files deleted after
- * commit, the metadata log capped at 100) and Iceberg's default retention (snapshots older than 5
+ * commit, the metadata log capped at 10) and Iceberg's default retention (snapshots older than 5
  * days expired, on every 100th sequence number): a table holds about 7,200 snapshots before
  * expiry cuts any.
  *
@@ -49,7 +49,7 @@ import { icebergSchemaOf } from '../shared/iceberg/schema.js';
 import { FileObjectStore } from '../shared/sink/file-object-store.js';
 import { LakeSink } from '../shared/sink/lake-sink.js';
 import { objectKey } from '../shared/sink/layout.js';
-import { ParquetSink } from '../shared/sink/parquet-sink.js';
+import { type DataFileRef, ParquetSink } from '../shared/sink/parquet-sink.js';
 import { machineNote } from './support.js';
 
 const { values } = parseArgs({
@@ -180,17 +180,17 @@ async function runPlan(tables: number, flushes: number): Promise<void> {
       templates.push(refs[0]!);
     }
     const refsOf = (t: number, flush: number): ObjectRef[] => {
-      const template = templates[t]!;
+      // The refs LakeSink's write returned: Iceberg data files.
+      const template = templates[t]! as DataFileRef;
       if (flush === 1) return [template];
       const uri = store.uri(objectKey(PREFIX, targets[t]!.table, WRITER, position(flush - 1), 1).key);
-      return [
-        {
-          ...template,
-          uri,
-          startPosition: position(flush - 1),
-          dataFile: { ...template.dataFile!, file_path: uri },
-        },
-      ];
+      const ref: DataFileRef = {
+        ...template,
+        uri,
+        startPosition: position(flush - 1),
+        dataFile: { ...template.dataFile, file_path: uri },
+      };
+      return [ref];
     };
     const report = Number(values.report ?? (flushes <= 1_000 ? Math.max(1, flushes / 10) : 1_000));
     console.log(

@@ -165,16 +165,22 @@ const lakeSchema = z
     catalog: catalogSchema.default({ type: 'file' }),
     /**
      * How long an Iceberg table keeps its snapshots (time travel): older ones are expired on
-     * commit, the newest `minSnapshots` always kept. Set on every commit as the table's
+     * commit, the newest `minSnapshots` always kept. Default 24 hours, not Iceberg's 5 days: a
+     * CDC table commits once a minute, and every kept snapshot is in the metadata file each
+     * commit rewrites (5 days: 7,200 snapshots, a 5 MB file parsed and written per commit). Set on every commit as the table's
      * `history.expire.*` properties, so a change applies from the next commit on.
      */
     snapshotRetention: z
       .object({
-        maxAgeHours: z.number().positive().max(24 * 3650).default(120),
+        maxAgeHours: z
+          .number()
+          .positive()
+          .max(24 * 3650)
+          .default(24),
         minSnapshots: z.number().int().min(1).max(10_000).default(1),
       })
       .strict()
-      .default({ maxAgeHours: 120, minSnapshots: 1 }),
+      .default({ maxAgeHours: 24, minSnapshots: 1 }),
   })
   .strict();
 

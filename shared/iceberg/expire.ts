@@ -24,7 +24,7 @@
  */
 
 import { readManifestList } from './manifest-list.js';
-import { type Expiry, expireSnapshots } from './metadata.js';
+import { type Expiry, expireSnapshots, PREVIOUS_VERSIONS_MAX_PROPERTY } from './metadata.js';
 import type { IcebergTableMetadata } from './spec.js';
 import { keyInFolder, type TableFolder } from './table-folder.js';
 
@@ -35,9 +35,16 @@ export const DELETE_AFTER_COMMIT_PROPERTY = 'write.metadata.delete-after-commit.
 export const EXPIRE_DEFAULTS = { maxSnapshotAgeMs: 5 * 24 * 60 * 60 * 1000, minSnapshotsToKeep: 1 } as const;
 /** Expiry runs on the commits whose sequence number is a multiple of this (see the header). */
 export const EXPIRE_EVERY_COMMITS = 100;
-/** What tidemark sets on the tables it creates (Iceberg's default is false). */
+/**
+ * What tidemark sets on the tables it creates: old metadata files deleted after the commit that
+ * drops them from the log (Iceberg's default is false), and a log of 10 instead of 100. A CDC table
+ * commits once a minute: its metadata file holds every kept snapshot (~0.7 KB each, ~1 MB at a
+ * day's 1,440), and 100 old copies of it were 94% of a table's metadata folder (docs/benchmarks.md,
+ * "Issue 30: Iceberg": 569 MB per table at 5 days' retention).
+ */
 export const TIDEMARK_TABLE_PROPERTIES: Readonly<Record<string, string>> = {
   [DELETE_AFTER_COMMIT_PROPERTY]: 'true',
+  [PREVIOUS_VERSIONS_MAX_PROPERTY]: '10',
 };
 
 function count(properties: Readonly<Record<string, string>>, key: string, fallback: number): number {
