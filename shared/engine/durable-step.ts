@@ -49,6 +49,18 @@ export interface DurableStep<W extends StepWrite> {
   readonly committed?: (record: StateRecord) => void;
   /** Acknowledges the source once the commit is durable (CDC); undefined: nothing to ack. */
   readonly ack?: () => Promise<void>;
+  /**
+   * The previous step's catalog commits (`StepResult.applied` of a step taken with `deferApply`):
+   * awaited after this step's writes and before its state commit, which replaces the state's
+   * pending commits, so a state never drops a commit that is not applied yet.
+   */
+  readonly after?: Promise<void>;
+  /**
+   * Return with the catalog commits still running (`StepResult.applied`) instead of awaiting them:
+   * the caller's next step writes meanwhile and passes them as its `after`. Only for a step with
+   * no `ack` (incremental pages): an ack waits for the catalog.
+   */
+  readonly deferApply?: boolean;
   /** Called between the phases (fault-injection tests record and crash there). */
   readonly at?: (point: StepPoint) => void | Promise<void>;
 }
@@ -70,6 +82,8 @@ export interface Written<W extends StepWrite> {
 export interface StepResult<W extends StepWrite> {
   readonly record: StateRecord;
   readonly written: readonly Written<W>[];
+  /** The step's catalog commits: resolved already unless the step was taken with `deferApply`. */
+  readonly applied: Promise<void>;
 }
 
 /** Writes, commits, acks: in that order, each only after the previous one is durable. */
@@ -91,6 +105,8 @@ export async function durableStep<W extends StepWrite>(step: DurableStep<W>): Pr
     }),
   );
   await step.at?.('after-write');
+  // The previous step's catalog commits land before this state commit replaces what it pends.
+  if (step.after) await step.after;
   const record = await step.store.commit(step.key, {
     owner: step.owner,
     expectedVersion: step.expectedVersion,
@@ -100,12 +116,17 @@ export async function durableStep<W extends StepWrite>(step: DurableStep<W>): Pr
   step.committed?.(record);
   await step.at?.('after-commit');
   const pending = written.flatMap((w) => (w.pending ? [w.pending] : []));
-  if (pending.length > 0) {
-    await applyPending(sink, pending);
-    await step.at?.('after-apply');
+  const applied =
+    pending.length > 0 ? applyPending(sink, pending).then(() => step.at?.('after-apply')) : Promise.resolve();
+  if (step.deferApply && !step.ack) {
+    // Awaited by the caller (its next step's `after`, or the end of its run); a failure is
+    // reported there, never as an unhandled rejection here.
+    applied.catch(() => undefined);
+    return { record, written, applied };
   }
+  await applied;
   if (step.ack) await step.ack();
-  return { record, written };
+  return { record, written, applied };
 }
 
 /** Stages an Iceberg write's commit. @throws SinkError when the sink cannot (a bug in the wiring). */

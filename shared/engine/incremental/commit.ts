@@ -56,6 +56,11 @@ export interface CommittedPage {
   /** Bytes of the page's object(s). */
   readonly bytes: number;
   readonly objects: number;
+  /**
+   * The page's Iceberg catalog commit, still running: the next page's commit awaits it before its
+   * state commit, the run awaits the last one before it ends (resolved at once for a plain table).
+   */
+  readonly applied: Promise<void>;
 }
 
 /**
@@ -71,6 +76,8 @@ export async function commitPage(
   state: IncrementalState,
   page: Batch,
   cursor: string,
+  /** The previous page's catalog commit (its `CommittedPage.applied`). */
+  previousApplied?: Promise<void>,
 ): Promise<CommittedPage> {
   const { table } = opts;
   // The object starts at the step (below every row of it, whatever the fence) and is named with
@@ -83,8 +90,17 @@ export async function commitPage(
   // One durable step: the object, then the single conditional write that fences other
   // writers: it fails if the version moved or our lease expired, and then the object just
   // written is an uncommitted leftover that the next run's recovery removes.
-  const { record: committed, written } = await durableStep({
+  // The page's catalog commit (an Iceberg table) runs on while the next page is written; that
+  // page's state commit waits for it (durable-step.ts `after`), so the state never replaces a
+  // pending commit the catalog does not have yet.
+  const {
+    record: committed,
+    written,
+    applied,
+  } = await durableStep({
     sink: opts.sink,
+    ...(previousApplied ? { after: previousApplied } : {}),
+    deferApply: true,
     store: opts.store,
     key,
     owner: opts.owner,
@@ -129,6 +145,7 @@ export async function commitPage(
     rows: pageRows,
     bytes: pageBytes,
     objects: written[0]!.refs.length,
+    applied,
   };
 }
 

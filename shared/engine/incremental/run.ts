@@ -253,6 +253,8 @@ async function pageLoop(
   // The encoder starts (its thread, the schema's template) while the first page is read.
   if (reads.pending > 0) opts.sink.warm?.(target(state), schema);
   let pageStart = opts.clock();
+  /** The last committed page's catalog commit, still running (an Iceberg table). */
+  let applying: Promise<void> | undefined;
   for (;;) {
     const reading = reads.next();
     if (reading === undefined) {
@@ -282,7 +284,18 @@ async function pageLoop(
     reads.taken(page.page);
 
     // The page's object, then its cursor: one durable step (./commit.ts).
-    const committed = await commitPage(opts, key, fence, schema, version, state, page.page, page.next);
+    const committed = await commitPage(
+      opts,
+      key,
+      fence,
+      schema,
+      version,
+      state,
+      page.page,
+      page.next,
+      applying,
+    );
+    applying = committed.applied;
     version = committed.version;
     state = committed.state;
     rows += committed.rows;
@@ -301,6 +314,8 @@ async function pageLoop(
     }
     more = true;
   }
+  // The last page's catalog commit: the run is done when the table has it.
+  await applying;
   progress.done();
 
   const summary: IncrementalSummary = {
