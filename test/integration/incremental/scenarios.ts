@@ -841,8 +841,14 @@ const CRASH_KILLS: readonly Kill[] = [
 /** How long after the worker's first page write started the timed kill lands. */
 const TIMED_KILL_MS = 40;
 
-/** The kills of the Iceberg crash scenario: the plain one's, and the two catalog commit points. */
+/**
+ * The kills of the Iceberg crash scenario: first the table's very first commit (its first page
+ * written and staged, then decided but not yet in the catalog: the table exists with no
+ * snapshot), then the plain scenario's, then the two catalog commit points at later pages.
+ */
 const ICEBERG_CRASH_KILLS: readonly Kill[] = [
+  { point: 'after-write', nth: 1 },
+  { point: 'after-commit', nth: 1 },
   ...CRASH_KILLS,
   { point: 'after-commit', nth: 1 },
   { point: 'after-apply', nth: 2 },
