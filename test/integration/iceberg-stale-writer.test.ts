@@ -11,14 +11,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { incrementalTables } from '../../shared/config/spec.js';
-import type { TidemarkError } from '../../shared/contracts/errors.js';
 import { incrementalStateKey } from '../../shared/engine/incremental/state.js';
 import { silentLogger } from '../../shared/observability/log.js';
 import { openPipeline } from '../../shared/pipeline/open.js';
 import { runTable } from '../../shared/pipeline/run-table.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { readersMissing } from '../harness/readers.js';
-import { pausedAtFirstWrite } from '../harness/wrap.js';
+import { staleWriterTakeover } from '../harness/stale-writer.js';
 import { lakeRows, latest, localSpec, postgresFixture, type SourceFixture } from './incremental/fixture.js';
 
 describe.skipIf(readersMissing)('a stale writer against an Iceberg table', () => {
@@ -50,30 +49,21 @@ describe.skipIf(readersMissing)('a stale writer against an Iceberg table', () =>
       });
       expect(warmup.seqAfter).toBe(1);
 
-      const a = pausedAtFirstWrite(baseA.sink);
-      const runA = runTable(
+      const { b, resumeA } = await staleWriterTakeover({
         spec,
         table,
-        { ...baseA, sink: a.sink },
-        { logger: silentLogger, owner: 'run-a', leaseTtlMs: 1_500 },
-      ).then(
-        () => undefined,
-        (e: unknown) => e as TidemarkError,
-      );
-      const fenceA = await a.atWrite;
-      await fx.exec(`UPDATE ${fx.table} SET v = v + 500 WHERE id BETWEEN 101 AND 200`);
-      const held = await store.load(key);
-      expect(held.lease).toMatchObject({ owner: 'run-a', fence: fenceA });
-      await new Promise((r) => setTimeout(r, Math.max(0, held.lease!.expiresAt - Date.now()) + 50));
-
-      const b = await runTable(spec, table, baseB, { logger: silentLogger, owner: 'run-b' });
+        pipelineA: baseA,
+        pipelineB: baseB,
+        store,
+        key,
+        change: () => fx.exec(`UPDATE ${fx.table} SET v = v + 500 WHERE id BETWEEN 101 AND 200`),
+      });
       expect(b).toMatchObject({ status: 'ok', seqBefore: 1, more: false });
       const before = await lakeRows(lakeDir, target, 'iceberg');
 
       // A wakes up: its data file and manifest are written, its state commit is refused, so
       // nothing of it reaches the table.
-      a.open();
-      expect(await runA).toMatchObject({ code: 'LEASE_LOST' });
+      expect(await resumeA()).toMatchObject({ code: 'LEASE_LOST' });
       const rows = await lakeRows(lakeDir, target, 'iceberg');
       expect(rows).toEqual(before);
       expect(latest(rows)).toEqual(await fx.rows());

@@ -39,7 +39,7 @@ import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
 import { dynamoClient, s3Client } from '../../harness/aws.js';
 import { readersMissing } from '../../harness/readers.js';
 import { testServers } from '../../harness/servers.js';
-import { pausedAtFirstWrite } from '../../harness/wrap.js';
+import { staleWriterTakeover } from '../../harness/stale-writer.js';
 import type { KillPoint, Mutation } from './crash-worker.js';
 import {
   eventually,
@@ -336,29 +336,19 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
           });
           expect(warmup.seqAfter).toBe(1);
 
-          // Writer A reads page 1 and stalls right before its PUT (a frozen Lambda, a
-          // partitioned task), holding a short lease.
-          const a = pausedAtFirstWrite(make(baseA).sink);
-          const runA = runTable(
+          // Writer A reads page 1 and stalls right before its PUT, holding a short lease; page
+          // 1's rows change at the source (newer versions, same cursor values); writer B takes
+          // the expired lease (a higher fence), re-reads page 1 with the newer versions, commits
+          // it and catches up.
+          const { fenceA, b, resumeA } = await staleWriterTakeover({
             spec,
             table,
-            { ...make(baseA), sink: a.sink },
-            { logger: silentLogger, owner: 'run-a', leaseTtlMs: 1_500 },
-          ).then(
-            () => undefined,
-            (e: unknown) => e as TidemarkError,
-          );
-          const fenceA = await a.atWrite;
-          // Meanwhile page 1's rows change at the source (newer versions, same cursor values),
-          // and A's lease runs out.
-          await fx.exec(`UPDATE ${fx.table} SET v = v + 500 WHERE id BETWEEN 101 AND 200`);
-          const held = await store.load(key);
-          expect(held.lease).toMatchObject({ owner: 'run-a', fence: fenceA });
-          await new Promise((r) => setTimeout(r, Math.max(0, held.lease!.expiresAt - Date.now()) + 50));
-
-          // Writer B takes the expired lease (a higher fence), re-reads page 1 with the newer
-          // versions, commits it and catches up.
-          const b = await runTable(spec, table, pipelineB, { logger: silentLogger, owner: 'run-b' });
+            pipelineA: make(baseA),
+            pipelineB,
+            store,
+            key,
+            change: () => fx.exec(`UPDATE ${fx.table} SET v = v + 500 WHERE id BETWEEN 101 AND 200`),
+          });
           expect(b).toMatchObject({ status: 'ok', seqBefore: 1, recovered: 0, more: false });
           // Page 1's objects, found by name prefix alone (whatever the rest of the name says).
           const dir = tablePrefix(prefix, target);
@@ -371,8 +361,7 @@ export function incrementalScenarios(name: string, makeFixture: () => Promise<So
 
           // A wakes up: its late PUT of page 1 goes through (S3 cannot fence it), its commit
           // does not.
-          a.open();
-          expect(await runA).toMatchObject({ name: 'LeaseLostError', code: 'LEASE_LOST' });
+          expect(await resumeA()).toMatchObject({ name: 'LeaseLostError', code: 'LEASE_LOST' });
 
           // A's late PUT did not replace B's object, which is byte for byte as B wrote it, and
           // both page-1 objects exist, named by their fences (B's the higher).
