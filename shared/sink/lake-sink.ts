@@ -62,6 +62,14 @@ export class LakeSink implements Sink, SinkProbe {
   private readonly tableProperties: Readonly<Record<string, string>>;
   /** Per table: the Iceberg schema its writes carry, for the lake schema it was resolved for. */
   private readonly tables = new Map<string, IcebergTarget>();
+  /**
+   * Per table: the table as this sink's last catalog commit left it, the base its next commit is
+   * built on without a load (the catalog's compare-and-swap still guards it: a table that moved
+   * on is a conflict, loaded and rebased). Dropped on any failure.
+   */
+  private readonly lastCommitted = new Map<string, LoadedTable>();
+  /** Manifests staged while their data file was stored (`write`), by that file's URI, until `stage` takes them. */
+  private readonly stagedBeside = new Map<string, Promise<PendingCommit>>();
 
   constructor(options: LakeSinkOptions) {
     this.parquet = options.parquet;
@@ -102,11 +110,35 @@ export class LakeSink implements Sink, SinkProbe {
       return this.parquet.write(target, schema, startPosition, batches, recorded);
     if (!batches.some((b) => b.record.numRows > 0)) return [];
     const { iceberg } = await this.icebergTarget(target, schema);
-    return this.parquet.write({ ...target, iceberg }, schema, startPosition, batches, recorded);
+    // The manifest is staged while the data file is stored (its entry is known from the bytes):
+    // `stage` then returns it instead of writing it after the data file.
+    const beside = async (ref: DataFileRef) => {
+      const staging = this.stageRefs(target, [ref]);
+      this.stagedBeside.set(ref.uri, staging);
+      staging.catch(() => this.stagedBeside.delete(ref.uri));
+      await staging;
+    };
+    return this.parquet.write(
+      { ...target, iceberg: { ...iceberg, beside } },
+      schema,
+      startPosition,
+      batches,
+      recorded,
+    );
   }
 
   async stage(target: WriteTarget, refs: readonly ObjectRef[]): Promise<PendingCommit | undefined> {
     if (target.tableFormat !== 'iceberg' || refs.length === 0) return undefined;
+    const beside = refs.length === 1 ? this.stagedBeside.get(refs[0]!.uri) : undefined;
+    if (beside) {
+      this.stagedBeside.delete(refs[0]!.uri);
+      return beside;
+    }
+    return this.stageRefs(target, refs);
+  }
+
+  /** Writes the manifest of `refs` (this sink's data files of one write) and returns its pending commit. */
+  private async stageRefs(target: WriteTarget, refs: readonly ObjectRef[]): Promise<PendingCommit> {
     const { ident, folder } = this.location(target.table);
     const known = this.tables.get(target.table);
     // The refs this sink's `write` returned for the target: Iceberg data files.
@@ -133,10 +165,14 @@ export class LakeSink implements Sink, SinkProbe {
   async apply(pending: PendingCommit): Promise<void> {
     const { catalog } = this.requireCatalog(pending.table);
     const { ident, folder } = this.location(pending.table);
+    const base = this.lastCommitted.get(pending.table);
+    this.lastCommitted.delete(pending.table);
     const result = await applyAppend(catalog, ident, folder, stagedOf(pending), {
       nowMs: this.nowMs,
       ...(Object.keys(this.tableProperties).length > 0 ? { properties: this.tableProperties } : {}),
+      ...(base ? { base } : {}),
     });
+    this.lastCommitted.set(pending.table, result.table);
     if (result.cleanupError !== undefined) {
       // The commit stands; what it left unreferenced stays for maintenance.
       process.emitWarning(
@@ -182,6 +218,7 @@ export class LakeSink implements Sink, SinkProbe {
    */
   async discard(target: LakeTable): Promise<ObjectRef[]> {
     this.tables.delete(target.table);
+    this.lastCommitted.delete(target.table);
     if (this.lakeCatalog === undefined) return this.parquet.discard(target);
     const { catalog } = this.lakeCatalog;
     const { ident, folder } = this.location(target.table);

@@ -81,6 +81,13 @@ export interface ParquetWriteTarget extends WriteTarget {
     /** The table's current Iceberg schema, whose field ids the file carries. */
     readonly schema: IcebergSchema;
     readonly ids: LakeFieldIds;
+    /**
+     * Runs while the data file is stored, given its ref (the `data_file` is known from the encoded
+     * bytes before the put): the lake sink stages the manifest there, so the two writes overlap.
+     * The write resolves once both did; it fails if either failed (what the other left is a
+     * crashed attempt's, which recovery removes).
+     */
+    readonly beside?: (ref: DataFileRef) => Promise<void>;
   };
 }
 
@@ -217,14 +224,20 @@ export class ParquetSink implements Sink, SinkProbe {
       await this.store.put(objectName, bytes);
       return [{ uri, bytes: bytes.byteLength, rows, writer, startPosition, fence }];
     }
-    if ((await this.store.putIfAbsent(objectName, bytes)) === 'exists')
+    const dataFile = parquetDataFile(uri, bytes, target.iceberg.schema);
+    const ref: DataFileRef = { uri, bytes: bytes.byteLength, rows, writer, startPosition, fence, dataFile };
+    const [stored, beside] = await Promise.allSettled([
+      this.store.putIfAbsent(objectName, bytes),
+      target.iceberg.beside?.(ref),
+    ]);
+    if (stored.status === 'rejected') throw stored.reason;
+    if (stored.value === 'exists')
       throw new SinkError(
         'SINK_OBJECT_EXISTS',
         table,
         `refused to overwrite the data file ${uri}: a file of an Iceberg table may already be committed, and names are unique per attempt (writer, position, lease fence), so another process wrote this one with the same lease fence; nothing was written (a bug: report it)`,
       );
-    const dataFile = parquetDataFile(uri, bytes, target.iceberg.schema);
-    const ref: DataFileRef = { uri, bytes: bytes.byteLength, rows, writer, startPosition, fence, dataFile };
+    if (beside.status === 'rejected') throw beside.reason;
     return [ref];
   }
 

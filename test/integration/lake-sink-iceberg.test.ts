@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { icebergRead } from 'icebird';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { WriteTarget } from '../../shared/contracts/sink.js';
 import { newBatch } from '../../shared/dataplane/batch.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
@@ -110,6 +110,34 @@ describe.skipIf(readersMissing)('the lake sink on an Iceberg table', () => {
     expect(ids.name).toBe(2);
     // qty comes after every id the first schema gave (its columns and the six metadata columns).
     expect(ids.qty).toBeGreaterThan(Math.max(...Object.values(ids).filter((v) => v !== ids.qty)));
+  });
+
+  it('builds its next commit on the table as it last committed it, and rebases when someone else committed since', async () => {
+    const { dir, store, catalog, sink } = lake();
+    // A second sink (another pipeline, a maintenance job) on the same lake and catalog.
+    const second = new LakeSink({ parquet: new ParquetSink({ store }), catalog });
+    const otherTarget: WriteTarget = { ...target, writer: 'p.other' };
+    const p1 = page(V1, 1, [{ id: 1n, name: 'a' }]);
+    await sink.apply((await sink.stage(target, await sink.write(target, V1, p1.start, [p1.batch])))!);
+    const ident = catalog.table(target.table).ident;
+    const afterFirst = (await catalog.catalog.loadTable(ident))!.version;
+    // The other writer commits: this sink's remembered table is now one version behind.
+    const q1 = page(V1, 1, [{ id: 10n, name: 'x' }]);
+    const q1Refs = await second.write(otherTarget, V1, q1.start, [q1.batch]);
+    await second.apply((await second.stage(otherTarget, q1Refs))!);
+    expect((await catalog.catalog.loadTable(ident))!.version).not.toBe(afterFirst);
+    const loads = vi.spyOn(catalog.catalog, 'loadTable');
+    const p2 = page(V1, 2, [{ id: 2n, name: 'b' }]);
+    await sink.apply((await sink.stage(target, await sink.write(target, V1, p2.start, [p2.batch])))!);
+    expect(loads).toHaveBeenCalled(); // the swap on the remembered version lost: loaded, rebased
+    loads.mockClear();
+    const p3 = page(V1, 3, [{ id: 3n, name: 'c' }]);
+    await sink.apply((await sink.stage(target, await sink.write(target, V1, p3.start, [p3.batch])))!);
+    expect(loads).not.toHaveBeenCalled(); // no one else committed: built on what it remembered
+    loads.mockRestore();
+    const loaded = (await catalog.catalog.loadTable(ident))!;
+    expect(loaded.metadata.snapshots).toHaveLength(4);
+    expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1, 2, 3, 10]);
   });
 
   it('recovery removes the staged manifest and data file at or past the committed position, none before it', async () => {
