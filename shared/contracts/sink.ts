@@ -59,6 +59,12 @@ export interface PendingCommit {
   readonly writer: string;
   /** Unique per attempt: the stem of the commit's first data file (`<writer>.<position>.f<fence>`). */
   readonly commitId: string;
+  /**
+   * The start position of the commit's data. A writer's commits to a table are applied in position
+   * order, so the table recognises an earlier one as applied by it (shared/iceberg/metadata.ts
+   * `hasCommit`). Absent in states written before it was recorded.
+   */
+  readonly position?: string;
   /** The staged manifest's URI and length. */
   readonly manifest: string;
   readonly manifestLength: number;

@@ -140,7 +140,9 @@ export async function commitWithRetry(
   let base = options.base;
   for (let attempt = 1; ; attempt++) {
     const cached =
-      attempt === 1 && base && !hasCommit(base.metadata, commit.writerId, commit.commitId) ? base : undefined;
+      attempt === 1 && base && !hasCommit(base.metadata, commit.writerId, commit.commitId, commit.position)
+        ? base
+        : undefined;
     const current = cached ?? (await catalog.loadTable(ident));
     if (current === undefined) {
       throw new SinkError(
@@ -159,7 +161,7 @@ export async function commitWithRetry(
     }
     uuid = table['table-uuid'];
     maxAttempts ??= retryProperty(table, 'retries') + 1;
-    if (hasCommit(table, commit.writerId, commit.commitId)) {
+    if (hasCommit(table, commit.writerId, commit.commitId, commit.position)) {
       return { status: 'already-committed', table: current, attempts: attempt, droppedMetadataFiles: [] };
     }
     const built = await build(current);
@@ -201,7 +203,7 @@ export async function commitWithRetry(
       if (
         after &&
         after.metadata['table-uuid'] === uuid &&
-        hasCommit(after.metadata, commit.writerId, commit.commitId)
+        hasCommit(after.metadata, commit.writerId, commit.commitId, commit.position)
       ) {
         return { status: 'already-committed', table: after, attempts: attempt, droppedMetadataFiles: [] };
       }

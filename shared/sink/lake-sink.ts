@@ -153,8 +153,9 @@ export class LakeSink implements Sink, SinkProbe {
     });
     const first = refs[0]!.uri;
     const commitId = first.slice(first.lastIndexOf('/') + 1, -PARQUET_SUFFIX.length);
+    const position = refs[0]!.startPosition;
     const staged = await stageAppend(folder, {
-      commit: { writerId: target.writer, commitId },
+      commit: { writerId: target.writer, commitId, ...(position === undefined ? {} : { position }) },
       schema: known!.iceberg.schema,
       spec: { 'spec-id': 0, fields: [] },
       dataFiles,
@@ -345,6 +346,7 @@ function pendingOf(target: WriteTarget, staged: StagedAppend): PendingCommit {
     table: target.table,
     writer: target.writer,
     commitId: staged.commit.commitId,
+    ...(staged.commit.position === undefined ? {} : { position: staged.commit.position }),
     manifest: staged.manifestPath,
     manifestLength: staged.manifestLength,
     dataFiles: staged.dataFiles,
@@ -370,7 +372,11 @@ export function stagedOf(p: PendingCommit): StagedAppend {
     ...(s.hi === undefined ? {} : { upper_bound: bytes(s.hi)! }),
   }));
   return {
-    commit: { writerId: p.writer, commitId: p.commitId },
+    commit: {
+      writerId: p.writer,
+      commitId: p.commitId,
+      ...(p.position === undefined ? {} : { position: p.position }),
+    },
     manifestPath: p.manifest,
     manifestLength: p.manifestLength,
     summary: {

@@ -15,7 +15,9 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { WriteTarget } from '../../shared/contracts/sink.js';
 import { newBatch } from '../../shared/dataplane/batch.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
+import { commitWithRetry } from '../../shared/iceberg/catalog.js';
 import { MAX_SNAPSHOT_AGE_PROPERTY, MIN_SNAPSHOTS_TO_KEEP_PROPERTY } from '../../shared/iceberg/expire.js';
+import { COMMIT_ID_SUMMARY_KEY, expireSnapshots } from '../../shared/iceberg/metadata.js';
 import { openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { LakeSink } from '../../shared/sink/lake-sink.js';
@@ -138,6 +140,52 @@ describe.skipIf(readersMissing)('the lake sink on an Iceberg table', () => {
     const loaded = (await catalog.catalog.loadTable(ident))!;
     expect(loaded.metadata.snapshots).toHaveLength(4);
     expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1, 2, 3, 10]);
+  });
+
+  it("a stale writer's decided commit, applied by the new holder and since expired, is recognised by its position: not added twice", async () => {
+    const { dir, catalog, sink } = lake();
+    const ident = catalog.table(target.table).ident;
+    // Writer A decides C1 (its state holds the pending commit) and stalls before its catalog commit.
+    const p1 = page(V1, 1, [{ id: 1n, name: 'a' }]);
+    const c1 = (await sink.stage(target, await sink.write(target, V1, p1.start, [p1.batch])))!;
+    expect(c1.position).toBe(p1.start);
+    // The new holder (same writer, next fence) recovers: applies C1 from the state, then commits on.
+    const next = new LakeSink({ parquet: new ParquetSink({ store: new FileObjectStore(dir) }), catalog });
+    const holder: WriteTarget = { ...target, fence: 2 };
+    await next.apply(c1);
+    for (const [seq, id] of [
+      [2, 2n],
+      [3, 3n],
+    ] as const) {
+      const p = page(V1, seq, [{ id, name: 'b' }]);
+      await next.apply((await next.stage(holder, await next.write(holder, V1, p.start, [p.batch])))!);
+    }
+    // Retention expires C1's snapshot: no summary names it any more.
+    await commitWithRetry(
+      catalog.catalog,
+      ident,
+      { writerId: 'maintenance', commitId: 'expire-1' },
+      (t) =>
+        expireSnapshots(t.metadata, {
+          olderThanMs: Number.MAX_SAFE_INTEGER,
+          retainLast: 1,
+          nowMs: Date.now(),
+        }).metadata,
+    );
+    const expired = (await catalog.catalog.loadTable(ident))!.metadata;
+    expect(expired.snapshots.map((s) => s.summary[COMMIT_ID_SUMMARY_KEY])).not.toContain(c1.commitId);
+    // A wakes up and applies its decided C1: the table has it (an earlier position of the writer).
+    await sink.apply(c1);
+    expect((await catalog.catalog.loadTable(ident))!.metadata.snapshots).toHaveLength(
+      expired.snapshots.length,
+    );
+    expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1, 2, 3]);
+    // Why the position is recorded: without it, the same commit is not recognised and lands twice.
+    const { position: _, ...unordered } = c1;
+    await new LakeSink({ parquet: new ParquetSink({ store: new FileObjectStore(dir) }), catalog }).apply(
+      unordered,
+    );
+    expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1, 1, 2, 3]);
   });
 
   it('recovery removes the staged manifest and data file at or past the committed position, none before it', async () => {
