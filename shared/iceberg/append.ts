@@ -164,6 +164,8 @@ export async function applyAppend(
           sequenceNumber,
           manifests: merged.manifests,
         }),
+        // Reachable only through the metadata file whose creation syncs the same folder.
+        { syncFolder: catalog.commitSyncsMetadataFolder !== true },
       );
       const nowMs = options.nowMs();
       const appended = appendSnapshot(base, {

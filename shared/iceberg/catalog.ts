@@ -56,6 +56,12 @@ export interface Catalog {
   /** `file`, `glue`, `rest`: named in messages. */
   readonly kind: string;
   /**
+   * True when a successful `commitTable` has durably written the new metadata file into the
+   * table's own metadata folder (the `file` catalog): files written there for the commit (the
+   * manifest list) need not sync the folder themselves (object-store.ts `Durability`).
+   */
+  readonly commitSyncsMetadataFolder?: boolean;
+  /**
    * The table's current state, or undefined when the catalog has no such table.
    * @throws SinkError `ICEBERG_METADATA_INVALID` when the current metadata file does not parse.
    */

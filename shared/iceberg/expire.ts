@@ -123,6 +123,7 @@ export async function deleteAfterCommit(
     keys.push(key);
     uris.push(uri);
   }
-  if (keys.length > 0) await folder.store.delete(keys);
+  // Nothing names them any more: one that comes back after a crash is garbage, never read.
+  if (keys.length > 0) await folder.store.delete(keys, { syncFolder: false });
   return uris;
 }

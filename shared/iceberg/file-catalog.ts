@@ -64,6 +64,8 @@ export interface FileCatalogOptions {
 /** The `file` catalog over one object store. */
 export class FileCatalog implements Catalog {
   readonly kind = 'file';
+  /** A commit creates `v<N>.metadata.json` durably in the metadata folder (`putIfAbsent` syncs it). */
+  readonly commitSyncsMetadataFolder = true;
   private readonly store: ObjectStore;
   private readonly tableKey: (ident: TableIdent) => string;
   /** Settled once per catalog: the probe's result (a rejected promise is retried next time). */
@@ -187,13 +189,14 @@ export class FileCatalog implements Catalog {
     const key = `${this.tableKey(ident)}/${METADATA_FOLDER}/${VERSION_HINT_FILE}`;
     try {
       let written = version;
-      await this.store.put(key, new TextEncoder().encode(String(written)));
+      // Best effort, so its folder entry need not be durable now (the next commit syncs the folder).
+      await this.store.put(key, new TextEncoder().encode(String(written)), { syncFolder: false });
       for (let i = 0; i < HINT_REPAIRS; i++) {
         let newest = written;
         while ((await this.store.get(this.metadataKey(ident, newest + 1))) !== undefined) newest++;
         if (newest === written) return;
         written = newest;
-        await this.store.put(key, new TextEncoder().encode(String(written)));
+        await this.store.put(key, new TextEncoder().encode(String(written)), { syncFolder: false });
       }
     } catch {
       // The commit stands; readers that trust the hint see it at the next commit.

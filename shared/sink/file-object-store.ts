@@ -4,7 +4,8 @@
  *
  * Owns: durable, atomic file replacement. `put` writes a hidden temp file in the target folder,
  * fsyncs it, renames it over the target and fsyncs the folder, so after it resolves the object
- * survives a crash and a reader never sees half a file. `putIfAbsent` does the same but hard-links
+ * survives a crash and a reader never sees half a file (with `syncFolder: false`, object-store.ts
+ * `Durability`, the folder's fsync is left to a later durable write in the same folder). `putIfAbsent` does the same but hard-links
  * the temp file to the target instead of renaming it: link(2) fails with EEXIST when the target
  * exists, atomically, which is the Iceberg `file` catalog's compare-and-swap on one folder (local
  * disks and NFS keep it; a file system without hard links is refused). Never follows a key
@@ -18,7 +19,7 @@ import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { SinkError } from '../contracts/errors.js';
-import type { ObjectStore, StoredObject } from './object-store.js';
+import type { Durability, ObjectStore, StoredObject } from './object-store.js';
 
 const TEMP_SUFFIX = '.tmp';
 /** Node error codes of a folder that cannot be written. ENOENT: a parent vanished or cannot be made. */
@@ -40,23 +41,23 @@ export class FileObjectStore implements ObjectStore {
     return pathToFileURL(this.path(key)).href;
   }
 
-  async put(key: string, bytes: Uint8Array): Promise<void> {
+  async put(key: string, bytes: Uint8Array, durability?: Durability): Promise<void> {
     const target = this.path(key);
     try {
-      await this.putFile(target, bytes);
+      await this.putFile(target, bytes, durability?.syncFolder ?? true);
     } catch (e) {
       throw this.failed('write', target, e);
     }
   }
 
-  private async putFile(target: string, bytes: Uint8Array): Promise<void> {
+  private async putFile(target: string, bytes: Uint8Array, syncFolder: boolean): Promise<void> {
     const dir = dirname(target);
     const temp = await this.writeTemp(target, bytes);
     let renamed = false;
     try {
       await rename(temp, target);
       renamed = true;
-      await fsyncDir(dir);
+      if (syncFolder) await fsyncDir(dir);
     } finally {
       if (!renamed) await unlink(temp).catch(() => {});
     }
@@ -158,7 +159,7 @@ export class FileObjectStore implements ObjectStore {
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
-  async delete(keys: readonly string[]): Promise<void> {
+  async delete(keys: readonly string[], durability?: Durability): Promise<void> {
     const dirs = new Set<string>();
     for (const key of keys) {
       const path = this.path(key);
@@ -169,7 +170,7 @@ export class FileObjectStore implements ObjectStore {
         if (!isNotFound(e)) throw this.failed('delete', path, e);
       }
     }
-    for (const dir of dirs) await fsyncDir(dir);
+    if (durability?.syncFolder ?? true) for (const dir of dirs) await fsyncDir(dir);
   }
 
   /**

@@ -16,6 +16,18 @@ export interface StoredObject {
   readonly size: number;
 }
 
+/**
+ * How much of a write or delete must be durable when it resolves. `syncFolder: false` (default
+ * true): the object's bytes are durable, but its name (a new, replaced or removed folder entry)
+ * only once a later durable write to the same folder resolved. Only a local folder has anything to
+ * skip (its fsync); on S3 every request is durable. For an object that a later write in the same
+ * folder makes reachable (an Iceberg manifest list before the metadata.json that names it), or one
+ * whose loss or return after a crash is harmless (a version hint, a deleted old metadata file).
+ */
+export interface Durability {
+  readonly syncFolder?: boolean;
+}
+
 export interface ObjectStore {
   /** The URI of a key, for `ObjectRef.uri` (e.g. `s3://bucket/key`, `file:///dir/key`). */
   uri(key: string): string;
@@ -24,7 +36,7 @@ export interface ObjectStore {
    * (S3 acknowledged the PUT; a file is fsynced, renamed into place and its folder fsynced), and
    * atomic: a reader sees the old object or the new one, never a partial one.
    */
-  put(key: string, bytes: Uint8Array): Promise<void>;
+  put(key: string, bytes: Uint8Array, durability?: Durability): Promise<void>;
   /**
    * Stores `bytes` under `key` only if no object is there: `created`, or `exists` with nothing
    * written. Atomic against concurrent calls on the same key (S3 `If-None-Match: *`; a directory:
@@ -45,8 +57,8 @@ export interface ObjectStore {
    * long folder never pages through the rest). `startAfter` need not be a key that exists.
    */
   list(prefix: string, startAfter?: string): Promise<StoredObject[]>;
-  /** Deletes the keys; keys that do not exist are fine. Durable when the promise resolves. */
-  delete(keys: readonly string[]): Promise<void>;
+  /** Deletes the keys; keys that do not exist are fine. Durable when the promise resolves (see `Durability`). */
+  delete(keys: readonly string[], durability?: Durability): Promise<void>;
 }
 
 /**
