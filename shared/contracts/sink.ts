@@ -65,6 +65,8 @@ export interface PendingCommit {
   readonly dataFiles: number;
   readonly records: number;
   readonly filesSize: number;
+  /** The partition spec id of the manifest's files; absent for spec 0 (every table tidemark creates). */
+  readonly specId?: number;
   /** The manifest's partition summaries (base64 bounds); empty for an unpartitioned table. */
   readonly partitions: readonly {
     readonly n: boolean;

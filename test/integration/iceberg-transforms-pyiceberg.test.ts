@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { fromTwosComplementBE, primitiveOf, type SingleValue } from '../../shared/iceberg/single-value.js';
+import type { IcebergType } from '../../shared/iceberg/spec.js';
 import { murmur3x86_32, transformOf } from '../../shared/iceberg/transforms.js';
 import { READERS_PYTHON, REPO_ROOT, readersMissing } from '../harness/readers.js';
 
@@ -41,7 +42,7 @@ const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
 /** Ours, in transforms.py's output form. */
 function ours(c: Case): unknown {
-  const t = primitiveOf(c.type)!;
+  const t = primitiveOf(c.type as IcebergType)!;
   const v = transformOf(c.transform, t)(c.value);
   if (v === null || typeof v === 'string' || typeof v === 'boolean') return v;
   if (v instanceof Uint8Array) return t.kind === 'decimal' ? String(fromTwosComplementBE(v)) : hex(v);
@@ -56,16 +57,14 @@ const width = (max: number) => fc.integer({ min: 1, max }).map((w) => `truncate[
 const micros = fc.bigInt({ min: -62_135_596_800_000_000n, max: 253_402_300_799_999_999n });
 
 function cases(type: string, transform: fc.Arbitrary<string>, value: fc.Arbitrary<[unknown, SingleValue]>) {
-  return fc
-    .record({ transform, v: nullable(value) })
-    .map(
-      ({ transform, v }): Case => ({
-        type,
-        transform,
-        wire: v === null ? null : v[0],
-        value: v === null ? null : v[1],
-      }),
-    );
+  return fc.record({ transform, v: nullable(value) }).map(
+    ({ transform, v }): Case => ({
+      type,
+      transform,
+      wire: v === null ? null : v[0],
+      value: v === null ? null : v[1],
+    }),
+  );
 }
 
 const anyCase: fc.Arbitrary<Case> = fc.oneof(
