@@ -276,7 +276,7 @@ export class ParquetSink implements Sink, SinkProbe {
     batches: readonly Batch[],
     recorded?: StoredSchema,
   ): Promise<Encoded[] | undefined> {
-    const { table, writer, fence } = target;
+    const { table, fence } = target;
     // Checked before any work: a missing fence must never produce a legacy (unfenced) name.
     fenceSuffix(table, fence);
     const live = batches.filter((b) => b.record.numRows > 0);
