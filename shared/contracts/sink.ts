@@ -57,7 +57,10 @@ export interface PendingCommit {
   /** The lake table (target) and the writer whose commit it is. */
   readonly table: string;
   readonly writer: string;
-  /** Unique per attempt: the stem of the commit's first data file (`<writer>.<position>.f<fence>`). */
+  /**
+   * Unique per attempt: the stem of the commit's first data file (`<writer>.<position>.f<fence>`,
+   * without a partitioned page's `.p<part>`).
+   */
   readonly commitId: string;
   /** The staged manifest's URI and length. */
   readonly manifest: string;
