@@ -4,13 +4,14 @@
  * every row there; each page one data file per partition tuple, named as the page's parts; each
  * file's partition tuple (ours, in the manifest) equal to what pyiceberg's own transforms give
  * its rows; a filter on a partition source column prunes files in pyiceberg's scan plan; recovery
- * removes every part of an uncommitted page. And the refusals: a non-key column, a time transform
+ * removes every part of an uncommitted page. Spark 3.5 + Iceberg 1.12 reads the same table's
+ * rows, identity partition column included, and its `files` table's partition tuples. And the refusals: a non-key column, a time transform
  * of a non-time column, and a spec other than the existing table's (either way round).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WriteTarget } from '../../shared/contracts/sink.js';
 import { newBatch } from '../../shared/dataplane/batch.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
@@ -19,9 +20,9 @@ import { openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { LakeSink } from '../../shared/sink/lake-sink.js';
 import { parseObjectName } from '../../shared/sink/layout.js';
-import { ParquetSink } from '../../shared/sink/parquet-sink.js';
+import { type DataFileRef, ParquetSink } from '../../shared/sink/parquet-sink.js';
 import { wireRecord } from '../harness/lake-record.js';
-import { readersMissing, runReaderScript } from '../harness/readers.js';
+import { readersMissing, runReaderScript, SparkSession, sparkMissing } from '../harness/readers.js';
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -224,4 +225,40 @@ describe('partitionBy refusals', () => {
       message: expect.stringContaining('is partitioned by nothing (unpartitioned)'),
     });
   });
+});
+
+describe.skipIf(sparkMissing !== undefined)('a partitioned Iceberg table, read by Spark', () => {
+  let spark: SparkSession | undefined;
+  beforeAll(async () => {
+    spark = await SparkSession.start();
+  }, 180_000);
+  afterAll(async () => {
+    await spark?.quit();
+  }, 60_000);
+
+  it("reads every row, and the files table's partition tuples are ours", async () => {
+    const { dir, sink } = lake();
+    const p1 = page(1, [
+      { day: 0, ids: range(1, 30) },
+      { day: 1, ids: range(31, 40) },
+    ]);
+    const refs = await sink.write(target, SCHEMA, p1.start, p1.batches);
+    await sink.apply((await sink.stage(target, refs))!);
+    const folder = `file://${join(dir, TABLE)}`;
+    const rows = await spark!.ask({ load: folder, order_by: 'id' });
+    expect(rows.rows.map((r) => [r.region, Number(r.id), r.name])).toEqual(
+      range(1, 40).map((id) => [id % 2 === 0 ? 'eu' : 'us', id, `n${id}`]),
+    );
+    const files = await spark!.ask({ load: `${folder}#files` });
+    const ours = (refs as DataFileRef[]).map((r) => r.dataFile);
+    expect(files.rows).toHaveLength(ours.length);
+    for (const f of files.rows) {
+      const mine = ours.find((d) => d.file_path === f.file_path)!;
+      const partition = f.partition as Record<string, unknown>;
+      expect([partition.region, partition.id_bucket]).toEqual([
+        mine.partition.region,
+        mine.partition.id_bucket,
+      ]);
+    }
+  }, 300_000);
 });
