@@ -4,7 +4,7 @@
  * every row there; each page one data file per partition tuple, named as the page's parts; each
  * file's partition tuple (ours, in the manifest) equal to what pyiceberg's own transforms give
  * its rows; a filter on a partition source column prunes files in pyiceberg's scan plan; recovery
- * removes every part of an uncommitted page. Spark 3.5 + Iceberg 1.12 reads the same table's
+ * removes every part of an uncommitted page, and a discard every committed one. Spark 3.5 + Iceberg 1.12 reads the same table's
  * rows, identity partition column included, and its `files` table's partition tuples. And the refusals: a non-key column, a time transform
  * of a non-time column, and a spec other than the existing table's (either way round).
  */
@@ -168,7 +168,7 @@ describe.skipIf(readersMissing)('a partitioned Iceberg table, read by pyiceberg'
     expect(day.planned).toBe(all.files.filter((f) => f.partition.__commit_ts_day === 19846).length);
   });
 
-  it('recovery removes every part of a page at or past the committed position, and its staged manifest', async () => {
+  it('recovery removes every part of a page at or past the committed position, and its staged manifest; discard every committed part', async () => {
     const { dir, sink } = lake();
     const p1 = page(1, [{ day: 0, ids: range(1, 10) }]);
     await sink.apply((await sink.stage(target, await sink.write(target, SCHEMA, p1.start, p1.batches)))!);
@@ -181,6 +181,12 @@ describe.skipIf(readersMissing)('a partitioned Iceberg table, read by pyiceberg'
       [...orphanRefs.map((r) => r.uri), orphan!.manifest].sort(),
     );
     expect((await partitionFiles(dir)).files.reduce((n, f) => n + f.records, 0)).toBe(10);
+
+    // A writer's discard (tidemark reset --delete-objects) takes every part out of the snapshot.
+    const committedParts = (await partitionFiles(dir)).files.length;
+    expect(committedParts).toBeGreaterThan(1);
+    expect((await sink.discard(target)).length).toBe(committedParts);
+    expect((await partitionFiles(dir)).files).toEqual([]);
   });
 });
 
