@@ -4,9 +4,10 @@
  * every row there; each page one data file per partition tuple, named as the page's parts; each
  * file's partition tuple (ours, in the manifest) equal to what pyiceberg's own transforms give
  * its rows; a filter on a partition source column prunes files in pyiceberg's scan plan; recovery
- * removes every part of an uncommitted page, and a discard every committed one. Spark 3.5 + Iceberg 1.12 reads the same table's
- * rows, identity partition column included, and its `files` table's partition tuples. And the refusals: a non-key column, a time transform
- * of a non-time column, and a spec other than the existing table's (either way round).
+ * removes every part of an uncommitted page, and a discard every committed one. Spark 3.5 +
+ * Iceberg 1.12 reads the same table's rows, identity partition column included, and its `files`
+ * table's partition tuples. And the refusals: a non-key column, a time transform of a non-time
+ * column, and a spec other than the existing table's (either way round).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
