@@ -1,7 +1,8 @@
 /**
  * The Parquet lake sink (`Sink` in shared/contracts/sink.ts): one write = one Parquet object named
  * from the write's start position and lease fence (`layout.ts`), stored through an `ObjectStore`
- * (S3 or a folder).
+ * (S3 or a folder); for a partitioned Iceberg table, one object per partition tuple, the page's
+ * parts (`layout.ts`, ./partition-rows.ts), all of the write's start position.
  *
  * Owns: turning a table's batches into one durable object (upsert collapse, lake cast, Parquet
  * encoding), the position-based recovery of a crashed attempt's objects, and the table listing.
@@ -190,7 +191,8 @@ export class ParquetSink implements Sink, SinkProbe {
   }
 
   /**
-   * Writes all rows of `batches` as ONE object named from `startPosition` and `target.fence`,
+   * Writes all rows of `batches` as ONE object named from `startPosition` and `target.fence` (a
+   * partitioned Iceberg table: one object per partition tuple, parts 0, 1, ... of that name),
    * replacing an object of an earlier attempt of the same run (same fence) from the same
    * position; an object another run (another fence) wrote from there keeps its own name. In
    * upsert mode the rows are first collapsed to the last change per primary key. Durable when it
