@@ -62,6 +62,12 @@ export interface PendingCommit {
    * without a partitioned page's `.p<part>`).
    */
   readonly commitId: string;
+  /**
+   * The start position of the commit's data. A writer's commits to a table are applied in position
+   * order, so the table recognises an earlier one as applied by it (shared/iceberg/metadata.ts
+   * `hasCommit`). Absent in states written before it was recorded.
+   */
+  readonly position?: string;
   /** The staged manifest's URI and length. */
   readonly manifest: string;
   readonly manifestLength: number;

@@ -89,7 +89,13 @@ export async function stageAppend(
     entries: options.dataFiles.map((data_file) => ({ status: EntryStatus.ADDED, data_file })),
   });
   const key = `${folder.key}/metadata/${options.commit.commitId}${STAGED_MANIFEST_SUFFIX}`;
-  await folder.store.put(key, bytes);
+  // Never over a manifest a state may already name (the same attempt-unique name twice is a bug).
+  if ((await folder.store.putIfAbsent(key, bytes)) === 'exists')
+    throw new SinkError(
+      'SINK_OBJECT_EXISTS',
+      folder.key,
+      `refused to overwrite the staged manifest ${folder.store.uri(key)}: its name is unique per attempt, so another process staged it with the same lease fence; nothing was written (a bug: report it)`,
+    );
   return {
     commit: options.commit,
     manifestPath: folder.store.uri(key),
@@ -118,6 +124,8 @@ export async function applyAppend(
     readonly properties?: Readonly<Record<string, string>>;
     readonly summary?: Readonly<Record<string, string>>;
     readonly retry?: RetryOptions;
+    /** The table as the caller last saw it: the first attempt's base (./catalog.ts `RetryOptions.base`). */
+    readonly base?: LoadedTable;
   },
 ): Promise<AppendResult> {
   // The expired manifest lists of the attempt that was last built: the committed one, if any.
@@ -176,7 +184,7 @@ export async function applyAppend(
       expiredLists = expiry?.manifestLists ?? [];
       return expiry?.metadata ?? appended;
     },
-    options.retry,
+    options.base ? { ...options.retry, base: options.base } : options.retry,
   );
   if (result.status !== 'committed') return { ...result, deletedFiles: [] };
   try {

@@ -83,6 +83,14 @@ export interface RetryOptions {
   readonly maxWaitMs?: number;
   /** How to wait (tests pass a no-op); default setTimeout. */
   readonly sleep?: (ms: number) => Promise<void>;
+  /**
+   * The table as the caller last saw it (its own previous commit's result): the first attempt is
+   * built on it instead of a load, which saves reading and parsing the current metadata when no
+   * one else committed since. Safe because the swap is a compare-and-swap on that version: if the
+   * table moved on, the swap is a `conflict` and the next attempt loads. A base that already has
+   * the commit is not trusted: the table is loaded to confirm.
+   */
+  readonly base?: LoadedTable;
 }
 
 export interface CommitResult {
@@ -129,8 +137,13 @@ export async function commitWithRetry(
   let lastUnknown: { cause: unknown } | undefined;
   let conflicts = 0;
   let maxAttempts = options.maxAttempts;
+  let base = options.base;
   for (let attempt = 1; ; attempt++) {
-    const current = await catalog.loadTable(ident);
+    const cached =
+      attempt === 1 && base && !hasCommit(base.metadata, commit.writerId, commit.commitId, commit.position)
+        ? base
+        : undefined;
+    const current = cached ?? (await catalog.loadTable(ident));
     if (current === undefined) {
       throw new SinkError(
         'ICEBERG_TABLE_MISSING',
@@ -148,7 +161,7 @@ export async function commitWithRetry(
     }
     uuid = table['table-uuid'];
     maxAttempts ??= retryProperty(table, 'retries') + 1;
-    if (hasCommit(table, commit.writerId, commit.commitId)) {
+    if (hasCommit(table, commit.writerId, commit.commitId, commit.position)) {
       return { status: 'already-committed', table: current, attempts: attempt, droppedMetadataFiles: [] };
     }
     const built = await build(current);
@@ -170,6 +183,15 @@ export async function commitWithRetry(
       };
     }
     if (outcome.status === 'conflict') {
+      // A conflict on a cached base is no contention: the table moved since the caller saw it.
+      // Its attempt is taken again on a loaded table, as if the cache had not been there.
+      if (cached) {
+        base = undefined;
+        uuid = undefined;
+        maxAttempts = options.maxAttempts;
+        attempt--;
+        continue;
+      }
       conflicts++;
       lastUnknown = undefined;
     } else {
@@ -181,7 +203,7 @@ export async function commitWithRetry(
       if (
         after &&
         after.metadata['table-uuid'] === uuid &&
-        hasCommit(after.metadata, commit.writerId, commit.commitId)
+        hasCommit(after.metadata, commit.writerId, commit.commitId, commit.position)
       ) {
         return { status: 'already-committed', table: after, attempts: attempt, droppedMetadataFiles: [] };
       }

@@ -55,8 +55,10 @@ import {
   currentSnapshot,
   newSnapshotId,
   setProperties,
+  writerCommitProperty,
   writerCommitsFrom,
   writerDiscardProperty,
+  writerPositionProperty,
 } from './metadata.js';
 import type { IcebergTableMetadata } from './spec.js';
 import { keyInFolder, type TableFolder } from './table-folder.js';
@@ -131,8 +133,11 @@ export async function deleteWriterFiles(
         if (!countsWriterCommits(base, commit.writerId)) return 'already-committed';
         return setProperties(
           base,
-          { [writerDiscardProperty(commit.writerId)]: String(sequenceNumber) },
-          { nowMs: options.nowMs() },
+          {
+            [writerDiscardProperty(commit.writerId)]: String(sequenceNumber),
+            [writerCommitProperty(commit.writerId)]: commit.commitId,
+          },
+          { remove: [writerPositionProperty(commit.writerId)], nowMs: options.nowMs() },
         );
       }
       const listKey = `${folder.key}/metadata/snap-${snapshotId}-${randomBytes(4).toString('hex')}-${commit.commitId}.avro`;
@@ -209,6 +214,8 @@ export async function stagedManifestKeys(folder: TableFolder, writerId: string):
  * of the writer's commits (an id named like its data files, ./append.ts).
  */
 function countsWriterCommits(metadata: IcebergTableMetadata, writerId: string): boolean {
+  // Its position orders its commits (./metadata.ts hasCommit) even when no snapshot of it is kept.
+  if (metadata.properties[writerPositionProperty(writerId)] !== undefined) return true;
   const from = writerCommitsFrom(metadata, writerId);
   return metadata.snapshots.some((s) => {
     const id = s.summary[COMMIT_ID_SUMMARY_KEY];

@@ -58,6 +58,14 @@ export function writerCommitProperty(writerId: string): string {
 }
 
 /**
+ * The table property that holds the start position of the last commit `writerId` applied with a
+ * position (`CommitIdentity.position`); a commit without one (a discard) removes it.
+ */
+export function writerPositionProperty(writerId: string): string {
+  return `tidemark.writer.${writerId}.position`;
+}
+
+/**
  * The table property that holds the sequence number of the snapshot that last deleted every data
  * file of `writerId` (./delete-files.ts, `tidemark reset --delete-objects`). The writer's positions
  * and fences may start over after such a reset (a lost state), so a commit id of its snapshots
@@ -80,6 +88,13 @@ export function writerCommitsFrom(metadata: IcebergTableMetadata, writerId: stri
 export interface CommitIdentity {
   readonly writerId: string;
   readonly commitId: string;
+  /**
+   * The start position of the commit's data, for a writer whose commits are applied in position
+   * order (the sync's: one pending at a time per table). Recorded as the writer's
+   * `writerPositionProperty`, it lets `hasCommit` recognise any EARLIER commit of the writer as
+   * applied, after its snapshot expired too. Absent: not ordered (a discard, a schema change).
+   */
+  readonly position?: string;
 }
 
 /** A metadata change that breaks the metadata's invariants: a bug in the caller. */
@@ -291,11 +306,7 @@ export function appendSnapshot(base: IcebergTableMetadata, options: AppendOption
     ...base,
     'last-sequence-number': sequenceNumber,
     'last-updated-ms': timestamp,
-    properties: {
-      ...base.properties,
-      ...options.properties,
-      [writerCommitProperty(options.commit.writerId)]: options.commit.commitId,
-    },
+    properties: withWriterCommit({ ...base.properties, ...options.properties }, options.commit),
     'current-snapshot-id': id,
     refs: { ...base.refs, [MAIN_BRANCH]: main },
     snapshots: [...base.snapshots, snapshot],
@@ -303,13 +314,34 @@ export function appendSnapshot(base: IcebergTableMetadata, options: AppendOption
   };
 }
 
+/** `properties` naming `commit` as its writer's last applied one (and its position, or none). */
+function withWriterCommit(
+  properties: Record<string, string>,
+  commit: CommitIdentity,
+): Record<string, string> {
+  properties[writerCommitProperty(commit.writerId)] = commit.commitId;
+  if (commit.position === undefined) delete properties[writerPositionProperty(commit.writerId)];
+  else properties[writerPositionProperty(commit.writerId)] = commit.position;
+  return properties;
+}
+
 /**
- * Whether `metadata` already has the commit: the writer's property names it, or a snapshot's
- * summary does (a snapshot another writer's later commit did not hide), counting only snapshots
- * from the one that last deleted the writer's files on (`writerDiscardProperty`).
+ * Whether `metadata` already has the commit: the writer's property names it; or `position` (the
+ * commit's, when the writer applies its commits in position order) sorts before the position of
+ * the writer's last applied commit, of the same scheme (its first letter): an earlier commit,
+ * applied before that one, whose snapshot may have expired since; or a snapshot's summary names it
+ * (a snapshot another writer's later commit did not hide), counting only snapshots from the one
+ * that last deleted the writer's files on (`writerDiscardProperty`, which also drops the position).
  */
-export function hasCommit(metadata: IcebergTableMetadata, writerId: string, commitId: string): boolean {
+export function hasCommit(
+  metadata: IcebergTableMetadata,
+  writerId: string,
+  commitId: string,
+  position?: string,
+): boolean {
   if (metadata.properties[writerCommitProperty(writerId)] === commitId) return true;
+  const last = metadata.properties[writerPositionProperty(writerId)];
+  if (position !== undefined && last !== undefined && last[0] === position[0] && position < last) return true;
   // Snapshots before the writer's files were all deleted hold ids its new commits may reuse.
   const from = writerCommitsFrom(metadata, writerId);
   return metadata.snapshots.some(

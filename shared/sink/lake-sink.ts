@@ -74,6 +74,14 @@ export class LakeSink implements Sink, SinkProbe {
   private readonly partitionBy: Readonly<Record<string, readonly PartitionFieldRequest[]>>;
   /** Per table: the Iceberg schema its writes carry, for the lake schema it was resolved for. */
   private readonly tables = new Map<string, IcebergTarget>();
+  /**
+   * Per table: the table as this sink's last catalog commit left it, the base its next commit is
+   * built on without a load (the catalog's compare-and-swap still guards it: a table that moved
+   * on is a conflict, loaded and rebased). Dropped on any failure.
+   */
+  private readonly lastCommitted = new Map<string, LoadedTable>();
+  /** Manifests staged while their data file was stored (`write`), by that file's URI, until `stage` takes them. */
+  private readonly stagedBeside = new Map<string, Promise<PendingCommit>>();
 
   constructor(options: LakeSinkOptions) {
     this.parquet = options.parquet;
@@ -123,11 +131,35 @@ export class LakeSink implements Sink, SinkProbe {
     }
     if (!batches.some((b) => b.record.numRows > 0)) return [];
     const { iceberg } = await this.icebergTarget(target, schema);
-    return this.parquet.write({ ...target, iceberg }, schema, startPosition, batches, recorded);
+    // The manifest is staged while the data file is stored (its entry is known from the bytes):
+    // `stage` then returns it instead of writing it after the data file.
+    const beside = async (ref: DataFileRef) => {
+      const staging = this.stageRefs(target, [ref]);
+      this.stagedBeside.set(ref.uri, staging);
+      staging.catch(() => this.stagedBeside.delete(ref.uri));
+      await staging;
+    };
+    return this.parquet.write(
+      { ...target, iceberg: { ...iceberg, beside } },
+      schema,
+      startPosition,
+      batches,
+      recorded,
+    );
   }
 
   async stage(target: WriteTarget, refs: readonly ObjectRef[]): Promise<PendingCommit | undefined> {
     if (target.tableFormat !== 'iceberg' || refs.length === 0) return undefined;
+    const beside = refs.length === 1 ? this.stagedBeside.get(refs[0]!.uri) : undefined;
+    if (beside) {
+      this.stagedBeside.delete(refs[0]!.uri);
+      return beside;
+    }
+    return this.stageRefs(target, refs);
+  }
+
+  /** Writes the manifest of `refs` (this sink's data files of one write) and returns its pending commit. */
+  private async stageRefs(target: WriteTarget, refs: readonly ObjectRef[]): Promise<PendingCommit> {
     const { ident, folder } = this.location(target.table);
     const known = this.tables.get(target.table);
     // The refs this sink's `write` returned for the target: Iceberg data files.
@@ -143,8 +175,9 @@ export class LakeSink implements Sink, SinkProbe {
     const first = refs[0]!.uri;
     // The page's stem: a partitioned page's files are its parts, all of one position.
     const commitId = pageStem(first.slice(first.lastIndexOf('/') + 1));
+    const position = refs[0]!.startPosition;
     const staged = await stageAppend(folder, {
-      commit: { writerId: target.writer, commitId },
+      commit: { writerId: target.writer, commitId, ...(position === undefined ? {} : { position }) },
       schema: known!.iceberg.schema,
       spec: known!.spec,
       dataFiles,
@@ -155,10 +188,14 @@ export class LakeSink implements Sink, SinkProbe {
   async apply(pending: PendingCommit): Promise<void> {
     const { catalog } = this.requireCatalog(pending.table);
     const { ident, folder } = this.location(pending.table);
+    const base = this.lastCommitted.get(pending.table);
+    this.lastCommitted.delete(pending.table);
     const result = await applyAppend(catalog, ident, folder, stagedOf(pending), {
       nowMs: this.nowMs,
       ...(Object.keys(this.tableProperties).length > 0 ? { properties: this.tableProperties } : {}),
+      ...(base ? { base } : {}),
     });
+    this.lastCommitted.set(pending.table, result.table);
     if (result.cleanupError !== undefined) {
       // The commit stands; what it left unreferenced stays for maintenance.
       process.emitWarning(
@@ -204,6 +241,7 @@ export class LakeSink implements Sink, SinkProbe {
    */
   async discard(target: LakeTable): Promise<ObjectRef[]> {
     this.tables.delete(target.table);
+    this.lastCommitted.delete(target.table);
     if (this.lakeCatalog === undefined) return this.parquet.discard(target);
     const { catalog } = this.lakeCatalog;
     const { ident, folder } = this.location(target.table);
@@ -378,6 +416,7 @@ function pendingOf(target: WriteTarget, staged: StagedAppend): PendingCommit {
     table: target.table,
     writer: target.writer,
     commitId: staged.commit.commitId,
+    ...(staged.commit.position === undefined ? {} : { position: staged.commit.position }),
     manifest: staged.manifestPath,
     manifestLength: staged.manifestLength,
     dataFiles: staged.dataFiles,
@@ -404,7 +443,11 @@ export function stagedOf(p: PendingCommit): StagedAppend {
     ...(s.hi === undefined ? {} : { upper_bound: bytes(s.hi)! }),
   }));
   return {
-    commit: { writerId: p.writer, commitId: p.commitId },
+    commit: {
+      writerId: p.writer,
+      commitId: p.commitId,
+      ...(p.position === undefined ? {} : { position: p.position }),
+    },
     manifestPath: p.manifest,
     manifestLength: p.manifestLength,
     summary: {

@@ -89,6 +89,14 @@ export interface ParquetWriteTarget extends WriteTarget {
      * file per partition tuple (./partition-rows.ts), named as parts of the page (layout.ts).
      */
     readonly partition?: PartitionPlan;
+    /**
+     * Runs while the data file is stored, given its ref (the `data_file` is known from the encoded
+     * bytes before the put): the lake sink stages the manifest there, so the two writes overlap.
+     * The write resolves once both did; it fails if either failed (what the other left is a
+     * crashed attempt's, which recovery removes). An unpartitioned table's only: a partitioned
+     * page's manifest lists all its parts, staged after them.
+     */
+    readonly beside?: (ref: DataFileRef) => Promise<void>;
   };
 }
 
@@ -254,16 +262,22 @@ export class ParquetSink implements Sink, SinkProbe {
       await this.store.put(objectName, bytes);
       return [{ uri, bytes: bytes.byteLength, rows, writer, startPosition, fence }];
     }
-    if ((await this.store.putIfAbsent(objectName, bytes)) === 'exists')
+    const dataFile = parquetDataFile(uri, bytes, target.iceberg.schema, {
+      ...(object.partition ? { partition: object.partition } : {}),
+    });
+    const ref: DataFileRef = { uri, bytes: bytes.byteLength, rows, writer, startPosition, fence, dataFile };
+    const [stored, beside] = await Promise.allSettled([
+      this.store.putIfAbsent(objectName, bytes),
+      part === undefined ? target.iceberg.beside?.(ref) : undefined,
+    ]);
+    if (stored.status === 'rejected') throw stored.reason;
+    if (stored.value === 'exists')
       throw new SinkError(
         'SINK_OBJECT_EXISTS',
         table,
         `refused to overwrite the data file ${uri}: a file of an Iceberg table may already be committed, and names are unique per attempt (writer, position, lease fence), so another process wrote this one with the same lease fence; nothing was written (a bug: report it)`,
       );
-    const dataFile = parquetDataFile(uri, bytes, target.iceberg.schema, {
-      ...(object.partition ? { partition: object.partition } : {}),
-    });
-    const ref: DataFileRef = { uri, bytes: bytes.byteLength, rows, writer, startPosition, fence, dataFile };
+    if (beside.status === 'rejected') throw beside.reason;
     return [ref];
   }
 

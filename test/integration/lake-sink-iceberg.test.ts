@@ -11,11 +11,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { icebergRead } from 'icebird';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { WriteTarget } from '../../shared/contracts/sink.js';
 import { newBatch } from '../../shared/dataplane/batch.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
+import { commitWithRetry } from '../../shared/iceberg/catalog.js';
 import { MAX_SNAPSHOT_AGE_PROPERTY, MIN_SNAPSHOTS_TO_KEEP_PROPERTY } from '../../shared/iceberg/expire.js';
+import { COMMIT_ID_SUMMARY_KEY, expireSnapshots } from '../../shared/iceberg/metadata.js';
 import { openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { LakeSink } from '../../shared/sink/lake-sink.js';
@@ -110,6 +112,80 @@ describe.skipIf(readersMissing)('the lake sink on an Iceberg table', () => {
     expect(ids.name).toBe(2);
     // qty comes after every id the first schema gave (its columns and the six metadata columns).
     expect(ids.qty).toBeGreaterThan(Math.max(...Object.values(ids).filter((v) => v !== ids.qty)));
+  });
+
+  it('builds its next commit on the table as it last committed it, and rebases when someone else committed since', async () => {
+    const { dir, store, catalog, sink } = lake();
+    // A second sink (another pipeline, a maintenance job) on the same lake and catalog.
+    const second = new LakeSink({ parquet: new ParquetSink({ store }), catalog });
+    const otherTarget: WriteTarget = { ...target, writer: 'p.other' };
+    const p1 = page(V1, 1, [{ id: 1n, name: 'a' }]);
+    await sink.apply((await sink.stage(target, await sink.write(target, V1, p1.start, [p1.batch])))!);
+    const ident = catalog.table(target.table).ident;
+    const afterFirst = (await catalog.catalog.loadTable(ident))!.version;
+    // The other writer commits: this sink's remembered table is now one version behind.
+    const q1 = page(V1, 1, [{ id: 10n, name: 'x' }]);
+    const q1Refs = await second.write(otherTarget, V1, q1.start, [q1.batch]);
+    await second.apply((await second.stage(otherTarget, q1Refs))!);
+    expect((await catalog.catalog.loadTable(ident))!.version).not.toBe(afterFirst);
+    const loads = vi.spyOn(catalog.catalog, 'loadTable');
+    const p2 = page(V1, 2, [{ id: 2n, name: 'b' }]);
+    await sink.apply((await sink.stage(target, await sink.write(target, V1, p2.start, [p2.batch])))!);
+    expect(loads).toHaveBeenCalled(); // the swap on the remembered version lost: loaded, rebased
+    loads.mockClear();
+    const p3 = page(V1, 3, [{ id: 3n, name: 'c' }]);
+    await sink.apply((await sink.stage(target, await sink.write(target, V1, p3.start, [p3.batch])))!);
+    expect(loads).not.toHaveBeenCalled(); // no one else committed: built on what it remembered
+    loads.mockRestore();
+    const loaded = (await catalog.catalog.loadTable(ident))!;
+    expect(loaded.metadata.snapshots).toHaveLength(4);
+    expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1, 2, 3, 10]);
+  });
+
+  it("a stale writer's decided commit, applied by the new holder and since expired, is recognised by its position: not added twice", async () => {
+    const { dir, catalog, sink } = lake();
+    const ident = catalog.table(target.table).ident;
+    // Writer A decides C1 (its state holds the pending commit) and stalls before its catalog commit.
+    const p1 = page(V1, 1, [{ id: 1n, name: 'a' }]);
+    const c1 = (await sink.stage(target, await sink.write(target, V1, p1.start, [p1.batch])))!;
+    expect(c1.position).toBe(p1.start);
+    // The new holder (same writer, next fence) recovers: applies C1 from the state, then commits on.
+    const next = new LakeSink({ parquet: new ParquetSink({ store: new FileObjectStore(dir) }), catalog });
+    const holder: WriteTarget = { ...target, fence: 2 };
+    await next.apply(c1);
+    for (const [seq, id] of [
+      [2, 2n],
+      [3, 3n],
+    ] as const) {
+      const p = page(V1, seq, [{ id, name: 'b' }]);
+      await next.apply((await next.stage(holder, await next.write(holder, V1, p.start, [p.batch])))!);
+    }
+    // Retention expires C1's snapshot: no summary names it any more.
+    await commitWithRetry(
+      catalog.catalog,
+      ident,
+      { writerId: 'maintenance', commitId: 'expire-1' },
+      (t) =>
+        expireSnapshots(t.metadata, {
+          olderThanMs: Number.MAX_SAFE_INTEGER,
+          retainLast: 1,
+          nowMs: Date.now(),
+        }).metadata,
+    );
+    const expired = (await catalog.catalog.loadTable(ident))!.metadata;
+    expect(expired.snapshots.map((s) => s.summary[COMMIT_ID_SUMMARY_KEY])).not.toContain(c1.commitId);
+    // A wakes up and applies its decided C1: the table has it (an earlier position of the writer).
+    await sink.apply(c1);
+    expect((await catalog.catalog.loadTable(ident))!.metadata.snapshots).toHaveLength(
+      expired.snapshots.length,
+    );
+    expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1, 2, 3]);
+    // Why the position is recorded: without it, the same commit is not recognised and lands twice.
+    const { position: _, ...unordered } = c1;
+    await new LakeSink({ parquet: new ParquetSink({ store: new FileObjectStore(dir) }), catalog }).apply(
+      unordered,
+    );
+    expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1, 1, 2, 3]);
   });
 
   it('recovery removes the staged manifest and data file at or past the committed position, none before it', async () => {

@@ -26,6 +26,7 @@ import {
   setSchema,
   writerCommitProperty,
   writerDiscardProperty,
+  writerPositionProperty,
 } from '../../shared/iceberg/metadata.js';
 import {
   parseJson,
@@ -243,6 +244,54 @@ describe('appendSnapshot', () => {
     expect(
       hasCommit(setProperties(m2, { [writerDiscardProperty('x.y')]: '9' }, { nowMs: T0 }), 'shop.app', 'c1'),
     ).toBe(true);
+  });
+
+  it("recognises every earlier commit of a writer by its position, after its snapshot expired too; never a later one, another scheme's, or one before a discard", () => {
+    // A writer's commits at increasing positions (scheme `j`), applied in order; then every
+    // snapshot but the last expired (the kept metadata has only the properties to go by).
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: 1, max: 1e9 }), { minLength: 2, maxLength: 8 }),
+        fc.integer({ min: 1, max: 1e9 }),
+        (raw, probe) => {
+          const positions = [...raw].sort((a, b) => a - b).map((n) => `j${String(n).padStart(12, '0')}`);
+          let m = table();
+          for (const p of positions)
+            m = appendSnapshot(m, {
+              snapshotId: newSnapshotId(m),
+              manifestListPath: `${m.location}/metadata/snap-${p}.avro`,
+              added: { dataFiles: 1, records: 1, filesSize: 1 },
+              commit: { writerId: 'shop.app', commitId: `shop.app.${p}.f1`, position: p },
+              nowMs: T0,
+            });
+          const last = positions.at(-1)!;
+          expect(m.properties[writerPositionProperty('shop.app')]).toBe(last);
+          const expired: IcebergTableMetadata = { ...m, snapshots: m.snapshots.slice(-1) };
+          for (const p of positions) expect(hasCommit(expired, 'shop.app', `shop.app.${p}.f1`, p)).toBe(true);
+          // A stale writer's earlier commit under another fence is an applied position too.
+          const q = `j${String(probe).padStart(12, '0')}`;
+          expect(hasCommit(expired, 'shop.app', `shop.app.${q}.f7`, q)).toBe(q < last);
+          // Another scheme's positions are not ordered against this one's; another writer's neither.
+          expect(hasCommit(expired, 'shop.app', `shop.app.a${q}.f1`, `a${q.slice(1)}`)).toBe(false);
+          expect(hasCommit(expired, 'other.app', `other.app.${q}.f1`, q)).toBe(false);
+          // Without a position (a state from before positions were recorded): the old rule only.
+          if (positions.length > 1)
+            expect(hasCommit(expired, 'shop.app', `shop.app.${positions[0]}.f1`)).toBe(false);
+          // A discard (a commit without a position) drops the order: the writer starts over.
+          const discarded = appendSnapshot(m, {
+            snapshotId: newSnapshotId(m),
+            manifestListPath: `${m.location}/metadata/snap-discard.avro`,
+            operation: 'delete',
+            added: { dataFiles: 0, records: 0, filesSize: 0 },
+            commit: { writerId: 'shop.app', commitId: 'discard-1' },
+            nowMs: T0,
+          });
+          expect(discarded.properties[writerPositionProperty('shop.app')]).toBeUndefined();
+          const after = { ...discarded, snapshots: discarded.snapshots.slice(-1) };
+          expect(hasCommit(after, 'shop.app', `shop.app.${positions[0]}.f1`, positions[0])).toBe(false);
+        },
+      ),
+    );
   });
 
   it('refuses a snapshot id the table has, and a schema it does not', () => {

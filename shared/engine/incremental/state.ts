@@ -165,6 +165,7 @@ function parsePending(v: unknown): PendingCommit | undefined {
     typeof p.commitId !== 'string' ||
     typeof p.manifest !== 'string' ||
     typeof p.manifestLength !== 'number' ||
+    (p.position !== undefined && typeof p.position !== 'string') ||
     !Array.isArray(p.partitions)
   )
     throw new TidemarkError(
