@@ -6,7 +6,8 @@
  * its rows; a filter on a partition source column prunes files in pyiceberg's scan plan; recovery
  * removes every part of an uncommitted page, and a discard every committed one. Spark 3.5 +
  * Iceberg 1.12 reads the same table's rows, identity partition column included, and its `files`
- * table's partition tuples. And the refusals: a non-key column, a time transform of a non-time
+ * table's partition tuples. Iceberg's own REST catalog server creates the table with the spec asked
+ * for, and the table's commits carry the tuples. And the refusals: a non-key column, a time transform of a non-time
  * column, and a spec other than the existing table's (either way round).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -24,6 +25,11 @@ import { parseObjectName } from '../../shared/sink/layout.js';
 import { type DataFileRef, ParquetSink } from '../../shared/sink/parquet-sink.js';
 import { wireRecord } from '../harness/lake-record.js';
 import { readersMissing, runReaderScript, SparkSession, sparkMissing } from '../harness/readers.js';
+import {
+  type RestCatalogServer,
+  restCatalogMissing,
+  startRestCatalogServer,
+} from '../harness/rest-catalog-server.js';
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -269,3 +275,66 @@ describe.skipIf(sparkMissing !== undefined)('a partitioned Iceberg table, read b
     }
   }, 300_000);
 });
+
+describe.skipIf(restCatalogMissing !== undefined || readersMissing !== undefined)(
+  "a partitioned table in Iceberg's REST catalog server",
+  () => {
+    let server: RestCatalogServer | undefined;
+    let root = '';
+    beforeAll(async () => {
+      root = mkdtempSync(join(tmpdir(), 'tidemark-partitions-rest-'));
+      dirs.push(root);
+      server = await startRestCatalogServer({ warehouse: join(root, 'warehouse'), token: 'tok-partitions' });
+    }, 120_000);
+    afterAll(async () => {
+      await server?.stop();
+    });
+
+    it('is created with the spec asked for, and pyiceberg reads each file with its tuple', async () => {
+      const store = new FileObjectStore(join(root, 'lake'));
+      const catalog = openLakeCatalog(
+        { type: 'rest', uri: server!.uri, namespace: 'tidemark_public', token: 'tok-partitions' },
+        { store, prefix: '' },
+      );
+      const sink = new LakeSink({
+        parquet: new ParquetSink({ store }),
+        catalog,
+        partitionBy: { [TABLE]: PARTITION_BY },
+      });
+      const p1 = page(1, [
+        { day: 0, ids: range(1, 20) },
+        { day: 3, ids: range(21, 30) },
+      ]);
+      const refs = await sink.write(target, SCHEMA, p1.start, p1.batches);
+      await sink.apply((await sink.stage(target, refs))!);
+      const loaded = (await catalog.catalog.loadTable(catalog.table(TABLE).ident))!;
+      const spec = loaded.metadata['partition-specs'].find(
+        (s) => s['spec-id'] === loaded.metadata['default-spec-id'],
+      )!;
+      expect(spec.fields.map((f) => [f.name, f.transform, f['field-id']])).toEqual([
+        ['region', 'identity', 1000],
+        ['id_bucket', 'bucket[4]', 1001],
+        ['__commit_ts_day', 'day', 1002],
+      ]);
+      const read = await runReaderScript<PartitionFiles>('partition_files.py', [
+        '--catalog',
+        'static',
+        '--metadata',
+        loaded.metadataLocation,
+      ]);
+      expect(read.files).toHaveLength(refs.length);
+      expect(read.files.reduce((n, f) => n + f.records, 0)).toBe(30);
+      for (const f of read.files) expect(f.rows_partitions).toEqual([f.partition]);
+      // A second sink asking for another spec is refused by the table the server holds.
+      const other = new LakeSink({
+        parquet: new ParquetSink({ store }),
+        catalog,
+        partitionBy: { [TABLE]: [{ column: 'id', transform: 'bucket[4]' }] },
+      });
+      const p2 = page(2, [{ day: 0, ids: [31] }]);
+      await expect(other.write(target, SCHEMA, p2.start, p2.batches)).rejects.toMatchObject({
+        code: 'ICEBERG_PARTITION_MISMATCH',
+      });
+    });
+  },
+);
