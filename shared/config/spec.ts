@@ -406,6 +406,31 @@ const tableFields = {
    * (default) or continue writing the wider type in new objects (docs/schema-changes.md).
    */
   onWiden: z.enum(['stop', 'continue']).default('stop'),
+  /**
+   * Iceberg partition fields of the table, in order (docs/iceberg.md "Partitions"); default none:
+   * unpartitioned. Each a primary-key column (or `__commit_ts`, by year/month/day/hour) and an
+   * Iceberg transform; checked against the table's schema at its first write, and fixed when the
+   * table is created.
+   */
+  partitionBy: z
+    .array(
+      z
+        .object({
+          column: z.string().min(1),
+          transform: z
+            .string()
+            .regex(
+              /^(identity|year|month|day|hour|bucket\[[1-9]\d{0,9}\]|truncate\[[1-9]\d{0,9}\])$/,
+              'must be identity, bucket[N], truncate[W], year, month, day or hour',
+            ),
+        })
+        .strict(),
+    )
+    .refine(
+      (fields) => new Set(fields.map((f) => `${f.column}\u0000${f.transform}`)).size === fields.length,
+      'a partition field is listed twice',
+    )
+    .optional(),
 };
 
 const incrementalTableSchema = z

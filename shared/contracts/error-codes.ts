@@ -144,6 +144,9 @@ export const CODES_BY_AREA = {
       "an Iceberg table's metadata file does not parse or is not format v2, or a change would break its invariants (a bug)",
     ),
     ICEBERG_TABLE_MISSING: error('a commit found no Iceberg metadata for its table'),
+    ICEBERG_PARTITION_MISMATCH: error(
+      "a table's partitionBy differs from the partition spec the existing Iceberg table was created with",
+    ),
     ICEBERG_COMMIT_CONTENDED: error("a commit lost the catalog's compare-and-swap on every attempt"),
     ICEBERG_COMMIT_UNKNOWN: error(
       "the catalog did not answer a commit's last attempt, and the table does not have the commit",

@@ -57,7 +57,10 @@ export interface PendingCommit {
   /** The lake table (target) and the writer whose commit it is. */
   readonly table: string;
   readonly writer: string;
-  /** Unique per attempt: the stem of the commit's first data file (`<writer>.<position>.f<fence>`). */
+  /**
+   * Unique per attempt: the stem of the commit's first data file (`<writer>.<position>.f<fence>`,
+   * without a partitioned page's `.p<part>`).
+   */
   readonly commitId: string;
   /**
    * The start position of the commit's data. A writer's commits to a table are applied in position
@@ -71,6 +74,8 @@ export interface PendingCommit {
   readonly dataFiles: number;
   readonly records: number;
   readonly filesSize: number;
+  /** The partition spec id of the manifest's files; absent for spec 0 (every table tidemark creates). */
+  readonly specId?: number;
   /** The manifest's partition summaries (base64 bounds); empty for an unpartitioned table. */
   readonly partitions: readonly {
     readonly n: boolean;

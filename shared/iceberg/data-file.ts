@@ -23,6 +23,7 @@
  * Pure: reads the footer of the bytes it is given.
  */
 import { decodeStruct, type ThriftStruct } from '../sink/parquet-pages.cjs';
+import type { AvroValue } from './avro-schema.js';
 import type { IcebergDataFile } from './manifest.js';
 import {
   compareValues,
@@ -482,21 +483,25 @@ export function parquetMetrics(
 }
 
 /**
- * The `data_file` of a Parquet data file of an unpartitioned table: its metrics from the footer,
- * content DATA, format PARQUET, partition `{}`. `path` is the full URI a reader opens.
+ * The `data_file` of a Parquet data file: its metrics from the footer, content DATA, format
+ * PARQUET, its partition tuple (`options.partition`, Avro form by partition field name; `{}` for
+ * an unpartitioned table, the default). `path` is the full URI a reader opens.
  */
 export function parquetDataFile(
   path: string,
   file: Uint8Array,
   schema: IcebergSchema,
-  options: MetricsOptions & { readonly sortOrderId?: number } = {},
+  options: MetricsOptions & {
+    readonly sortOrderId?: number;
+    readonly partition?: Readonly<Record<string, AvroValue>>;
+  } = {},
 ): IcebergDataFile {
   const m = parquetMetrics(file, schema, options);
   return {
     content: 0,
     file_path: path,
     file_format: 'PARQUET',
-    partition: {},
+    partition: options.partition ?? {},
     record_count: m.record_count,
     file_size_in_bytes: m.file_size_in_bytes,
     column_sizes: m.column_sizes,

@@ -227,7 +227,7 @@ function avroName(name: string): string {
 }
 
 /** Bytes a decimal of `precision` digits needs as a two's complement fixed (spec Appendix A). */
-function decimalBytes(precision: number): number {
+export function decimalBytes(precision: number): number {
   let n = 1;
   while (10n ** BigInt(precision) - 1n >= 1n << BigInt(8 * n - 1)) n++;
   return n;

@@ -118,6 +118,9 @@ export function openLake(spec: Spec): Sink & SinkProbe {
       prefix: lake.prefix,
       targets: spec.tables.map(tableTarget),
     }),
+    partitionBy: Object.fromEntries(
+      spec.tables.flatMap((t) => (t.partitionBy?.length ? [[tableTarget(t), t.partitionBy]] : [])),
+    ),
   });
 }
 

@@ -10,8 +10,10 @@
  * table properties, its schema evolved (one catalog commit, before data of the new schema is
  * written: a column added early reads as NULL, never as a wrong value), the staged manifest's name
  * and the commit's identity (the first data file's stem: writer, position, fence, so unique per
- * attempt and placed by recovery like the data files), the recovery of staged manifests no
- * state holds, and a writer's discard (`tidemark reset --delete-objects`: its files taken out of
+ * attempt and placed by recovery like the data files), the table's partition spec (the spec's
+ * `partitionBy`, validated by shared/iceberg/partition.ts, fixed at the table's creation: a
+ * different request for an existing table is refused, never ignored), the recovery of staged
+ * manifests no state holds, and a writer's discard (`tidemark reset --delete-objects`: its files taken out of
  * the table's current snapshot before they are deleted). Never reads or commits state, never
  * applies a commit the caller did not hand it.
  */
@@ -29,10 +31,12 @@ import { TIDEMARK_TABLE_PROPERTIES } from '../iceberg/expire.js';
 import type { IcebergManifestFile } from '../iceberg/manifest-list.js';
 import { newTableMetadata, setSchema } from '../iceberg/metadata.js';
 import type { LakeCatalog } from '../iceberg/open-catalog.js';
+import { type PartitionFieldRequest, partitionSpecOf } from '../iceberg/partition.js';
 import { icebergSchemaOf, lakeFieldIdsOf } from '../iceberg/schema.js';
-import type { IcebergSchema } from '../iceberg/spec.js';
-import { compareStrings, PARQUET_SUFFIX, parseObjectName } from './layout.js';
+import type { IcebergTableMetadata, IcebergPartitionSpec, IcebergSchema } from '../iceberg/spec.js';
+import { compareStrings, PARQUET_SUFFIX, pageStem, parseObjectName } from './layout.js';
 import type { DataFileRef, ParquetSink, ParquetWriteTarget } from './parquet-sink.js';
+import { partitionPlanOf } from './partition-rows.js';
 
 export interface LakeSinkOptions {
   /** Writes every object, plain or Iceberg data file. */
@@ -46,13 +50,20 @@ export interface LakeSinkOptions {
    * `lake.snapshotRetention` as `history.expire.*`); merged over tidemark's own.
    */
   readonly tableProperties?: Readonly<Record<string, string>>;
+  /**
+   * Partition fields per lake table (the spec's `tables[].partitionBy`, by target name); a table
+   * not listed is unpartitioned. Iceberg tables only (docs/iceberg.md "Partitions").
+   */
+  readonly partitionBy?: Readonly<Record<string, readonly PartitionFieldRequest[]>>;
 }
 
-/** What an Iceberg table writes with: its current schema and that schema's field ids. */
+/** What an Iceberg table writes with: its current schema, that schema's field ids, its partition spec. */
 interface IcebergTarget {
   /** The lake schema it was resolved for (the engine passes the same object page after page). */
   readonly lake: Schema;
   readonly iceberg: NonNullable<ParquetWriteTarget['iceberg']>;
+  /** The table's (default) partition spec, which its staged manifests carry. */
+  readonly spec: IcebergPartitionSpec;
 }
 
 export class LakeSink implements Sink, SinkProbe {
@@ -60,6 +71,7 @@ export class LakeSink implements Sink, SinkProbe {
   private readonly lakeCatalog: LakeCatalog | undefined;
   private readonly nowMs: () => number;
   private readonly tableProperties: Readonly<Record<string, string>>;
+  private readonly partitionBy: Readonly<Record<string, readonly PartitionFieldRequest[]>>;
   /** Per table: the Iceberg schema its writes carry, for the lake schema it was resolved for. */
   private readonly tables = new Map<string, IcebergTarget>();
   /**
@@ -76,6 +88,7 @@ export class LakeSink implements Sink, SinkProbe {
     this.lakeCatalog = options.catalog;
     this.nowMs = options.nowMs ?? Date.now;
     this.tableProperties = options.tableProperties ?? {};
+    this.partitionBy = options.partitionBy ?? {};
   }
 
   warm(target: WriteTarget, schema: Schema): void {
@@ -106,8 +119,16 @@ export class LakeSink implements Sink, SinkProbe {
     batches: readonly Batch[],
     recorded?: StoredSchema,
   ): Promise<ObjectRef[]> {
-    if (target.tableFormat !== 'iceberg')
+    if (target.tableFormat !== 'iceberg') {
+      const asked = this.partitionBy[target.table];
+      if (asked !== undefined && asked.length > 0)
+        throw new SinkError(
+          'ICEBERG_PARTITION_INVALID',
+          target.table,
+          `${target.table}: partitionBy applies to Iceberg tables only, and ${target.table} is a plain table (its state records tableFormat plain); remove partitionBy, or reset the table (tidemark reset --table ${target.table} --delete-objects) to write it anew as an Iceberg table`,
+        );
       return this.parquet.write(target, schema, startPosition, batches, recorded);
+    }
     if (!batches.some((b) => b.record.numRows > 0)) return [];
     const { iceberg } = await this.icebergTarget(target, schema);
     // The manifest is staged while the data file is stored (its entry is known from the bytes):
@@ -152,12 +173,13 @@ export class LakeSink implements Sink, SinkProbe {
       return r.dataFile;
     });
     const first = refs[0]!.uri;
-    const commitId = first.slice(first.lastIndexOf('/') + 1, -PARQUET_SUFFIX.length);
+    // The page's stem: a partitioned page's files are its parts, all of one position.
+    const commitId = pageStem(first.slice(first.lastIndexOf('/') + 1));
     const position = refs[0]!.startPosition;
     const staged = await stageAppend(folder, {
       commit: { writerId: target.writer, commitId, ...(position === undefined ? {} : { position }) },
       schema: known!.iceberg.schema,
-      spec: { 'spec-id': 0, fields: [] },
+      spec: known!.spec,
       dataFiles,
     });
     return pendingOf(target, staged);
@@ -263,6 +285,8 @@ export class LakeSink implements Sink, SinkProbe {
     const { catalog } = this.requireCatalog(target.table);
     const { ident, folder } = this.location(target.table);
     let loaded = await catalog.loadTable(ident);
+    const asked = this.partitionBy[target.table] ?? [];
+    const partitioned = { primaryKey: schema.primaryKey, rows: 'versions' as const };
     if (loaded === undefined) {
       const first = icebergSchemaOf(schema, undefined, { table: target.table });
       const created = await catalog.createTable(
@@ -271,6 +295,7 @@ export class LakeSink implements Sink, SinkProbe {
           location: folder.store.uri(folder.key),
           schema: first.schema,
           lastColumnId: first.lastColumnId,
+          partitionSpec: partitionSpecOf(first.schema, partitioned, asked, { tableName: target.table }).spec,
           properties: { ...TIDEMARK_TABLE_PROPERTIES, ...this.tableProperties },
           uuid: randomUUID(),
           nowMs: this.nowMs(),
@@ -285,9 +310,14 @@ export class LakeSink implements Sink, SinkProbe {
         );
     }
     const current = await this.withSchema(loaded, target, schema);
+    // Every tidemark table is a change log: each row version is a row of its own, never rewritten.
+    const wanted = partitionSpecOf(current, partitioned, asked, { tableName: target.table }).spec;
+    const spec = partitionSpecIn(loaded.metadata, target.table, identText(ident), current, wanted);
+    const plan = partitionPlanOf(spec, current);
     const resolved: IcebergTarget = {
       lake: schema,
-      iceberg: { schema: current, ids: lakeFieldIdsOf(current) },
+      iceberg: { schema: current, ids: lakeFieldIdsOf(current), ...(plan ? { partition: plan } : {}) },
+      spec,
     };
     this.tables.set(target.table, resolved);
     return resolved;
@@ -338,6 +368,46 @@ export class LakeSink implements Sink, SinkProbe {
   }
 }
 
+/**
+ * The table's default partition spec, when it has the fields `wanted` asks for (the same source
+ * columns and transforms, in order).
+ *
+ * @throws SinkError `ICEBERG_PARTITION_MISMATCH` otherwise: a table's partitioning is fixed at its
+ *   creation, and a request is never ignored.
+ */
+function partitionSpecIn(
+  metadata: IcebergTableMetadata,
+  table: string,
+  ident: string,
+  schema: IcebergSchema,
+  wanted: IcebergPartitionSpec,
+): IcebergPartitionSpec {
+  const spec = metadata['partition-specs'].find((s) => s['spec-id'] === metadata['default-spec-id']);
+  const fields = spec?.fields ?? [];
+  const same =
+    fields.length === wanted.fields.length &&
+    fields.every(
+      (f, i) =>
+        f['source-id'] === wanted.fields[i]!['source-id'] && f.transform === wanted.fields[i]!.transform,
+    );
+  if (spec !== undefined && same) return spec;
+  const text = (fs: IcebergPartitionSpec['fields']) =>
+    fs.length === 0
+      ? 'nothing (unpartitioned)'
+      : fs
+          .map((f) => {
+            const column =
+              schema.fields.find((c) => c.id === f['source-id'])?.name ?? `field ${f['source-id']}`;
+            return `{ column: ${column}, transform: ${f.transform} }`;
+          })
+          .join(', ');
+  throw new SinkError(
+    'ICEBERG_PARTITION_MISMATCH',
+    table,
+    `${table}: the Iceberg table ${ident} is partitioned by ${text(fields)}, but partitionBy asks for ${text(wanted.fields)}; a table's partitioning is fixed when it is created. Set partitionBy to the table's, or to repartition: tidemark reset --table ${table} --delete-objects, then drop the table in its catalog (file catalog: delete its metadata/ folder) so the next run creates it anew; nothing was written`,
+  );
+}
+
 /** The state's form of a staged append. */
 function pendingOf(target: WriteTarget, staged: StagedAppend): PendingCommit {
   const b64 = (b: Uint8Array | undefined) =>
@@ -352,6 +422,7 @@ function pendingOf(target: WriteTarget, staged: StagedAppend): PendingCommit {
     dataFiles: staged.dataFiles,
     records: staged.records,
     filesSize: staged.filesSize,
+    ...(staged.summary.partition_spec_id === 0 ? {} : { specId: staged.summary.partition_spec_id }),
     partitions: staged.summary.partitions.map((p) => ({
       n: p.contains_null,
       ...(p.contains_nan === undefined ? {} : { nan: p.contains_nan }),
@@ -380,7 +451,7 @@ export function stagedOf(p: PendingCommit): StagedAppend {
     manifestPath: p.manifest,
     manifestLength: p.manifestLength,
     summary: {
-      partition_spec_id: 0,
+      partition_spec_id: p.specId ?? 0,
       content: 0,
       partitions: partitions ?? [],
       added_files_count: p.dataFiles,

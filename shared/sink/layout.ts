@@ -37,6 +37,13 @@
  * `_<stem>.pos` (the stem includes the fence), a hidden object readers skip (see
  * `parquet-sink.ts`).
  *
+ * Partition parts: a page of a partitioned Iceberg table is one data file per partition value
+ * (Iceberg requires one partition tuple per file), named `<writer>.<position>.f<fence>.p<part>.parquet`
+ * with `part` 6 decimal digits from 000000 in the order the page first meets each partition value.
+ * Every part of a page has the page's position, so recovery places it exactly like a single
+ * file; a shortened name's part has its own sidecar (`_<stem>.p<part>.pos`). An unpartitioned
+ * table's names have no part, as before.
+ *
  * Name order: the position schemes (position.ts) use only `[a-z0-9]`, which encoding keeps as
  * is. For such a position C, `<writer>.<C>` (`positionListBound`) sorts below the name of every
  * object of the writer starting at or after C (a name continues past its position with `.f`,
@@ -70,6 +77,12 @@ const FENCE_HEX_LENGTH = 8;
 /** The largest fence a name can carry (2^32 - 1, as in `__pos`). */
 export const MAX_NAME_FENCE = 2 ** (FENCE_HEX_LENGTH * 4) - 1;
 const FENCE_TAIL = /\.f([0-9a-f]{8})$/;
+/** What precedes a partition part's 6 decimal digits, after the fence. */
+export const PART_MARK = '.p';
+const PART_DIGITS = 6;
+/** The most parts (partition values) one page may write. */
+export const MAX_PARTS = 10 ** PART_DIGITS;
+const PART_TAIL = /(\.f[0-9a-f]{8})\.p([0-9]{6})$/;
 
 const SAFE_BYTE = /[a-z0-9._-]/;
 const PLAIN_NAME = /^(?:[a-z0-9._-]|%[0-9A-F]{2})+$/;
@@ -169,6 +182,7 @@ export function objectName(
   writer: string,
   startPosition: Position,
   fence: number | undefined,
+  part?: number,
 ): ObjectName {
   if (!WRITER.test(writer)) {
     throw new SinkError(
@@ -184,7 +198,7 @@ export function objectName(
       `cannot name an object of ${table} for an empty start position; the engine must pass the committed position`,
     );
   }
-  const tail = fence === undefined ? '' : fenceSuffix(table, fence);
+  const tail = (fence === undefined ? '' : fenceSuffix(table, fence)) + partSuffix(table, fence, part);
   const encoded = encodeSegment(startPosition);
   if (encoded.length <= MAX_PLAIN_NAME)
     return { name: `${writer}.${encoded}${tail}${PARQUET_SUFFIX}`, sidecar: undefined };
@@ -195,6 +209,28 @@ export function objectName(
   const hash = createHash('sha256').update(startPosition, 'utf8').digest('hex').slice(0, HASH_HEX_LENGTH);
   const stem = `${writer}.${encoded.slice(0, cut)}${HASH_SEPARATOR}${hash}${tail}`;
   return { name: stem + PARQUET_SUFFIX, sidecar: SIDECAR_PREFIX + stem + SIDECAR_SUFFIX };
+}
+
+/** A partition part as it appears in a name (after the fence): `.p` + 6 decimal digits; '' for none. */
+function partSuffix(table: string, fence: number | undefined, part: number | undefined): string {
+  if (part === undefined) return '';
+  if (fence === undefined || !Number.isSafeInteger(part) || part < 0 || part >= MAX_PARTS)
+    throw new SinkError(
+      'SINK_START_POSITION',
+      table,
+      `cannot name part ${part} of a page of ${table}: a page writes at most ${MAX_PARTS} partition values, each under the run's lease fence`,
+    );
+  return PART_MARK + String(part).padStart(PART_DIGITS, '0');
+}
+
+/**
+ * The stem a page's files share: an object name without `.parquet` and without its partition
+ * part (`<writer>.<position>.f<fence>`), the id of the page's Iceberg commit.
+ */
+export function pageStem(name: string): string {
+  const stem = name.endsWith(PARQUET_SUFFIX) ? name.slice(0, -PARQUET_SUFFIX.length) : name;
+  const p = PART_TAIL.exec(stem);
+  return p ? stem.slice(0, -(PART_MARK.length + PART_DIGITS)) : stem;
 }
 
 /** The key prefix under which `writer`'s objects of `table` live (folder + `<writer>.`). */
@@ -227,9 +263,10 @@ export function objectKey(
   writer: string,
   startPosition: Position,
   fence: number | undefined,
+  part?: number,
 ): { key: string; sidecarKey: string | undefined } {
   const dir = tablePrefix(prefix, table);
-  const { name, sidecar } = objectName(table, writer, startPosition, fence);
+  const { name, sidecar } = objectName(table, writer, startPosition, fence, part);
   return { key: dir + name, sidecarKey: sidecar === undefined ? undefined : dir + sidecar };
 }
 
@@ -244,6 +281,8 @@ export type ParsedName =
       readonly writer: string;
       readonly position: Position;
       readonly fence: number | undefined;
+      /** The partition part of a partitioned table's page; undefined for a page's only file. */
+      readonly part?: number;
     }
   /**
    * A shortened name: `visible` is a proper prefix of the start position, `hash` the first 16 hex
@@ -256,6 +295,7 @@ export type ParsedName =
       readonly hash: string;
       readonly sidecar: string;
       readonly fence: number | undefined;
+      readonly part?: number;
     };
 
 /**
@@ -270,6 +310,13 @@ export function parseObjectName(name: string): ParsedName | undefined {
   const writer = w[1]!;
   const full = name.slice(0, -PARQUET_SUFFIX.length);
   let stem = full.slice(writer.length + 1);
+  let part: number | undefined;
+  const p = PART_TAIL.exec(stem);
+  if (p) {
+    part = Number(p[2]);
+    stem = stem.slice(0, -(PART_MARK.length + PART_DIGITS));
+  }
+  const withPart = part === undefined ? {} : { part };
   let fence: number | undefined;
   const f = FENCE_TAIL.exec(stem);
   if (f) {
@@ -284,7 +331,7 @@ export function parseObjectName(name: string): ParsedName | undefined {
     const position = safeDecode(stem);
     if (position === undefined || encodeSegment(position) !== stem || stem.length > MAX_PLAIN_NAME)
       return undefined;
-    return { kind: 'plain', writer, position, fence };
+    return { kind: 'plain', writer, position, fence, ...withPart };
   }
   const m = HASHED_NAME.exec(stem);
   if (!m) return undefined;
@@ -297,6 +344,7 @@ export function parseObjectName(name: string): ParsedName | undefined {
     hash: m[2]!,
     sidecar: SIDECAR_PREFIX + full + SIDECAR_SUFFIX,
     fence,
+    ...withPart,
   };
 }
 

@@ -1,7 +1,8 @@
 /**
  * The Parquet lake sink (`Sink` in shared/contracts/sink.ts): one write = one Parquet object named
  * from the write's start position and lease fence (`layout.ts`), stored through an `ObjectStore`
- * (S3 or a folder).
+ * (S3 or a folder); for a partitioned Iceberg table, one object per partition tuple, the page's
+ * parts (`layout.ts`, ./partition-rows.ts), all of the write's start position.
  *
  * Owns: turning a table's batches into one durable object (upsert collapse, lake cast, Parquet
  * encoding), the position-based recovery of a crashed attempt's objects, and the table listing.
@@ -13,7 +14,7 @@
  * `ObjectRef.rows` from `list` and `recover` is -1: a listing only knows keys and sizes, and
  * reading every footer to count rows would cost a GET per object.
  */
-import { util } from 'apache-arrow';
+import { type RecordBatch, util } from 'apache-arrow';
 import { SinkError } from '../contracts/errors.js';
 import { DEFAULT_LAKE_FORMAT, FOOTER_FORMAT } from '../contracts/lake-format.js';
 import type { LakeTable, ObjectRef, Sink, SinkProbe, WriteTarget } from '../contracts/sink.js';
@@ -25,6 +26,7 @@ import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
 import { wireSchema } from '../dataplane/wire.js';
 import { parquetDataFile } from '../iceberg/data-file.js';
+import type { AvroValue } from '../iceberg/avro-schema.js';
 import type { IcebergDataFile } from '../iceberg/manifest.js';
 import type { IcebergSchema } from '../iceberg/spec.js';
 import { collapseToLatest } from './collapse.js';
@@ -42,6 +44,7 @@ import {
   tablePrefix,
 } from './layout.js';
 import type { ObjectStore, StoredObject } from './object-store.js';
+import { type PartitionPlan, splitByPartition } from './partition-rows.js';
 import { encodeParquetAsync, type ParquetCompression, warmEncoder } from './parquet-writer.js';
 
 export type { ObjectStore, StoredObject } from './object-store.js';
@@ -82,10 +85,16 @@ export interface ParquetWriteTarget extends WriteTarget {
     readonly schema: IcebergSchema;
     readonly ids: LakeFieldIds;
     /**
+     * The table's partitioning, when it is partitioned: a write's rows are split into one data
+     * file per partition tuple (./partition-rows.ts), named as parts of the page (layout.ts).
+     */
+    readonly partition?: PartitionPlan;
+    /**
      * Runs while the data file is stored, given its ref (the `data_file` is known from the encoded
      * bytes before the put): the lake sink stages the manifest there, so the two writes overlap.
      * The write resolves once both did; it fails if either failed (what the other left is a
-     * crashed attempt's, which recovery removes).
+     * crashed attempt's, which recovery removes). An unpartitioned table's only: a partitioned
+     * page's manifest lists all its parts, staged after them.
      */
     readonly beside?: (ref: DataFileRef) => Promise<void>;
   };
@@ -106,6 +115,16 @@ export const encodeAhead = { enabled: true };
  */
 const PREPARED_MAX = 4;
 
+/**
+ * One encoded object of a write: its bytes and rows, and for a partitioned table its partition
+ * tuple (Avro form). An unpartitioned write encodes exactly one, with no partition.
+ */
+interface Encoded {
+  readonly bytes: Uint8Array;
+  readonly rows: number;
+  readonly partition?: Readonly<Record<string, AvroValue>>;
+}
+
 /** An object `prepare` is encoding, and the arguments its `write` must repeat to take it. */
 interface Prepared {
   readonly target: ParquetWriteTarget;
@@ -113,7 +132,7 @@ interface Prepared {
   readonly startPosition: Position;
   readonly batches: readonly Batch[];
   readonly recorded: StoredSchema | undefined;
-  readonly encoded: Promise<{ bytes: Uint8Array; rows: number } | undefined>;
+  readonly encoded: Promise<Encoded[] | undefined>;
 }
 
 function preparedKey(target: WriteTarget): string {
@@ -180,7 +199,8 @@ export class ParquetSink implements Sink, SinkProbe {
   }
 
   /**
-   * Writes all rows of `batches` as ONE object named from `startPosition` and `target.fence`,
+   * Writes all rows of `batches` as ONE object named from `startPosition` and `target.fence` (a
+   * partitioned Iceberg table: one object per partition tuple, parts 0, 1, ... of that name),
    * replacing an object of an earlier attempt of the same run (same fence) from the same
    * position; an object another run (another fence) wrote from there keeps its own name. In
    * upsert mode the rows are first collapsed to the last change per primary key. Durable when it
@@ -205,18 +225,36 @@ export class ParquetSink implements Sink, SinkProbe {
       ready.target.fence === target.fence &&
       ready.target.format === target.format &&
       ready.target.iceberg?.ids === target.iceberg?.ids &&
+      ready.target.iceberg?.partition === target.iceberg?.partition &&
       ready.schema === schema &&
       ready.startPosition === startPosition &&
       ready.recorded === recorded &&
       ready.batches.length === batches.length &&
       ready.batches.every((b, i) => b === batches[i]);
-    const object = await (same
+    const objects = await (same
       ? ready.encoded
       : this.encodeObject(target, schema, startPosition, batches, recorded));
-    if (!object) return [];
+    if (!objects) return [];
+    if (target.iceberg?.partition) {
+      // One data file per partition tuple, each a part of the page (layout.ts), in turn.
+      const refs: ObjectRef[] = [];
+      for (const [part, object] of objects.entries())
+        refs.push(...(await this.storeObject(target, startPosition, object, part)));
+      return refs;
+    }
+    return this.storeObject(target, startPosition, objects[0]!, undefined);
+  }
+
+  /** Stores one encoded object of a write under its name (a part's name when `part` is set). */
+  private async storeObject(
+    target: ParquetWriteTarget,
+    startPosition: Position,
+    object: Encoded,
+    part: number | undefined,
+  ): Promise<ObjectRef[]> {
     const { table, writer, fence } = target;
     const { bytes, rows } = object;
-    const { key: objectName, sidecarKey } = objectKey(this.prefix, table, writer, startPosition, fence);
+    const { key: objectName, sidecarKey } = objectKey(this.prefix, table, writer, startPosition, fence, part);
     // The sidecar goes first: whenever a shortened object exists, its full position does too.
     if (sidecarKey) await this.store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
     const uri = this.store.uri(objectName);
@@ -224,11 +262,13 @@ export class ParquetSink implements Sink, SinkProbe {
       await this.store.put(objectName, bytes);
       return [{ uri, bytes: bytes.byteLength, rows, writer, startPosition, fence }];
     }
-    const dataFile = parquetDataFile(uri, bytes, target.iceberg.schema);
+    const dataFile = parquetDataFile(uri, bytes, target.iceberg.schema, {
+      ...(object.partition ? { partition: object.partition } : {}),
+    });
     const ref: DataFileRef = { uri, bytes: bytes.byteLength, rows, writer, startPosition, fence, dataFile };
     const [stored, beside] = await Promise.allSettled([
       this.store.putIfAbsent(objectName, bytes),
-      target.iceberg.beside?.(ref),
+      part === undefined ? target.iceberg.beside?.(ref) : undefined,
     ]);
     if (stored.status === 'rejected') throw stored.reason;
     if (stored.value === 'exists')
@@ -241,15 +281,18 @@ export class ParquetSink implements Sink, SinkProbe {
     return [ref];
   }
 
-  /** The Parquet bytes and row count of one write's object; undefined when it has no rows. */
+  /**
+   * The Parquet bytes and row count of one write's object (of each partition's object, for a
+   * partitioned table); undefined when it has no rows.
+   */
   private async encodeObject(
     target: ParquetWriteTarget,
     schema: Schema,
     startPosition: Position,
     batches: readonly Batch[],
     recorded?: StoredSchema,
-  ): Promise<{ bytes: Uint8Array; rows: number } | undefined> {
-    const { table, writer, fence } = target;
+  ): Promise<Encoded[] | undefined> {
+    const { table, fence } = target;
     // Checked before any work: a missing fence must never produce a legacy (unfenced) name.
     fenceSuffix(table, fence);
     const live = batches.filter((b) => b.record.numRows > 0);
@@ -260,6 +303,28 @@ export class ParquetSink implements Sink, SinkProbe {
       requireUpsertKey(table, writeMode, schema);
       records = collapseToLatest(records, schema.primaryKey);
     }
+    const plan = target.iceberg?.partition;
+    if (plan) {
+      const groups = splitByPartition(table, records, plan);
+      return Promise.all(
+        groups.map(async (g) => ({
+          ...(await this.encodeRecords(target, g.records, startPosition, writeMode, recorded)),
+          partition: g.partition,
+        })),
+      );
+    }
+    return [await this.encodeRecords(target, records, startPosition, writeMode, recorded)];
+  }
+
+  /** One Parquet object of wire `records` (cast to the lake schema, with field ids for Iceberg). */
+  private async encodeRecords(
+    target: ParquetWriteTarget,
+    records: readonly RecordBatch[],
+    startPosition: Position,
+    writeMode: WriteMode,
+    recorded: StoredSchema | undefined,
+  ): Promise<Encoded> {
+    const { table, writer, fence } = target;
     const ids = target.iceberg?.ids;
     const lake = records.map((r) => (ids ? toLakeRecordWithIds(r, ids) : toLakeRecord(r)));
     const rows = lake.reduce((n, r) => n + r.numRows, 0);
@@ -460,7 +525,7 @@ export class ParquetSink implements Sink, SinkProbe {
     const bytes = await this.store.get(dir + p.parsed.sidecar);
     if (bytes === undefined) return undefined;
     const full = Buffer.from(bytes).toString('utf8');
-    const expected = objectKey(this.prefix, table, p.parsed.writer, full, p.parsed.fence).key;
+    const expected = objectKey(this.prefix, table, p.parsed.writer, full, p.parsed.fence, p.parsed.part).key;
     return expected === p.object.key ? full : undefined;
   }
 

@@ -4,7 +4,9 @@
  * plain names sorts in (position, fence) order; a shortened (hashed) name is ordered against a
  * position from its visible prefix whenever that decides it, and otherwise says "ask the sidecar"
  * instead of guessing (recovery deletes by this comparison, so a wrong answer would delete
- * committed data); and `positionListBound` never sorts above a name recovery must see.
+ * committed data); and `positionListBound` never sorts above a name recovery must see. A
+ * partitioned page's parts (`.p` + 6 digits after the fence) parse back to the page's position,
+ * fence and part, share the page's stem, and sort past the bound like the page's single file.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -18,6 +20,7 @@ import {
   MAX_NAME_FENCE,
   objectKey,
   objectName,
+  pageStem,
   parseObjectName,
   positionListBound,
   sidecarTarget,
@@ -294,5 +297,41 @@ describe('object names', () => {
       expect(() => writerId(p, s), `${p}/${s}`).toThrow(SinkError);
     }
     expect(() => objectName('t', 'shop', 'i01', 1)).toThrow(SinkError);
+  });
+});
+
+describe('partition parts of a page', () => {
+  it('parse back to the position, fence and part, share the page stem, and sort at or past the bound', () => {
+    fc.assert(
+      fc.property(position(1, 140), fenceArb, fc.integer({ min: 0, max: 999_999 }), (pos, fence, part) => {
+        const single = objectName('public.t', W, pos, fence);
+        const { name, sidecar } = objectName('public.t', W, pos, fence, part);
+        expect(name).toMatch(/\.f[0-9a-f]{8}\.p[0-9]{6}\.parquet$/);
+        const parsed = parseObjectName(name)!;
+        expect(parsed.writer).toBe(W);
+        expect(parsed.fence).toBe(fence);
+        expect(parsed.part).toBe(part);
+        expect(parseObjectName(single.name)!.part).toBeUndefined();
+        expect(pageStem(name)).toBe(single.name.slice(0, -'.parquet'.length));
+        expect(pageStem(single.name)).toBe(single.name.slice(0, -'.parquet'.length));
+        if (parsed.kind === 'plain') {
+          expect(parsed.position).toBe(pos);
+          expect(sidecar).toBeUndefined();
+        } else {
+          // Each part of a shortened name has a sidecar of its own, which names it.
+          expect(sidecar).toBe(parsed.sidecar);
+          expect(sidecarTarget(sidecar!)).toBe(name);
+        }
+        expect(compareNameToPosition(parsed, pos) ?? 0).toBe(0);
+        const bound = positionListBound('', 'public.t', W, pos);
+        expect(compareStrings(bound, `${tablePrefix('', 'public.t')}${name}`)).toBe(-1);
+      }),
+    );
+  });
+
+  it('refuses a part without a fence or out of range', () => {
+    expect(() => objectName('public.t', W, 'j1', undefined, 0)).toThrow(SinkError);
+    expect(() => objectName('public.t', W, 'j1', 1, 1_000_000)).toThrow(SinkError);
+    expect(() => objectName('public.t', W, 'j1', 1, -1)).toThrow(SinkError);
   });
 });

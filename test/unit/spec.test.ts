@@ -66,6 +66,32 @@ describe('pipeline spec', () => {
     }
   });
 
+  it('tables[].partitionBy: unset by default; known transforms taken; others and repeats refused at load', () => {
+    expect(firstInc(parseSpec(base(), { env: {} })).partitionBy).toBeUndefined();
+    const withPartitions = (partitionBy: unknown) => ({
+      ...base(),
+      tables: [{ ...base().tables[0]!, partitionBy }],
+    });
+    const fields = [
+      { column: 'id', transform: 'bucket[16]' },
+      { column: 'region', transform: 'identity' },
+      { column: 'id', transform: 'truncate[1000]' },
+      { column: '__commit_ts', transform: 'day' },
+    ];
+    expect(firstInc(parseSpec(withPartitions(fields), { env: {} })).partitionBy).toEqual(fields);
+    for (const transform of ['bucket[0]', 'bucket', 'days', 'void', 'truncate[-1]', 'Day']) {
+      const e = errorOf(withPartitions([{ column: 'id', transform }]));
+      expect(e.path).toBe('tables[0].partitionBy[0].transform');
+      expect(e.message).toContain('must be identity, bucket[N], truncate[W], year, month, day or hour');
+    }
+    const twice = errorOf(withPartitions([fields[0], fields[0]]));
+    expect(twice.path).toBe('tables[0].partitionBy');
+    expect(twice.message).toContain('a partition field is listed twice');
+    expect(errorOf(withPartitions([{ column: 'id', transform: 'day', extra: 1 }])).path).toBe(
+      'tables[0].partitionBy[0]',
+    );
+  });
+
   it('names the exact field and the fix', () => {
     const unknown = base() as Record<string, unknown>;
     (unknown.tables as Record<string, unknown>[])[0]!.cursr = 'x';
