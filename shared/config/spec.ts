@@ -121,6 +121,12 @@ const catalogSchema = z.discriminatedUnion('type', [
         .optional(),
       /** A bearer token (`${env:NAME}` to keep it out of the file). */
       token: z.string().min(1).optional(),
+      /**
+       * S3 Tables only (`sigv4.service: s3tables`): `cdk deploy` creates the table bucket named by
+       * `warehouse` and `namespace` in it, both retained on stack deletion (docs/deploy.md).
+       * Unset: both exist already, or the namespace is created at the first commit. Runs ignore it.
+       */
+      createTableBucket: z.boolean().optional(),
     })
     .strict(),
 ]);
