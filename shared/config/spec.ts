@@ -127,6 +127,13 @@ const catalogSchema = z.discriminatedUnion('type', [
        * Unset: both exist already, or the namespace is created at the first commit. Runs ignore it.
        */
       createTableBucket: z.boolean().optional(),
+      /**
+       * The catalog assigns each table's location (its create request names none) and removes
+       * unreferenced files there: data files and manifests go under that location, which tidemark
+       * never lists or deletes from (docs/iceberg.md "S3 Tables"). Default: true when signed for
+       * `s3tables`, false otherwise (the table is at its folder under `lake.uri`).
+       */
+      placesTables: z.boolean().optional(),
     })
     .strict(),
 ]);

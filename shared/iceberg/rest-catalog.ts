@@ -193,6 +193,21 @@ export class RestCatalog implements Catalog {
     return { status: 'committed', table: this.loaded('commit', ident, reply) };
   }
 
+  /**
+   * Whether `namespace` exists (`GET .../namespaces/{ns}`; S3 Tables: `s3tables:GetNamespace`):
+   * `tidemark check`'s line for a catalog that places tables, which it checks through the
+   * catalog only. A missing one is created at the first commit.
+   * @throws SinkError as every call: access denied, unreachable, refused.
+   */
+  async probeNamespace(namespace: string): Promise<boolean> {
+    const op = `load the namespace ${namespace} of`;
+    const path = `${await this.pathRoot()}/namespaces/${encodeURIComponent(namespace)}`;
+    const reply = await this.request('GET', path, op, undefined);
+    if (reply.status === 404) return false;
+    if (reply.status !== 200) throw this.refused(op, undefined, reply);
+    return true;
+  }
+
   private async createNamespace(ident: TableIdent): Promise<void> {
     const reply = await this.request(
       'POST',

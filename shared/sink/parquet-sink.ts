@@ -27,12 +27,14 @@ import { wireSchema } from '../dataplane/wire.js';
 import { parquetDataFile } from '../iceberg/data-file.js';
 import type { IcebergDataFile } from '../iceberg/manifest.js';
 import type { IcebergSchema } from '../iceberg/spec.js';
+import { folderPath, type TableFolder } from '../iceberg/table-folder.js';
 import { collapseToLatest } from './collapse.js';
 import {
   compareNameToPosition,
   compareStrings,
   fenceSuffix,
   objectKey,
+  objectName,
   type ParsedName,
   parseObjectName,
   positionListBound,
@@ -81,6 +83,11 @@ export interface ParquetWriteTarget extends WriteTarget {
     /** The table's current Iceberg schema, whose field ids the file carries. */
     readonly schema: IcebergSchema;
     readonly ids: LakeFieldIds;
+    /**
+     * The table's folder when its catalog placed it (S3 Tables): the object, and its sidecar, go
+     * to `<folder>/data/` in that folder's store instead of the table's folder under the lake.
+     */
+    readonly folder?: TableFolder;
   };
 }
 
@@ -209,15 +216,19 @@ export class ParquetSink implements Sink, SinkProbe {
     if (!object) return [];
     const { table, writer, fence } = target;
     const { bytes, rows } = object;
-    const { key: objectName, sidecarKey } = objectKey(this.prefix, table, writer, startPosition, fence);
+    const placed = target.iceberg?.folder;
+    const store = placed?.store ?? this.store;
+    const { key: dataKey, sidecarKey } = placed
+      ? placedObjectKey(placed, table, writer, startPosition, fence)
+      : objectKey(this.prefix, table, writer, startPosition, fence);
     // The sidecar goes first: whenever a shortened object exists, its full position does too.
-    if (sidecarKey) await this.store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
-    const uri = this.store.uri(objectName);
+    if (sidecarKey) await store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
+    const uri = store.uri(dataKey);
     if (!target.iceberg) {
-      await this.store.put(objectName, bytes);
+      await store.put(dataKey, bytes);
       return [{ uri, bytes: bytes.byteLength, rows, writer, startPosition, fence }];
     }
-    if ((await this.store.putIfAbsent(objectName, bytes)) === 'exists')
+    if ((await store.putIfAbsent(dataKey, bytes)) === 'exists')
       throw new SinkError(
         'SINK_OBJECT_EXISTS',
         table,
@@ -506,4 +517,23 @@ function checkBatches(table: string, schema: Schema, batches: readonly Batch[]):
     }
   }
   return mode;
+}
+
+/**
+ * The key (and sidecar key) of an object of a table its catalog placed: `data/<object name>` in
+ * the table's folder, as Iceberg writers lay data files out, named as under the lake (writer,
+ * start position, fence: unique per attempt, so never rewritten).
+ */
+function placedObjectKey(
+  folder: TableFolder,
+  table: string,
+  writer: string,
+  startPosition: Position,
+  fence: number,
+): { key: string; sidecarKey: string | undefined } {
+  const { name, sidecar } = objectName(table, writer, startPosition, fence);
+  return {
+    key: folderPath(folder, `data/${name}`),
+    sidecarKey: sidecar === undefined ? undefined : folderPath(folder, `data/${sidecar}`),
+  };
 }

@@ -1,0 +1,276 @@
+/**
+ * A `rest` catalog that places tables (`lake.catalog.placesTables`, S3 Tables' way: the create
+ * request names no location, the catalog assigns one and removes unreferenced files there), on
+ * Iceberg's own REST catalog server (test/harness/rest-catalog-server.ts), whose JdbcCatalog gives
+ * each new table `<its warehouse>/<namespace>/<table>`: a root other than the lake's.
+ *
+ * The lake sink (shared/sink/lake-sink.ts) writes the table's data files, staged manifests and
+ * manifest lists under that location, through a store the test wraps to FAIL any list or delete
+ * (S3 Tables has neither), across a sync of three pages with two crashed attempts in the engine's
+ * order of calls (write, stage, the state commit holding the pending commit, apply; a crash is the
+ * sink dropped at that point and a new sink, as a new process, recovering): one killed after its
+ * data file was written, one after its state commit and before its catalog commit, whose pending
+ * commit the next run applies. pyiceberg's own REST catalog then reads exactly the source's rows.
+ * A discard (`reset --delete-objects`) commits the delete snapshot and deletes nothing. Skipped,
+ * with the install command, when java, the server's jars or the readers are missing.
+ */
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseSpec } from '../../shared/config/spec.js';
+import type { PendingCommit, WriteTarget } from '../../shared/contracts/sink.js';
+import { newBatch } from '../../shared/dataplane/batch.js';
+import type { Schema } from '../../shared/dataplane/schema.js';
+import { type CatalogConfig, openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
+import { checkCatalog } from '../../shared/pipeline/check-iceberg.js';
+import { FileObjectStore } from '../../shared/sink/file-object-store.js';
+import { LakeSink } from '../../shared/sink/lake-sink.js';
+import type { ObjectStore } from '../../shared/sink/object-store.js';
+import { openLocation } from '../../shared/sink/open-lake.js';
+import { ParquetSink } from '../../shared/sink/parquet-sink.js';
+import { wireRecord } from '../harness/lake-record.js';
+import { readersMissing, runReaderScript } from '../harness/readers.js';
+import {
+  type RestCatalogServer,
+  restCatalogMissing,
+  startRestCatalogServer,
+} from '../harness/rest-catalog-server.js';
+
+const SCHEMA: Schema = {
+  columns: [
+    { name: 'id', type: { kind: 'int64' }, nullable: false, sourceType: 'bigint' },
+    { name: 'name', type: { kind: 'text' }, nullable: true, sourceType: 'text' },
+  ],
+  primaryKey: ['id'],
+};
+const TABLE = 'public.items';
+const NAMESPACE = 'placed';
+
+/** A store over the catalog's location that refuses what S3 Tables refuses: any list or delete. */
+function noListNoDelete(store: ObjectStore, refused: string[]): ObjectStore {
+  return {
+    uri: (key) => store.uri(key),
+    put: (key, bytes) => store.put(key, bytes),
+    putIfAbsent: (key, bytes) => store.putIfAbsent(key, bytes),
+    get: (key) => store.get(key),
+    list: async (prefix) => {
+      refused.push(`list ${store.uri(prefix)}`);
+      throw new Error(
+        `test: ListObjectsV2 under the catalog's location (${store.uri(prefix)}) is not allowed`,
+      );
+    },
+    delete: async (keys) => {
+      refused.push(`delete ${keys.join(',')}`);
+      throw new Error(`test: DeleteObject under the catalog's location (${keys.join(', ')}) is not allowed`);
+    },
+  };
+}
+
+/** The source's page `seq` of rows, at positions `j<seq>`. */
+function page(seq: number, rows: Record<string, unknown>[]) {
+  const posPrefix = `j${String(seq).padStart(12, '0')}`;
+  return {
+    start: posPrefix,
+    batch: newBatch({
+      table: TABLE,
+      record: wireRecord(SCHEMA, rows, { posPrefix }),
+      watermark: undefined,
+      writeMode: 'append',
+    }),
+  };
+}
+
+/** Every file under `dir`, as paths relative to it. */
+function filesUnder(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return (readdirSync(dir, { recursive: true, withFileTypes: true }) as import('node:fs').Dirent[])
+    .filter((d) => d.isFile())
+    .map((d) => join(d.parentPath, d.name).slice(dir.length + 1))
+    .sort();
+}
+
+describe.skipIf(restCatalogMissing !== undefined || readersMissing !== undefined)(
+  `a REST catalog that places tables ${restCatalogMissing ?? readersMissing ?? ''}`,
+  () => {
+    let dir: string;
+    let server: RestCatalogServer;
+    let warehouse: string;
+    let lakeDir: string;
+    const refused: string[] = [];
+
+    beforeAll(async () => {
+      dir = mkdtempSync(join(tmpdir(), 'tidemark-rest-placed-'));
+      warehouse = join(dir, 'catalog-warehouse');
+      lakeDir = join(dir, 'lake');
+      server = await startRestCatalogServer({ warehouse });
+    }, 120_000);
+    afterAll(async () => {
+      await server?.stop();
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    });
+
+    /** A new sink, as a new process opens it: the lake, and the catalog's locations behind the guard. */
+    function openSink(): LakeSink {
+      const config: CatalogConfig = {
+        type: 'rest',
+        uri: server.uri,
+        namespace: NAMESPACE,
+        placesTables: true,
+      };
+      const lake = new FileObjectStore(lakeDir);
+      const lakeCatalog = openLakeCatalog(config, {
+        store: lake,
+        prefix: '',
+        openFolder: (location) => {
+          const { store, key } = openLocation(location, { uri: pathToFileURL(lakeDir).href });
+          return { store: noListNoDelete(store, refused), key };
+        },
+      });
+      return new LakeSink({ parquet: new ParquetSink({ store: lake }), catalog: lakeCatalog });
+    }
+
+    const target = (fence: number): WriteTarget => ({
+      table: TABLE,
+      writer: 'p.src',
+      fence,
+      tableFormat: 'iceberg',
+    });
+
+    it('writes under the location the catalog assigned, never lists or deletes there, recovers two crashes; pyiceberg reads the source', async () => {
+      // Run 1 (fence 1): page 1, committed all the way.
+      const run1 = openSink();
+      const p1 = page(1, [
+        { id: 1n, name: 'a' },
+        { id: 2n, name: 'b' },
+      ]);
+      const refs1 = await run1.write(target(1), SCHEMA, p1.start, [p1.batch]);
+      const pending1 = await run1.stage(target(1), refs1);
+      await run1.apply(pending1!);
+      // The server places a table where its create request says, else under its own warehouse:
+      // there it is, so the request named none.
+      const placedDir = join(warehouse, NAMESPACE, 'public_items');
+      const placedUri = pathToFileURL(placedDir).href;
+      expect(refs1[0]!.uri.startsWith(`${placedUri}/data/`)).toBe(true);
+      expect(pending1!.manifest.startsWith(`${placedUri}/metadata/`)).toBe(true);
+      expect(filesUnder(lakeDir)).toEqual([]);
+
+      // Run 2 (fence 2): page 2's data file written, then killed (nothing staged, no state).
+      const run2 = openSink();
+      const p2 = page(2, [{ id: 3n, name: 'c' }]);
+      const crashedRefs = await run2.write(target(2), SCHEMA, p2.start, [p2.batch]);
+      expect(crashedRefs[0]!.uri.startsWith(`${placedUri}/data/`)).toBe(true);
+
+      // Run 3 (fence 3): recovers from page 1's position, writes page 2 again and page 3; it is
+      // killed after page 3's state commit (its pending commit is in the state), before the catalog's.
+      const run3 = openSink();
+      expect(await run3.recover(target(3), p2.start)).toEqual([]);
+      const refs2 = await run3.write(target(3), SCHEMA, p2.start, [p2.batch]);
+      expect(refs2[0]!.uri).not.toBe(crashedRefs[0]!.uri); // unique per attempt: nothing rewritten
+      await run3.apply((await run3.stage(target(3), refs2))!);
+      const p3 = page(3, [
+        { id: 4n, name: 'd' },
+        { id: 5n, name: 'e' },
+      ]);
+      const refs3 = await run3.write(target(3), SCHEMA, p3.start, [p3.batch]);
+      const decided: PendingCommit = JSON.parse(JSON.stringify(await run3.stage(target(3), refs3)));
+
+      // Run 4 (fence 4): recovery, then the state's pending commit applied (twice: idempotent).
+      const run4 = openSink();
+      const p4 = page(4, []);
+      expect(await run4.recover(target(4), p4.start)).toEqual([]);
+      await run4.apply(decided);
+      await run4.apply(decided);
+
+      expect(refused).toEqual([]);
+      // The crashed attempt's file stays for the catalog's unreferenced-file removal.
+      expect(existsSync(new URL(crashedRefs[0]!.uri))).toBe(true);
+      expect(filesUnder(lakeDir)).toEqual([]);
+      const read = await runReaderScript<{ rows: Record<string, unknown>[] }>('read_table.py', [
+        '--catalog',
+        'rest',
+        '--uri',
+        server.uri,
+        '--table',
+        `${NAMESPACE}.public_items`,
+        '--order-by',
+        'id',
+      ]);
+      expect(read.rows.map((r) => [Number(r.id), r.name])).toEqual([
+        [1, 'a'],
+        [2, 'b'],
+        [3, 'c'],
+        [4, 'd'],
+        [5, 'e'],
+      ]);
+
+      // reset --delete-objects: the delete snapshot is committed; the files are left to the catalog.
+      const before = filesUnder(placedDir).filter((f) => f.startsWith('data/'));
+      const discarded = await openSink().discard(target(5));
+      expect(discarded.map((r) => r.uri).sort()).toEqual(
+        [refs1[0]!.uri, refs2[0]!.uri, refs3[0]!.uri].sort(),
+      );
+      expect(refused).toEqual([]);
+      expect(filesUnder(placedDir).filter((f) => f.startsWith('data/'))).toEqual(before);
+      const after = await runReaderScript<{ rows: Record<string, unknown>[] }>('read_table.py', [
+        '--catalog',
+        'rest',
+        '--uri',
+        server.uri,
+        '--table',
+        `${NAMESPACE}.public_items`,
+      ]);
+      expect(after.rows).toEqual([]);
+    }, 240_000);
+
+    it("tidemark check's lake line asks the catalog only: its namespace, no probe object where it places tables", async () => {
+      const spec = (namespace: string) =>
+        parseSpec(
+          {
+            pipeline: 'shop',
+            sources: { app: { kind: 'postgres', url: 'postgres://u:secret@127.0.0.1:9/db' } },
+            state: { dir: join(dir, 'state') },
+            lake: {
+              uri: pathToFileURL(lakeDir).href,
+              catalog: { type: 'rest', uri: server.uri, namespace, placesTables: true },
+            },
+            tables: [{ source: 'app', table: 'public.items', mode: 'incremental', cursor: 'id', writeMode: 'append' }],
+          },
+          { env: {} },
+        );
+      const files = filesUnder(warehouse);
+      expect(await checkCatalog(spec(NAMESPACE), 'probe-1', true)).toEqual([
+        {
+          check: 'rest',
+          status: 'ok',
+          message: expect.stringMatching(
+            /namespace placed exists; the catalog places each table's files itself/,
+          ),
+        },
+      ]);
+      expect(await checkCatalog(spec('not_yet'), 'probe-2', true)).toEqual([
+        expect.objectContaining({
+          check: 'rest',
+          status: 'ok',
+          message: expect.stringContaining('namespace not_yet is created at the first commit'),
+        }),
+      ]);
+      // Nothing written where the catalog keeps its tables, nor in the lake.
+      expect(filesUnder(warehouse)).toEqual(files);
+      const closed = parseSpec(
+        {
+          ...spec(NAMESPACE),
+          lake: {
+            uri: pathToFileURL(lakeDir).href,
+            catalog: { type: 'rest', uri: 'http://127.0.0.1:9', namespace: 'x', placesTables: true },
+          },
+        },
+        { env: {} },
+      );
+      expect(await checkCatalog(closed, 'probe-3', true)).toEqual([
+        expect.objectContaining({ check: 'rest', status: 'fail', code: 'REST_CATALOG_UNREACHABLE' }),
+      ]);
+    }, 120_000);
+  },
+);
