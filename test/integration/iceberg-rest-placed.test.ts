@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSpec } from '../../shared/config/spec.js';
+import { parseSpec, type Spec, tableTarget } from '../../shared/config/spec.js';
 import type { PendingCommit, WriteTarget } from '../../shared/contracts/sink.js';
 import { newBatch } from '../../shared/dataplane/batch.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
@@ -37,6 +37,7 @@ import {
   restCatalogMissing,
   startRestCatalogServer,
 } from '../harness/rest-catalog-server.js';
+import { localSpec, postgresFixture, runCli, runOnce, type SourceFixture } from './incremental/fixture.js';
 
 const SCHEMA: Schema = {
   columns: [
@@ -235,7 +236,15 @@ describe.skipIf(restCatalogMissing !== undefined || readersMissing !== undefined
               uri: pathToFileURL(lakeDir).href,
               catalog: { type: 'rest', uri: server.uri, namespace, placesTables: true },
             },
-            tables: [{ source: 'app', table: 'public.items', mode: 'incremental', cursor: 'id', writeMode: 'append' }],
+            tables: [
+              {
+                source: 'app',
+                table: 'public.items',
+                mode: 'incremental',
+                cursor: 'id',
+                writeMode: 'append',
+              },
+            ],
           },
           { env: {} },
         );
@@ -272,5 +281,61 @@ describe.skipIf(restCatalogMissing !== undefined || readersMissing !== undefined
         expect.objectContaining({ check: 'rest', status: 'fail', code: 'REST_CATALOG_UNREACHABLE' }),
       ]);
     }, 120_000);
+
+    it('the engine and the CLI (run, check, reset --delete-objects) on a Postgres table: the files under the catalog location, none deleted', async () => {
+      const fx: SourceFixture = await postgresFixture('rest_placed');
+      try {
+        await fx.createTable();
+        await fx.insertRange(1, 701, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'millisecond'));
+        const local = localSpec(fx, { pageSize: 300, pipeline: 'placed' });
+        const spec: Spec = {
+          ...local.spec,
+          lake: {
+            ...local.spec.lake,
+            catalog: { type: 'rest', uri: server.uri, namespace: 'engine', placesTables: true },
+          },
+        };
+        const target = tableTarget(spec.tables[0]!);
+        for (let i = 0; i < 10 && (await runOnce(spec)).more; i++);
+        const placedDir = join(warehouse, 'engine', 'public_items');
+        const read = async () =>
+          (
+            await runReaderScript<{ rows: { id: number; v: number }[] }>('read_table.py', [
+              '--catalog',
+              'rest',
+              '--uri',
+              server.uri,
+              '--table',
+              'engine.public_items',
+              '--order-by',
+              'id',
+            ])
+          ).rows.map((r) => [Number(r.id), r.v]);
+        const source = (await fx.rows()).map((r) => [Number(r.id), r.v]);
+        expect(source).toHaveLength(700);
+        expect(await read()).toEqual(source);
+        // Three pages of 300, 300 and 100 rows: three data files, all under the catalog's location.
+        const dataFiles = filesUnder(placedDir).filter((f) => f.endsWith('.parquet'));
+        expect(dataFiles).toHaveLength(3);
+        expect(dataFiles.every((f) => f.startsWith('data/'))).toBe(true);
+        expect(filesUnder(join(local.lakeDir, target)).filter((f) => !f.startsWith('_'))).toEqual([]);
+
+        const check = await runCli(local.dir, spec, ['check', '--table', target]);
+        expect(check.stdout).toMatch(
+          /ok +lake rest: .*namespace engine exists; the catalog places each table's files itself/,
+        );
+
+        const before = filesUnder(placedDir);
+        const reset = await runCli(local.dir, spec, ['reset', '--table', target, '--delete-objects']);
+        expect(reset.code, `${reset.stdout}\n${reset.stderr}`).toBe(0);
+        expect(await read()).toEqual([]);
+        // Nothing was deleted where the catalog keeps the table: every file is still there.
+        const after = filesUnder(placedDir);
+        expect(before.filter((f) => !after.includes(f))).toEqual([]);
+        rmSync(local.dir, { recursive: true, force: true });
+      } finally {
+        await fx.drop();
+      }
+    }, 240_000);
   },
 );
