@@ -11,10 +11,19 @@
  * sink dropped at that point and a new sink, as a new process, recovering): one killed after its
  * data file was written, one after its state commit and before its catalog commit, whose pending
  * commit the next run applies. pyiceberg's own REST catalog then reads exactly the source's rows.
- * A discard (`reset --delete-objects`) commits the delete snapshot and deletes nothing. Skipped,
- * with the install command, when java, the server's jars or the readers are missing.
+ * A discard (`reset --delete-objects`) commits the delete snapshot and deletes nothing.
+ *
+ * Then the same through the real engine on a harness Postgres table: `runOnce` (openPipeline, the
+ * location opened by `openLocation`), `tidemark check` (its `rest` line) and `tidemark reset
+ * --delete-objects` by the CLI; and the incremental crash worker (incremental/crash-worker.ts)
+ * SIGKILLed after a page's data file and staged manifest, then after a page's state commit and
+ * before its catalog commit, then a clean run: no recovery removes anything, no file under the
+ * catalog's location disappears, and pyiceberg reads the source's rows once. (The engine runs use
+ * the plain file store: the list/delete guard is the sink-level test's.) Skipped, with the install
+ * command, when java, the server's jars or the readers are missing.
  */
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -47,6 +56,7 @@ const SCHEMA: Schema = {
   primaryKey: ['id'],
 };
 const TABLE = 'public.items';
+const CRASH_WORKER = join(import.meta.dirname, 'incremental', 'crash-worker.ts');
 const NAMESPACE = 'placed';
 
 /** A store over the catalog's location that refuses what S3 Tables refuses: any list or delete. */
@@ -337,5 +347,92 @@ describe.skipIf(restCatalogMissing !== undefined || readersMissing !== undefined
         await fx.drop();
       }
     }, 240_000);
+
+    it('SIGKILLed runs of the engine (after a data file, after a state commit before the catalog commit) recover without deleting there; pyiceberg reads the source once', async () => {
+      const fx: SourceFixture = await postgresFixture('rest_placed_kill');
+      try {
+        await fx.createTable();
+        await fx.insertRange(1, 1001, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'millisecond'));
+        const local = localSpec(fx, { pageSize: 300, pipeline: 'killed' });
+        const spec: Spec = {
+          ...local.spec,
+          lake: {
+            ...local.spec.lake,
+            catalog: { type: 'rest', uri: server.uri, namespace: 'killed', placesTables: true },
+          },
+        };
+        const placedDir = join(warehouse, 'killed', 'public_items');
+        const crashDir = join(local.dir, 'crash');
+        mkdirSync(crashDir);
+        const worker = (run: number, kill?: string) =>
+          new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>(
+            (resolve, reject) => {
+              const child = spawn(process.execPath, ['--import', 'tsx', CRASH_WORKER], {
+                cwd: join(import.meta.dirname, '..', '..'),
+                stdio: ['ignore', 'pipe', 'pipe'],
+                env: {
+                  ...process.env,
+                  TM_SPEC: JSON.stringify(spec),
+                  TM_CRASH_DIR: crashDir,
+                  TM_CRASH_RUN: String(run),
+                  ...(kill ? { TM_CRASH_KILL: kill } : {}),
+                },
+              });
+              let stdout = '';
+              let stderr = '';
+              child.stdout.on('data', (d: Buffer) => {
+                stdout += d.toString();
+              });
+              child.stderr.on('data', (d: Buffer) => {
+                stderr += d.toString();
+              });
+              child.on('error', reject);
+              child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+            },
+          );
+        const lines = (name: string) =>
+          existsSync(join(crashDir, name))
+            ? readFileSync(join(crashDir, name), 'utf8').split('\n').filter(Boolean)
+            : [];
+
+        // Run 0: killed with page 2's data file and staged manifest written, nothing committed.
+        const r0 = await worker(0, 'after-write#2');
+        expect(r0.signal, r0.stderr).toBe('SIGKILL');
+        const left = lines('leftovers').map((l) => l.split(' ').slice(1))[0]!;
+        expect(left).toHaveLength(2);
+        // Run 1: killed after page 1's state commit (its pending commit), before the catalog's.
+        const r1 = await worker(1, 'after-commit#1');
+        expect(r1.signal, r1.stderr).toBe('SIGKILL');
+        expect(lines('kills')).toEqual(['after-write#2', 'after-commit#1']);
+        const beforeClean = filesUnder(placedDir);
+        // Run 2: clean; it applies the pending commit and catches up.
+        const r2 = await worker(2);
+        expect(r2.code, r2.stderr).toBe(0);
+        expect(JSON.parse(r2.stdout.trim().split('\n').at(-1)!)).toMatchObject({ status: 'ok', more: false });
+
+        // No recovery removed anything, and no file under the catalog's location went away: run
+        // 0's leftovers stay for the catalog's unreferenced-file removal.
+        expect(lines('recoveries')).toEqual(['0', '1', '2']);
+        const after = filesUnder(placedDir);
+        expect(beforeClean.filter((f) => !after.includes(f))).toEqual([]);
+        for (const name of left) expect(after.some((f) => f.endsWith(`/${name}`))).toBe(true);
+        const read = await runReaderScript<{ rows: { id: number; v: number }[] }>('read_table.py', [
+          '--catalog',
+          'rest',
+          '--uri',
+          server.uri,
+          '--table',
+          'killed.public_items',
+          '--order-by',
+          'id',
+        ]);
+        expect(read.rows.map((r) => [Number(r.id), r.v])).toEqual(
+          (await fx.rows()).map((r) => [Number(r.id), r.v]),
+        );
+        rmSync(local.dir, { recursive: true, force: true });
+      } finally {
+        await fx.drop();
+      }
+    }, 300_000);
   },
 );
