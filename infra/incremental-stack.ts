@@ -213,10 +213,12 @@ export class TidemarkStack extends Stack {
     this.#alarms(fn, topic);
     this.cdc = this.#cdc(spec, lake, topic, props.cdcImage, props.specText);
     this.athena = this.#athena(spec);
-    // A first run or task start must find the database its first commit creates a table in.
-    const database = this.catalog.database;
-    if (database)
-      for (const user of [fn, ...(this.cdc?.services.values() ?? [])]) user.node.addDependency(database);
+    // A first run or task start must find the database (or S3 Tables namespace) its first commit
+    // creates a table in.
+    const catalogResource = this.catalog.createdCatalog;
+    if (catalogResource)
+      for (const user of [fn, ...(this.cdc?.services.values() ?? [])])
+        user.node.addDependency(catalogResource);
     this.#nag(fn, lake);
 
     new CfnOutput(this, 'StateTableName', {

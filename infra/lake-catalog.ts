@@ -4,18 +4,33 @@
  * catalog of the lake's tables) and the Glue grants of the roles that commit; for a `rest`
  * catalog signed for `s3tables` (S3 Tables' Iceberg REST endpoint) the S3 Tables grants on the
  * table bucket named by `lake.catalog.warehouse`, refused at synth when that is not a table
- * bucket ARN. The `file` catalog needs nothing beyond the lake grants: its compare-and-swap is a
+ * bucket ARN; with `lake.catalog.createTableBucket: true` the stack also creates that table bucket
+ * (unreferenced-file removal on: tidemark never deletes there) and the namespace in it, both
+ * retained like the Glue database, in the stack's own account and region. The `file` catalog needs nothing beyond the lake grants: its compare-and-swap is a
  * conditional PutObject (`If-None-Match`), which `s3:PutObject` already allows.
  *
  * Owns: which catalog calls each role may make, on exactly which resources. The Glue grant is the
  * three calls shared/iceberg/glue-catalog.ts makes (it never creates the database: the stack
  * does) on the catalog, the database and the Glue table of each target the role writes
  * (shared/iceberg/glue-names.ts: `{ database }` naming, collisions refused at synth); no `*`.
+ * A namespace the stack creates is one the roles need not create: no `s3tables:CreateNamespace`.
  * Never calls AWS: every name comes from the spec.
  */
-import { Annotations, ArnFormat, CfnOutput, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
+import {
+  Annotations,
+  ArnFormat,
+  Aws,
+  CfnOutput,
+  type CfnResource,
+  CfnRule,
+  Fn,
+  RemovalPolicy,
+  Stack,
+  Token,
+} from 'aws-cdk-lib';
 import * as glue from 'aws-cdk-lib/aws-glue';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as s3tables from 'aws-cdk-lib/aws-s3tables';
 import { Construct } from 'constructs';
 import { type Spec, tableTarget } from '../shared/config/spec.js';
 import { ConfigError } from '../shared/contracts/errors.js';
@@ -39,6 +54,18 @@ export const GLUE_CATALOG_ACTIONS = [
  * namespace-scoped statement below).
  */
 export const S3TABLES_BUCKET_ACTIONS = ['s3tables:GetTableBucket', 's3tables:CreateNamespace'] as const;
+
+/**
+ * The days of S3 Tables' unreferenced-file removal on a table bucket the stack creates: a file no
+ * snapshot references (a crashed attempt's data file or manifest, a `reset --delete-objects`'d
+ * table's files) becomes noncurrent after `unreferencedDays` and is deleted `noncurrentDays`
+ * later. S3 Tables' defaults, written out: the template says what removes tidemark's leftovers.
+ */
+export const TABLE_BUCKET_UNREFERENCED_FILE_REMOVAL = {
+  status: 'Enabled',
+  unreferencedDays: 3,
+  noncurrentDays: 10,
+} as const;
 
 /**
  * S3 Tables actions of the Iceberg REST operations a writer uses, each limited to the spec's
@@ -89,6 +116,12 @@ export function deployedCatalog(spec: Spec): DeployedCatalog {
  */
 export function tableBucketOf(spec: Spec): TableBucket | undefined {
   const catalog = spec.lake.catalog;
+  if (catalog.type === 'rest' && catalog.createTableBucket && catalog.sigv4?.service !== 's3tables') {
+    throw new ConfigError(
+      'lake.catalog.createTableBucket',
+      `is S3 Tables' only: it makes the stack create the table bucket of an S3 Tables catalog (sigv4.service: s3tables, warehouse: the table bucket's ARN), and this REST catalog is ${catalog.sigv4 ? `signed for ${catalog.sigv4.service}` : 'not signed for s3tables'}; remove it`,
+    );
+  }
   if (catalog.type !== 'rest' || catalog.sigv4?.service !== 's3tables') return undefined;
   const warehouse = catalog.warehouse;
   const m = warehouse === undefined ? null : TABLE_BUCKET_ARN.exec(warehouse);
@@ -112,6 +145,10 @@ export class LakeCatalog extends Construct {
   readonly kind: DeployedCatalog;
   /** The Glue database the stack created; undefined when imported or not a `glue` catalog. */
   readonly database: glue.CfnDatabase | undefined;
+  /** The S3 Tables table bucket the stack created (`createTableBucket: true`), else undefined. */
+  readonly createdTableBucket: s3tables.CfnTableBucket | undefined;
+  /** The namespace the stack created in `createdTableBucket`, else undefined. */
+  readonly createdNamespace: s3tables.CfnNamespace | undefined;
   /** The Glue database of the lake's tables (`glue` only). */
   readonly databaseName: string | undefined;
   readonly tableBucket: TableBucket | undefined;
@@ -129,6 +166,12 @@ export class LakeCatalog extends Construct {
     const catalog = spec.lake.catalog;
     this.#restNamespace = catalog.type === 'rest' ? catalog.namespace : undefined;
     this.#catalogAccount = (catalog.type === 'glue' ? catalog.catalogId : undefined) ?? stack.account;
+    const created =
+      this.tableBucket && catalog.type === 'rest' && catalog.createTableBucket
+        ? this.#createTableBucket(this.tableBucket, catalog.namespace)
+        : undefined;
+    this.createdTableBucket = created?.bucket;
+    this.createdNamespace = created?.namespace;
     if (this.kind === 'other-rest') {
       Annotations.of(stack).addWarningV2(
         'tidemark:restCatalogAccess',
@@ -177,6 +220,70 @@ export class LakeCatalog extends Construct {
   }
 
   /**
+   * What a first run or task start must find in place: the Glue database or the S3 Tables namespace
+   * the stack created; undefined when it created neither.
+   */
+  get createdCatalog(): CfnResource | undefined {
+    return this.database ?? this.createdNamespace;
+  }
+
+  /**
+   * Creates `bucket` (the spec's warehouse) and `namespace` in it, both retained. The warehouse ARN
+   * names an account and a region: they must be the stack's, checked at synth when the stack's
+   * environment is known and by a template rule otherwise (the deployment fails before creating
+   * anything), so the ARN the runs use is the one created.
+   * @throws ConfigError naming `lake.catalog.warehouse` when its account or region is not the stack's.
+   */
+  #createTableBucket(
+    bucket: TableBucket,
+    namespace: string,
+  ): { bucket: s3tables.CfnTableBucket; namespace: s3tables.CfnNamespace } {
+    const stack = Stack.of(this);
+    for (const [what, want, stackValue] of [
+      ['account', bucket.account, stack.account],
+      ['region', bucket.region, stack.region],
+    ] as const) {
+      if (!Token.isUnresolved(stackValue) && stackValue !== want) {
+        throw new ConfigError(
+          'lake.catalog.warehouse',
+          `names a table bucket in ${what} ${want} but the stack deploys to ${stackValue}; with createTableBucket the stack creates the table bucket in its own ${what}: write that ${what} into the ARN, or deploy to ${want}`,
+        );
+      }
+    }
+    if (Token.isUnresolved(stack.account) || Token.isUnresolved(stack.region)) {
+      new CfnRule(this, 'TableBucketInStackEnvironment', {
+        assertions: [
+          {
+            assert: Fn.conditionAnd(
+              Fn.conditionEquals(Aws.ACCOUNT_ID, bucket.account),
+              Fn.conditionEquals(Aws.REGION, bucket.region),
+            ),
+            assertDescription: `lake.catalog.warehouse (${bucket.arn}) names another account or region than the stack's: with createTableBucket the stack creates the table bucket in its own account and region`,
+          },
+        ],
+      });
+    }
+    const tableBucket = new s3tables.CfnTableBucket(this, 'TableBucket', {
+      tableBucketName: bucket.name,
+      encryptionConfiguration: { sseAlgorithm: 'AES256' },
+      unreferencedFileRemoval: { ...TABLE_BUCKET_UNREFERENCED_FILE_REMOVAL },
+    });
+    const created = new s3tables.CfnNamespace(this, 'Namespace', {
+      tableBucketArn: tableBucket.attrTableBucketArn,
+      namespace,
+    });
+    // Like the Glue database: the table bucket is the only record of which metadata file is each
+    // table's current one (and holds the tables' files); a stack deletion must leave it alone.
+    tableBucket.applyRemovalPolicy(RemovalPolicy.RETAIN);
+    created.applyRemovalPolicy(RemovalPolicy.RETAIN);
+    new CfnOutput(stack, 'TableBucketArn', {
+      value: tableBucket.attrTableBucketArn,
+      description: `S3 Tables table bucket of the Iceberg tables (namespace ${namespace}; Athena: catalog s3tablescatalog/${bucket.name})`,
+    });
+    return { bucket: tableBucket, namespace: created };
+  }
+
+  /**
    * Grants `role` the catalog calls of committing to `targets` (the lake tables it writes):
    * nothing for `file`, `other-rest` and `none`, nor for a role that writes no table.
    */
@@ -197,8 +304,12 @@ export class LakeCatalog extends Construct {
       );
     } else if (this.kind === 's3tables') {
       const bucket = this.tableBucket!;
+      // The namespace the stack created is there before any run: creating it is not the roles' call.
+      const bucketActions = this.createdNamespace
+        ? S3TABLES_BUCKET_ACTIONS.filter((a) => a !== 's3tables:CreateNamespace')
+        : S3TABLES_BUCKET_ACTIONS;
       role.addToPrincipalPolicy(
-        new iam.PolicyStatement({ actions: [...S3TABLES_BUCKET_ACTIONS], resources: [bucket.arn] }),
+        new iam.PolicyStatement({ actions: [...bucketActions], resources: [bucket.arn] }),
       );
       role.addToPrincipalPolicy(
         new iam.PolicyStatement({

@@ -121,6 +121,19 @@ const catalogSchema = z.discriminatedUnion('type', [
         .optional(),
       /** A bearer token (`${env:NAME}` to keep it out of the file). */
       token: z.string().min(1).optional(),
+      /**
+       * S3 Tables only (`sigv4.service: s3tables`): `cdk deploy` creates the table bucket named by
+       * `warehouse` and `namespace` in it, both retained on stack deletion (docs/deploy.md).
+       * Unset: both exist already, or the namespace is created at the first commit. Runs ignore it.
+       */
+      createTableBucket: z.boolean().optional(),
+      /**
+       * The catalog assigns each table's location (its create request names none) and removes
+       * unreferenced files there: data files and manifests go under that location, which tidemark
+       * never lists or deletes from (docs/iceberg.md "S3 Tables"). Default: true when signed for
+       * `s3tables`, false otherwise (the table is at its folder under `lake.uri`).
+       */
+      placesTables: z.boolean().optional(),
     })
     .strict(),
 ]);

@@ -33,7 +33,7 @@ import {
 import { mergeOnAppend } from './merge.js';
 import { appendSnapshot, type CommitIdentity, currentSnapshot, newSnapshotId } from './metadata.js';
 import type { IcebergPartitionSpec, IcebergSchema } from './spec.js';
-import type { TableFolder } from './table-folder.js';
+import { folderPath, folderUriPrefix, type TableFolder } from './table-folder.js';
 
 /** How a staged manifest's name ends: `<commit id>-m0.avro` (`stageAppend`). */
 export const STAGED_MANIFEST_SUFFIX = '-m0.avro';
@@ -88,7 +88,7 @@ export async function stageAppend(
     spec: options.spec,
     entries: options.dataFiles.map((data_file) => ({ status: EntryStatus.ADDED, data_file })),
   });
-  const key = `${folder.key}/metadata/${options.commit.commitId}${STAGED_MANIFEST_SUFFIX}`;
+  const key = folderPath(folder, `metadata/${options.commit.commitId}${STAGED_MANIFEST_SUFFIX}`);
   // Never over a manifest a state may already name (the same attempt-unique name twice is a bug).
   if ((await folder.store.putIfAbsent(key, bytes)) === 'exists')
     throw new SinkError(
@@ -155,7 +155,10 @@ export async function applyAppend(
         commitId: staged.commit.commitId,
       });
       // A list per attempt: this base's parent and sequence number are in it.
-      const listKey = `${folder.key}/metadata/snap-${snapshotId}-${randomBytes(4).toString('hex')}-${staged.commit.commitId}.avro`;
+      const listKey = folderPath(
+        folder,
+        `metadata/snap-${snapshotId}-${randomBytes(4).toString('hex')}-${staged.commit.commitId}.avro`,
+      );
       await folder.store.put(
         listKey,
         writeManifestList({
@@ -212,14 +215,14 @@ export async function parentManifests(
   ident: TableIdent,
   listPath: string,
 ): Promise<IcebergManifestFile[]> {
-  const prefix = `${folder.store.uri(folder.key)}/`;
+  const prefix = folderUriPrefix(folder);
   if (!listPath.startsWith(prefix))
     throw new SinkError(
       'ICEBERG_METADATA_INVALID',
       identText(ident),
       `the current snapshot of ${identText(ident)} names its manifest list ${listPath}, outside the table's folder ${prefix}: tidemark reads manifests only there`,
     );
-  const bytes = await folder.store.get(`${folder.key}/${listPath.slice(prefix.length)}`);
+  const bytes = await folder.store.get(folderPath(folder, listPath.slice(prefix.length)));
   if (bytes === undefined)
     throw new SinkError(
       'ICEBERG_METADATA_INVALID',

@@ -61,7 +61,7 @@ import {
   writerPositionProperty,
 } from './metadata.js';
 import type { IcebergTableMetadata } from './spec.js';
-import { keyInFolder, type TableFolder } from './table-folder.js';
+import { folderPath, keyInFolder, type TableFolder } from './table-folder.js';
 
 /** What `deleteWriterFiles` did. */
 export interface WriterFilesDeleted extends CommitResult {
@@ -78,7 +78,8 @@ export interface WriterFilesDeleted extends CommitResult {
 
 /**
  * Takes every live data file of `writerId` out of the table in one `delete` snapshot, then deletes
- * those files and the writer's staged manifests. `commitId` (default: `discard-` and 16 random hex
+ * those files and the writer's staged manifests (not in a folder the catalog owns the files of:
+ * its unreferenced-file removal deletes them there). `commitId` (default: `discard-` and 16 random hex
  * digits) must be new to the table: a call is one deletion, its retries are idempotent.
  *
  * @throws SinkError `ICEBERG_METADATA_INVALID` when a manifest the current snapshot names is missing
@@ -140,7 +141,10 @@ export async function deleteWriterFiles(
           { remove: [writerPositionProperty(commit.writerId)], nowMs: options.nowMs() },
         );
       }
-      const listKey = `${folder.key}/metadata/snap-${snapshotId}-${randomBytes(4).toString('hex')}-${commit.commitId}.avro`;
+      const listKey = folderPath(
+        folder,
+        `metadata/snap-${snapshotId}-${randomBytes(4).toString('hex')}-${commit.commitId}.avro`,
+      );
       await folder.store.put(
         listKey,
         writeManifestList({
@@ -175,6 +179,8 @@ export async function deleteWriterFiles(
     removed = [];
     expiredLists = [];
   }
+  // The catalog removes unreferenced files in a folder it placed (S3 Tables): no list, no delete.
+  if (folder.catalogOwnsFiles) return { ...result, removed, deletedFiles: [] };
   // The table references none of the writer's files now: they and its staged manifests can go.
   const named = await currentManifestPaths(folder, ident, result.table);
   const dataKeys = removed.map((f) => keyInFolder(folder, f.file_path)!);
@@ -198,7 +204,7 @@ export async function deleteWriterFiles(
  * .f<fence>-m0.avro`, as its data files are named), whatever snapshot names them.
  */
 export async function stagedManifestKeys(folder: TableFolder, writerId: string): Promise<string[]> {
-  const dir = `${folder.key}/metadata/`;
+  const dir = folderPath(folder, 'metadata/');
   const keys: string[] = [];
   for (const o of await folder.store.list(`${dir}${writerId}.`)) {
     const name = o.key.slice(dir.length);
@@ -273,7 +279,7 @@ async function withoutWriterFiles(
   }
   if (removed.length === 0) return undefined;
   const { bytes: written, summary } = writeManifest({ schema: read.schema, spec: read.spec, entries });
-  const writtenKey = `${folder.key}/metadata/${at.name}.avro`;
+  const writtenKey = folderPath(folder, `metadata/${at.name}.avro`);
   await folder.store.put(writtenKey, written);
   return {
     manifest: manifestFileOf(folder.store.uri(writtenKey), written.length, summary, at),

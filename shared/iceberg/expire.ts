@@ -26,7 +26,7 @@
 import { readManifestList } from './manifest-list.js';
 import { type Expiry, expireSnapshots, PREVIOUS_VERSIONS_MAX_PROPERTY } from './metadata.js';
 import type { IcebergTableMetadata } from './spec.js';
-import { keyInFolder, type TableFolder } from './table-folder.js';
+import { folderPath, keyInFolder, type TableFolder } from './table-folder.js';
 
 export const MAX_SNAPSHOT_AGE_PROPERTY = 'history.expire.max-snapshot-age-ms';
 export const MIN_SNAPSHOTS_TO_KEEP_PROPERTY = 'history.expire.min-snapshots-to-keep';
@@ -79,8 +79,9 @@ export function deletesOldMetadata(metadata: IcebergTableMetadata): boolean {
 /**
  * After a commit of `committed` succeeded: deletes the expired snapshots' manifest lists
  * (`expiredLists`) and the manifests they name that no snapshot of `committed` names, and the
- * `droppedMetadataFiles` when the table deletes old metadata. Only files under `folder`. Returns
- * the URIs deleted.
+ * `droppedMetadataFiles` when the table deletes old metadata. Only files under `folder`, and none
+ * in a folder the catalog owns the files of (S3 Tables: its unreferenced-file removal does it).
+ * Returns the URIs deleted.
  */
 export async function deleteAfterCommit(
   folder: TableFolder,
@@ -88,6 +89,7 @@ export async function deleteAfterCommit(
   expiredLists: readonly string[],
   droppedMetadataFiles: readonly string[],
 ): Promise<string[]> {
+  if (folder.catalogOwnsFiles) return [];
   const doomed = new Set<string>();
   if (expiredLists.length > 0) {
     const named = new Set(committed.snapshots.map((s) => s['manifest-list']));
@@ -119,7 +121,7 @@ export async function deleteAfterCommit(
   const uris: string[] = [];
   for (const uri of doomed) {
     const key = keyInFolder(folder, uri);
-    if (key === undefined || !key.startsWith(`${folder.key}/metadata/`)) continue;
+    if (key === undefined || !key.startsWith(folderPath(folder, 'metadata/'))) continue;
     keys.push(key);
     uris.push(uri);
   }

@@ -21,7 +21,7 @@ import { SinkError } from '../contracts/errors.js';
 import { EntryStatus, inheritFromManifest, readManifest, writeManifest } from './manifest.js';
 import { type IcebergManifestFile, ManifestContent, manifestFileOf } from './manifest-list.js';
 import type { IcebergTableMetadata } from './spec.js';
-import { keyInFolder, type TableFolder } from './table-folder.js';
+import { folderPath, keyInFolder, type TableFolder } from './table-folder.js';
 
 export const MERGE_ENABLED_PROPERTY = 'commit.manifest-merge.enabled';
 export const MIN_COUNT_TO_MERGE_PROPERTY = 'commit.manifest.min-count-to-merge';
@@ -120,7 +120,10 @@ export async function mergeOnAppend(
       `the table at ${base.location} lacks its current schema or partition spec ${specId}: its metadata is broken`,
     );
   const { bytes, summary } = writeManifest({ schema, spec, entries });
-  const key = `${folder.key}/metadata/${options.commitId}-merged-${options.snapshotId}-${randomBytes(4).toString('hex')}.avro`;
+  const key = folderPath(
+    folder,
+    `metadata/${options.commitId}-merged-${options.snapshotId}-${randomBytes(4).toString('hex')}.avro`,
+  );
   await folder.store.put(key, bytes);
   const merged = manifestFileOf(folder.store.uri(key), bytes.length, summary, {
     snapshotId: options.snapshotId,

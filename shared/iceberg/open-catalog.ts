@@ -8,6 +8,9 @@
  * Owns the mapping from a target to (identifier, folder), one per catalog kind: `file` names a
  * table by its target (its folder IS its identity), `glue` by the documented Glue names
  * (./glue-names.ts; two targets on one Glue table are refused before anything is written).
+ * A `rest` catalog that places tables (`placesTables`, default for S3 Tables) gets no folder from
+ * the lake: each table's folder is the location the catalog assigned, opened by `openFolder` with
+ * the lake's connection settings and marked `catalogOwnsFiles` (never listed or deleted from).
  * Opens no connection: the catalogs connect on first use.
  */
 import type { Spec } from '../config/spec.js';
@@ -32,8 +35,20 @@ export interface LakeTableLocation {
 /** The catalog of one lake, and where its targets are. */
 export interface LakeCatalog {
   readonly catalog: Catalog;
-  /** Where `target`'s Iceberg table is. @throws SinkError `GLUE_NAME_COLLISION` (glue) for a name another target took. */
+  /**
+   * Where `target`'s Iceberg table is. @throws SinkError `GLUE_NAME_COLLISION` (glue) for a name
+   * another target took. With `placesTables` the folder is the lake's, unused by the table: its
+   * files are at `placesTables.folderAt(<the table's metadata location>)`.
+   */
   table(target: string): LakeTableLocation;
+  /**
+   * Set when the catalog assigns each table's location (S3 Tables): a new table is created with no
+   * location, and its files go to the folder of the location the catalog answered with.
+   */
+  readonly placesTables?: {
+    /** The folder of a location the catalog assigned, `catalogOwnsFiles`. */
+    folderAt(location: string): TableFolder;
+  };
 }
 
 export interface LakeCatalogOptions {
@@ -42,6 +57,16 @@ export interface LakeCatalogOptions {
   readonly prefix: string;
   /** Every target of the spec: a collision between two of them is refused up front. */
   readonly targets?: readonly string[];
+  /**
+   * Opens the store and key of a table location the catalog assigned (`s3://...`, `file:...`),
+   * with the lake's credentials and endpoint; required for a catalog that places tables.
+   */
+  readonly openFolder?: (location: string) => { readonly store: ObjectStore; readonly key: string };
+}
+
+/** Whether `config` is a catalog that assigns each table's location: `placesTables`, default S3 Tables'. */
+export function catalogPlacesTables(config: CatalogConfig): boolean {
+  return config.type === 'rest' && (config.placesTables ?? config.sigv4?.service === 's3tables');
 }
 
 /** The folder key (no trailing `/`) of `target` in a lake at `prefix`. */
@@ -99,12 +124,22 @@ export function openLakeCatalog(config: CatalogConfig, options: LakeCatalogOptio
     case 'rest': {
       // One namespace for the lake; the table is its target with the dots as `_` (as in Glue).
       const catalog = openRestCatalog(config);
+      const open = options.openFolder;
+      if (catalogPlacesTables(config) && open === undefined)
+        throw new ConfigError('lake.catalog', 'places tables, but no store opener was given (a bug)');
       return {
         catalog,
         table: (target) => ({
           ident: { namespace: config.namespace, name: glueName(target) },
           folder: folderOf(target),
         }),
+        ...(catalogPlacesTables(config) && open
+          ? {
+              placesTables: {
+                folderAt: (location: string) => ({ ...open(location), catalogOwnsFiles: true }),
+              },
+            }
+          : {}),
       };
     }
   }

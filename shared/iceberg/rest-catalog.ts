@@ -18,9 +18,11 @@
  *
  * Requests are SigV4-signed when `sigv4` is set (service `s3tables` or `glue`; the SDK's signer
  * and default credential chain) or carry `Authorization: Bearer <token>`; the token is registered
- * with the redactor and never put in a message. Never deletes a file: `managesFiles` tells
- * recovery that the server (S3 Tables: no ListObjectsV2 or DeleteObject on its buckets) owns
- * unreferenced-file removal. The `version` of a `LoadedTable` is its metadata location.
+ * with the redactor and never put in a message. Never deletes a file. A server that places the
+ * tables itself (S3 Tables: no ListObjectsV2 or DeleteObject on its buckets) is the lake's
+ * `placesTables` (./open-catalog.ts): a create then names no location, and nothing where the
+ * server put a table is listed or deleted. The `version` of a `LoadedTable` is its metadata
+ * location.
  */
 import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
 import { defaultProvider } from '@aws-sdk/credential-provider-node';
@@ -82,11 +84,6 @@ class NoReply extends Error {
 /** The `rest` catalog over one Iceberg REST server. */
 export class RestCatalog implements Catalog {
   readonly kind = 'rest';
-  /**
-   * The server writes the metadata files, and on S3 Tables the bucket cannot be listed or deleted
-   * from: recovery leaves unreferenced files to the server's own maintenance.
-   */
-  readonly managesFiles = true;
   private readonly base: string;
   private readonly options: RestCatalogOptions;
   private readonly field: string;
@@ -191,6 +188,21 @@ export class RestCatalog implements Catalog {
     }
     if (reply.status !== 200) throw this.refused('commit', ident, reply);
     return { status: 'committed', table: this.loaded('commit', ident, reply) };
+  }
+
+  /**
+   * Whether `namespace` exists (`GET .../namespaces/{ns}`; S3 Tables: `s3tables:GetNamespace`):
+   * `tidemark check`'s line for a catalog that places tables, which it checks through the
+   * catalog only. A missing one is created at the first commit.
+   * @throws SinkError as every call: access denied, unreachable, refused.
+   */
+  async probeNamespace(namespace: string): Promise<boolean> {
+    const op = `load the namespace ${namespace} of`;
+    const path = `${await this.pathRoot()}/namespaces/${encodeURIComponent(namespace)}`;
+    const reply = await this.request('GET', path, op, undefined);
+    if (reply.status === 404) return false;
+    if (reply.status !== 200) throw this.refused(op, undefined, reply);
+    return true;
   }
 
   private async createNamespace(ident: TableIdent): Promise<void> {

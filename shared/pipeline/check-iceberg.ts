@@ -28,11 +28,12 @@ import { cdcStateTables } from '../engine/cdc/state-tables.js';
 import { incrementalStateKey, parseIncrementalState } from '../engine/incremental/state.js';
 import { GlueCatalog } from '../iceberg/glue-catalog.js';
 import { glueNameCollisionError, glueNameCollisions } from '../iceberg/glue-names.js';
-import { openLakeCatalog } from '../iceberg/open-catalog.js';
+import { catalogPlacesTables, openLakeCatalog } from '../iceberg/open-catalog.js';
+import { RestCatalog } from '../iceberg/rest-catalog.js';
 import { redact } from '../observability/redact.js';
 import { probeKey } from '../sink/layout.js';
 import { supportsConditionalWrites } from '../sink/object-store.js';
-import { openLakeStore } from '../sink/open-lake.js';
+import { openLakeStore, openLocation } from '../sink/open-lake.js';
 import { lakeStoreOptions } from './open.js';
 
 /** A table's `tableFormat` item. */
@@ -159,15 +160,48 @@ export async function checkCatalog(spec: Spec, id: string, lakeWritable: boolean
       return lakeWritable ? [await conditionalWritesItem(spec, id)] : [];
     case 'glue':
       return [await glueDatabaseItem(spec), glueNamesItem(spec)];
+    case 'rest':
+      if (catalogPlacesTables(config)) return [await placedCatalogItem(spec)];
+      return openedItems(spec);
     default:
-      // openLakeCatalog refuses a catalog this build cannot open, as the run does.
-      try {
-        const lake = openLakeStore(lakeStoreOptions(spec));
-        openLakeCatalog(config, lake);
-        return [];
-      } catch (e) {
-        return [failed('catalog', e)];
-      }
+      return openedItems(spec);
+  }
+}
+
+/**
+ * A catalog that places tables (S3 Tables): checked through the catalog only, never by listing or
+ * deleting where it keeps the tables' files (S3 Tables allows neither): its config and namespace
+ * answer (line `rest`).
+ */
+async function placedCatalogItem(spec: Spec): Promise<CheckItem> {
+  const config = spec.lake.catalog;
+  if (config.type !== 'rest') throw new Error('placedCatalogItem: not a rest catalog');
+  try {
+    const options = lakeStoreOptions(spec);
+    const { catalog } = openLakeCatalog(config, {
+      ...openLakeStore(options),
+      openFolder: (location) => openLocation(location, options),
+    });
+    if (!(catalog instanceof RestCatalog)) throw new Error(`lake.catalog: ${catalog.kind}, not rest (a bug)`);
+    const exists = await catalog.probeNamespace(config.namespace);
+    return passed(
+      'rest',
+      `REST catalog ${redact(config.uri)}${config.warehouse ? ` (warehouse ${config.warehouse})` : ''}: namespace ${config.namespace} ${exists ? 'exists' : 'is created at the first commit'}; the catalog places each table's files itself, checked through the catalog only (nothing there is listed or deleted)`,
+    );
+  } catch (e) {
+    return failed('rest', e);
+  }
+}
+
+/** Any other catalog: it opens as the run opens it (a catalog this build cannot open is refused). */
+function openedItems(spec: Spec): CheckItem[] {
+  // openLakeCatalog refuses a catalog this build cannot open, as the run does.
+  try {
+    const lake = openLakeStore(lakeStoreOptions(spec));
+    openLakeCatalog(spec.lake.catalog, lake);
+    return [];
+  } catch (e) {
+    return [failed('catalog', e)];
   }
 }
 

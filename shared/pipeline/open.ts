@@ -22,7 +22,7 @@ import type { RowEncoder } from '../engine/incremental/options.js';
 import { MAX_SNAPSHOT_AGE_PROPERTY, MIN_SNAPSHOTS_TO_KEEP_PROPERTY } from '../iceberg/expire.js';
 import { openLakeCatalog } from '../iceberg/open-catalog.js';
 import { LakeSink } from '../sink/lake-sink.js';
-import { type LakeSinkOptions, openLakeSink, openLakeStore } from '../sink/open-lake.js';
+import { type LakeSinkOptions, openLakeSink, openLakeStore, openLocation } from '../sink/open-lake.js';
 import { FileCursorStore } from '../state/file-cursor-store.js';
 
 export interface OpenPipeline {
@@ -117,6 +117,7 @@ export function openLake(spec: Spec): Sink & SinkProbe {
       store: lake.store,
       prefix: lake.prefix,
       targets: spec.tables.map(tableTarget),
+      openFolder: (location) => openLocation(location, options),
     }),
     partitionBy: Object.fromEntries(
       spec.tables.flatMap((t) => (t.partitionBy?.length ? [[tableTarget(t), t.partitionBy]] : [])),

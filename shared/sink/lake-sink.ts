@@ -16,6 +16,13 @@
  * manifests no state holds, and a writer's discard (`tidemark reset --delete-objects`: its files taken out of
  * the table's current snapshot before they are deleted). Never reads or commits state, never
  * applies a commit the caller did not hand it.
+ *
+ * A catalog that places tables (S3 Tables, `lake.catalog.placesTables`): the table is created with
+ * no location, and its data files, staged manifests and manifest lists go under the location the
+ * catalog assigned (./parquet-sink.ts `iceberg.folder`), where nothing is ever listed or deleted:
+ * recovery leaves a crashed attempt's files there to the catalog's unreferenced-file removal (names
+ * are unique per attempt, so none is ever rewritten or committed by mistake), and a discard commits
+ * the delete snapshot and leaves the files to that removal too (decision 0025 "As built").
  */
 import { randomUUID } from 'node:crypto';
 import { SinkError } from '../contracts/errors.js';
@@ -25,7 +32,7 @@ import type { Batch } from '../dataplane/batch.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
 import { applyAppend, STAGED_MANIFEST_SUFFIX, type StagedAppend, stageAppend } from '../iceberg/append.js';
-import { commitWithRetry, identText, type LoadedTable } from '../iceberg/catalog.js';
+import { commitWithRetry, identText, type LoadedTable, type TableIdent } from '../iceberg/catalog.js';
 import { deleteWriterFiles, stagedManifestKeys } from '../iceberg/delete-files.js';
 import { TIDEMARK_TABLE_PROPERTIES } from '../iceberg/expire.js';
 import type { IcebergManifestFile } from '../iceberg/manifest-list.js';
@@ -33,7 +40,8 @@ import { newTableMetadata, setSchema } from '../iceberg/metadata.js';
 import type { LakeCatalog } from '../iceberg/open-catalog.js';
 import { type PartitionFieldRequest, partitionSpecOf } from '../iceberg/partition.js';
 import { icebergSchemaOf, lakeFieldIdsOf } from '../iceberg/schema.js';
-import type { IcebergTableMetadata, IcebergPartitionSpec, IcebergSchema } from '../iceberg/spec.js';
+import type { IcebergPartitionSpec, IcebergSchema, IcebergTableMetadata } from '../iceberg/spec.js';
+import type { TableFolder } from '../iceberg/table-folder.js';
 import { compareStrings, PARQUET_SUFFIX, pageStem, parseObjectName } from './layout.js';
 import type { DataFileRef, ParquetSink, ParquetWriteTarget } from './parquet-sink.js';
 import { partitionPlanOf } from './partition-rows.js';
@@ -82,6 +90,8 @@ export class LakeSink implements Sink, SinkProbe {
   private readonly lastCommitted = new Map<string, LoadedTable>();
   /** Manifests staged while their data file was stored (`write`), by that file's URI, until `stage` takes them. */
   private readonly stagedBeside = new Map<string, Promise<PendingCommit>>();
+  /** Per table, when the catalog places tables: the folder of the location it assigned. */
+  private readonly placed = new Map<string, TableFolder>();
 
   constructor(options: LakeSinkOptions) {
     this.parquet = options.parquet;
@@ -160,7 +170,7 @@ export class LakeSink implements Sink, SinkProbe {
 
   /** Writes the manifest of `refs` (this sink's data files of one write) and returns its pending commit. */
   private async stageRefs(target: WriteTarget, refs: readonly ObjectRef[]): Promise<PendingCommit> {
-    const { ident, folder } = this.location(target.table);
+    const { ident, folder } = await this.filesAt(target.table);
     const known = this.tables.get(target.table);
     // The refs this sink's `write` returned for the target: Iceberg data files.
     const dataFiles = (refs as readonly Partial<DataFileRef>[]).map((r) => {
@@ -187,7 +197,7 @@ export class LakeSink implements Sink, SinkProbe {
 
   async apply(pending: PendingCommit): Promise<void> {
     const { catalog } = this.requireCatalog(pending.table);
-    const { ident, folder } = this.location(pending.table);
+    const { ident, folder } = await this.filesAt(pending.table);
     const base = this.lastCommitted.get(pending.table);
     this.lastCommitted.delete(pending.table);
     const result = await applyAppend(catalog, ident, folder, stagedOf(pending), {
@@ -206,11 +216,14 @@ export class LakeSink implements Sink, SinkProbe {
 
   /**
    * The plain sink's recovery of data objects at or past `committed`, and the staged manifests of
-   * `target.writer` named at or past it (a crashed attempt's, which no state holds).
+   * `target.writer` named at or past it (a crashed attempt's, which no state holds). Where the
+   * catalog places tables, an Iceberg table's files are not under the lake: those a crashed
+   * attempt left stay for the catalog's unreferenced-file removal (nothing there is listed or
+   * deleted), and only the lake's own folder (a plain table's objects) is recovered.
    */
   async recover(target: LakeTable, committed: Position): Promise<ObjectRef[]> {
     const removed = await this.parquet.recover(target, committed);
-    if (this.lakeCatalog === undefined) return removed;
+    if (this.lakeCatalog === undefined || this.lakeCatalog.placesTables) return removed;
     const { folder } = this.location(target.table);
     const store = folder.store;
     const dir = `${folder.key}/metadata/`;
@@ -242,14 +255,18 @@ export class LakeSink implements Sink, SinkProbe {
   async discard(target: LakeTable): Promise<ObjectRef[]> {
     this.tables.delete(target.table);
     this.lastCommitted.delete(target.table);
+    this.placed.delete(target.table);
     if (this.lakeCatalog === undefined) return this.parquet.discard(target);
-    const { catalog } = this.lakeCatalog;
-    const { ident, folder } = this.location(target.table);
-    if ((await catalog.loadTable(ident)) === undefined) {
+    const { catalog, placesTables } = this.lakeCatalog;
+    const { ident, folder: lakeFolder } = this.location(target.table);
+    const loaded = await catalog.loadTable(ident);
+    if (loaded === undefined) {
       const removed = await this.parquet.discard(target);
-      await folder.store.delete(await stagedManifestKeys(folder, target.writer));
+      if (!placesTables) await lakeFolder.store.delete(await stagedManifestKeys(lakeFolder, target.writer));
       return removed;
     }
+    // A placed table's files: the delete snapshot only (deleteWriterFiles deletes nothing there).
+    const folder = placesTables ? placesTables.folderAt(loaded.metadata.location) : lakeFolder;
     const result = await deleteWriterFiles(catalog, ident, folder, {
       writerId: target.writer,
       nowMs: this.nowMs,
@@ -282,7 +299,7 @@ export class LakeSink implements Sink, SinkProbe {
   private async icebergTarget(target: WriteTarget, schema: Schema): Promise<IcebergTarget> {
     const known = this.tables.get(target.table);
     if (known?.lake === schema) return known;
-    const { catalog } = this.requireCatalog(target.table);
+    const { catalog, placesTables } = this.requireCatalog(target.table);
     const { ident, folder } = this.location(target.table);
     let loaded = await catalog.loadTable(ident);
     const asked = this.partitionBy[target.table] ?? [];
@@ -292,7 +309,8 @@ export class LakeSink implements Sink, SinkProbe {
       const created = await catalog.createTable(
         ident,
         newTableMetadata({
-          location: folder.store.uri(folder.key),
+          // A catalog that places tables is asked for none: it answers with the one it assigned.
+          location: placesTables ? '' : folder.store.uri(folder.key),
           schema: first.schema,
           lastColumnId: first.lastColumnId,
           partitionSpec: partitionSpecOf(first.schema, partitioned, asked, { tableName: target.table }).spec,
@@ -309,6 +327,7 @@ export class LakeSink implements Sink, SinkProbe {
           `the Iceberg table ${identText(ident)} was neither created nor found in the ${catalog.kind} catalog; nothing was written`,
         );
     }
+    const placed = placesTables ? this.placedFolder(target.table, loaded) : undefined;
     const current = await this.withSchema(loaded, target, schema);
     // Every tidemark table is a change log: each row version is a row of its own, never rewritten.
     const wanted = partitionSpecOf(current, partitioned, asked, { tableName: target.table }).spec;
@@ -316,7 +335,12 @@ export class LakeSink implements Sink, SinkProbe {
     const plan = partitionPlanOf(spec, current);
     const resolved: IcebergTarget = {
       lake: schema,
-      iceberg: { schema: current, ids: lakeFieldIdsOf(current), ...(plan ? { partition: plan } : {}) },
+      iceberg: {
+        schema: current,
+        ids: lakeFieldIdsOf(current),
+        ...(plan ? { partition: plan } : {}),
+        ...(placed ? { folder: placed } : {}),
+      },
       spec,
     };
     this.tables.set(target.table, resolved);
@@ -365,6 +389,34 @@ export class LakeSink implements Sink, SinkProbe {
 
   private location(table: string) {
     return this.requireCatalog(table).table(table);
+  }
+
+  /**
+   * Where `table`'s Iceberg files are: its folder under the lake, or, where the catalog places
+   * tables, the folder of the location the catalog assigned (from the loaded table, once).
+   * @throws SinkError `ICEBERG_TABLE_MISSING` when the catalog places tables and has no such table.
+   */
+  private async filesAt(table: string): Promise<{ ident: TableIdent; folder: TableFolder }> {
+    const { catalog, placesTables } = this.requireCatalog(table);
+    const { ident, folder } = this.location(table);
+    if (!placesTables) return { ident, folder };
+    const known = this.placed.get(table);
+    if (known) return { ident, folder: known };
+    const loaded = await catalog.loadTable(ident);
+    if (loaded === undefined)
+      throw new SinkError(
+        'ICEBERG_TABLE_MISSING',
+        table,
+        `the Iceberg table ${identText(ident)} is not in the ${catalog.kind} catalog, which places its files: nothing can be staged or committed to it (was it dropped?)`,
+      );
+    return { ident, folder: this.placedFolder(table, loaded) };
+  }
+
+  /** The folder of the location the catalog assigned `table` (remembered for the sink's life). */
+  private placedFolder(table: string, loaded: LoadedTable): TableFolder {
+    const folder = this.requireCatalog(table).placesTables!.folderAt(loaded.metadata.location);
+    this.placed.set(table, folder);
+    return folder;
   }
 }
 

@@ -2,11 +2,16 @@
  * Opens the Parquet sink for a lake URI from the pipeline spec: `s3://bucket/prefix` (AWS,
  * LocalStack, s3rver) or `file:///abs/dir` (a local folder).
  *
- * Owns: URI parsing and the choice of object store. Never reads the environment: endpoint, region
- * and credentials come in as options (the caller maps `AWS_ENDPOINT_URL` etc.).
+ * Owns: URI parsing and the choice of object store, for the lake and for a table location a
+ * catalog assigned (`openLocation`: S3 Tables' `s3://<id>--table-s3`, or Java's `file:/dir` form
+ * of a local one), opened with the lake's connection settings. Never reads the environment:
+ * endpoint, region and credentials come in as options (the caller maps `AWS_ENDPOINT_URL` etc.).
  */
+
+import { basename, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3';
-import { ConfigError } from '../contracts/errors.js';
+import { ConfigError, SinkError } from '../contracts/errors.js';
 import { FileObjectStore } from './file-object-store.js';
 import type { ObjectStore } from './object-store.js';
 import { ParquetSink } from './parquet-sink.js';
@@ -55,6 +60,33 @@ export function openLakeStore(options: LakeSinkOptions): LakeStore {
     return { store: new FileObjectStore(dir), prefix: '' };
   }
   throw new ConfigError('lake.uri', `"${uri}" is neither s3://bucket/prefix nor file:///dir`);
+}
+
+/**
+ * The store and key of a table location a catalog assigned, opened like the lake (`options`: its
+ * region, endpoint, credentials; its `uri` is ignored): `s3://bucket[/key]`, `file:///dir` or
+ * `file:/dir` (how Java's catalogs write a local location).
+ * @throws SinkError `REST_CATALOG_FAILED` for a location of any other scheme.
+ */
+export function openLocation(
+  location: string,
+  options: LakeSinkOptions,
+): { store: ObjectStore; key: string } {
+  const local = /^file:\/(?!\/)/.test(location) ? `file://${location.slice('file:'.length)}` : location;
+  if (local.startsWith('file://')) {
+    // The folder's parent is the store's root (a file store has no URI for its root itself).
+    const path = fileURLToPath(local.replace(/\/+$/, ''));
+    return { store: new FileObjectStore(dirname(path)), key: basename(path) };
+  }
+  if (/^s3:\/\/[^/]+/.test(location)) {
+    const { store, prefix } = openLakeStore({ ...options, uri: location });
+    return { store, key: prefix };
+  }
+  throw new SinkError(
+    'REST_CATALOG_FAILED',
+    location,
+    `the catalog placed a table at ${location}, which is neither s3:// nor file://: tidemark cannot write its files there`,
+  );
 }
 
 /** Builds the Parquet sink for a lake URI. @throws ConfigError for a URI that is neither s3:// nor file://. */

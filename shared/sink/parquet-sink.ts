@@ -25,16 +25,18 @@ import { META_POS, METADATA_COLUMNS } from '../dataplane/metadata.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
 import { wireSchema } from '../dataplane/wire.js';
-import { parquetDataFile } from '../iceberg/data-file.js';
 import type { AvroValue } from '../iceberg/avro-schema.js';
+import { parquetDataFile } from '../iceberg/data-file.js';
 import type { IcebergDataFile } from '../iceberg/manifest.js';
 import type { IcebergSchema } from '../iceberg/spec.js';
+import { folderPath, type TableFolder } from '../iceberg/table-folder.js';
 import { collapseToLatest } from './collapse.js';
 import {
   compareNameToPosition,
   compareStrings,
   fenceSuffix,
   objectKey,
+  objectName,
   type ParsedName,
   parseObjectName,
   positionListBound,
@@ -44,8 +46,8 @@ import {
   tablePrefix,
 } from './layout.js';
 import type { ObjectStore, StoredObject } from './object-store.js';
-import { type PartitionPlan, splitByPartition } from './partition-rows.js';
 import { encodeParquetAsync, type ParquetCompression, warmEncoder } from './parquet-writer.js';
+import { type PartitionPlan, splitByPartition } from './partition-rows.js';
 
 export type { ObjectStore, StoredObject } from './object-store.js';
 
@@ -97,6 +99,11 @@ export interface ParquetWriteTarget extends WriteTarget {
      * page's manifest lists all its parts, staged after them.
      */
     readonly beside?: (ref: DataFileRef) => Promise<void>;
+    /**
+     * The table's folder when its catalog placed it (S3 Tables): the object, and its sidecar, go
+     * to `<folder>/data/` in that folder's store instead of the table's folder under the lake.
+     */
+    readonly folder?: TableFolder;
   };
 }
 
@@ -254,12 +261,16 @@ export class ParquetSink implements Sink, SinkProbe {
   ): Promise<ObjectRef[]> {
     const { table, writer, fence } = target;
     const { bytes, rows } = object;
-    const { key: objectName, sidecarKey } = objectKey(this.prefix, table, writer, startPosition, fence, part);
+    const placed = target.iceberg?.folder;
+    const store = placed?.store ?? this.store;
+    const { key: dataKey, sidecarKey } = placed
+      ? placedObjectKey(placed, table, writer, startPosition, fence, part)
+      : objectKey(this.prefix, table, writer, startPosition, fence, part);
     // The sidecar goes first: whenever a shortened object exists, its full position does too.
-    if (sidecarKey) await this.store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
-    const uri = this.store.uri(objectName);
+    if (sidecarKey) await store.put(sidecarKey, Buffer.from(startPosition, 'utf8'));
+    const uri = store.uri(dataKey);
     if (!target.iceberg) {
-      await this.store.put(objectName, bytes);
+      await store.put(dataKey, bytes);
       return [{ uri, bytes: bytes.byteLength, rows, writer, startPosition, fence }];
     }
     const dataFile = parquetDataFile(uri, bytes, target.iceberg.schema, {
@@ -267,7 +278,7 @@ export class ParquetSink implements Sink, SinkProbe {
     });
     const ref: DataFileRef = { uri, bytes: bytes.byteLength, rows, writer, startPosition, fence, dataFile };
     const [stored, beside] = await Promise.allSettled([
-      this.store.putIfAbsent(objectName, bytes),
+      store.putIfAbsent(dataKey, bytes),
       part === undefined ? target.iceberg.beside?.(ref) : undefined,
     ]);
     if (stored.status === 'rejected') throw stored.reason;
@@ -584,4 +595,24 @@ function checkBatches(table: string, schema: Schema, batches: readonly Batch[]):
     }
   }
   return mode;
+}
+
+/**
+ * The key (and sidecar key) of an object of a table its catalog placed: `data/<object name>` in
+ * the table's folder, as Iceberg writers lay data files out, named as under the lake (writer,
+ * start position, fence: unique per attempt, so never rewritten).
+ */
+function placedObjectKey(
+  folder: TableFolder,
+  table: string,
+  writer: string,
+  startPosition: Position,
+  fence: number,
+  part?: number,
+): { key: string; sidecarKey: string | undefined } {
+  const { name, sidecar } = objectName(table, writer, startPosition, fence, part);
+  return {
+    key: folderPath(folder, `data/${name}`),
+    sidecarKey: sidecar === undefined ? undefined : folderPath(folder, `data/${sidecar}`),
+  };
 }

@@ -1080,6 +1080,108 @@ describe('TidemarkStack (Iceberg catalogs: Glue database, S3 Tables grants, Athe
     }
   });
 
+  it('creates the table bucket and namespace of createTableBucket, retained, before the function and the tasks; no CreateNamespace grant', () => {
+    const spec = catalogSpec({ ...S3TABLES, createTableBucket: true }, cdcSpec());
+    const t = synth(spec, VPC_CONTEXT);
+    t.resourceCountIs('AWS::S3Tables::TableBucket', 1);
+    t.hasResource('AWS::S3Tables::TableBucket', {
+      DeletionPolicy: 'Retain',
+      UpdateReplacePolicy: 'Retain',
+      Properties: {
+        TableBucketName: 'shop-tables',
+        EncryptionConfiguration: { SSEAlgorithm: 'AES256' },
+        UnreferencedFileRemoval: { Status: 'Enabled', UnreferencedDays: 3, NoncurrentDays: 10 },
+      },
+    });
+    const bucketId = logicalId(t, 'AWS::S3Tables::TableBucket');
+    t.resourceCountIs('AWS::S3Tables::Namespace', 1);
+    t.hasResource('AWS::S3Tables::Namespace', {
+      DeletionPolicy: 'Retain',
+      UpdateReplacePolicy: 'Retain',
+      Properties: { Namespace: 'shop', TableBucketARN: { 'Fn::GetAtt': [bucketId, 'TableBucketARN'] } },
+    });
+    const namespaceId = logicalId(t, 'AWS::S3Tables::Namespace');
+    // The runs get the ARN the spec names: the one the stack creates (same name, account, region).
+    t.hasOutput('TableBucketArn', { Value: { 'Fn::GetAtt': [bucketId, 'TableBucketARN'] } });
+    // Environment known at synth: no template rule needed.
+    expect(Object.keys(t.toJSON().Rules ?? {}).filter((id) => id.includes('TableBucket'))).toEqual([]);
+    const fn = Object.values(t.findResources('AWS::Lambda::Function'))[0]!;
+    expect(fn.DependsOn).toContain(namespaceId);
+    const services = Object.values(t.findResources('AWS::ECS::Service'));
+    expect(services.length).toBeGreaterThan(0);
+    for (const service of services) expect(service.DependsOn).toContain(namespaceId);
+    const namespaceGrant = [
+      new Set([
+        's3tables:GetNamespace',
+        's3tables:CreateTable',
+        's3tables:GetTable',
+        's3tables:GetTableMetadataLocation',
+        's3tables:UpdateTableMetadataLocation',
+        's3tables:GetTableData',
+        's3tables:PutTableData',
+      ]),
+      [TABLE_BUCKET, `${TABLE_BUCKET}/table/*`],
+      { StringEquals: { 's3tables:namespace': 'shop' } },
+    ];
+    const expected = [[new Set(['s3tables:GetTableBucket']), [TABLE_BUCKET], undefined], namespaceGrant];
+    expect(serviceGrants(functionStatements(t), 's3tables')).toEqual(expected);
+    for (const roleId of taskRoleIds(t).values()) {
+      expect(serviceGrants(roleStatements(t, roleId), 's3tables')).toEqual(expected);
+    }
+    // Without createTableBucket nothing is created (the existing bucket's grants are unchanged).
+    const existing = synth(catalogSpec(S3TABLES));
+    existing.resourceCountIs('AWS::S3Tables::TableBucket', 0);
+    existing.resourceCountIs('AWS::S3Tables::Namespace', 0);
+    expectNagClean(stackOf(spec, VPC_CONTEXT));
+  });
+
+  it('refuses createTableBucket for a table bucket in another account or region, or a catalog that is not S3 Tables', () => {
+    for (const [warehouse, what] of [
+      ['arn:aws:s3tables:us-east-1:210987654321:bucket/shop-tables', 'account 210987654321'],
+      ['arn:aws:s3tables:eu-west-1:123456789012:bucket/shop-tables', 'region eu-west-1'],
+    ] as const) {
+      expect(
+        configErrorOf(() => stackOf(catalogSpec({ ...S3TABLES, warehouse, createTableBucket: true })))
+          .message,
+      ).toMatch(
+        new RegExp(`^lake\\.catalog\\.warehouse: names a table bucket in ${what} but the stack deploys to`),
+      );
+    }
+    const glueRest = {
+      type: 'rest',
+      uri: 'https://glue.us-east-1.amazonaws.com/iceberg',
+      warehouse: '123456789012',
+      namespace: 'shop',
+      sigv4: { service: 'glue' },
+      createTableBucket: true,
+    };
+    for (const raw of [catalogSpec(glueRest), catalogSpec({ ...glueRest, sigv4: undefined })]) {
+      const pattern = /^lake\.catalog\.createTableBucket: is S3 Tables' only/;
+      expect(configErrorOf(() => stackOf(raw)).message).toMatch(pattern);
+      expect(configErrorOf(() => assertDeployableSpec(parseSpec(raw, { env: {} }))).message).toMatch(pattern);
+    }
+    // An environment-agnostic stack: a template rule fails the deployment in another account/region.
+    const app = new App({ outdir: appOutdir() });
+    const agnostic = new TidemarkStack(app, 'tidemark-shop', {
+      spec: parseSpec(catalogSpec({ ...S3TABLES, createTableBucket: true }), { env: {} }),
+      bundleDir,
+      cdcImage: TEST_IMAGE,
+    });
+    const rules = Object.entries(Template.fromStack(agnostic).toJSON().Rules ?? {})
+      .filter(([id]) => id.includes('TableBucket'))
+      .map(([, rule]) => rule) as { Assertions: { Assert: unknown }[] }[];
+    expect(rules.map((r) => r.Assertions.map((a) => a.Assert))).toEqual([
+      [
+        {
+          'Fn::And': [
+            { 'Fn::Equals': [{ Ref: 'AWS::AccountId' }, '123456789012'] },
+            { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'us-east-1'] },
+          ],
+        },
+      ],
+    ]);
+  });
+
   it('refuses an S3 Tables warehouse that is not a table bucket ARN, naming lake.catalog.warehouse', () => {
     for (const [warehouse, why] of [
       ['s3://shop-tables', '"s3://shop-tables" is not a table bucket ARN'],
