@@ -75,7 +75,8 @@ function specOnce(): Spec {
 async function pipelineOnce(): Promise<{ spec: Spec; pipeline: OpenPipeline }> {
   if (!cached) {
     const spec = specOnce();
-    cached = { spec, pipeline: await openPipeline(spec) };
+    // The sink outlives an invocation: its warnings are logged without a request id.
+    cached = { spec, pipeline: await openPipeline(spec, { logger: createLogger({ json: true }) }) };
   }
   return cached;
 }

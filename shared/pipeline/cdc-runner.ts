@@ -154,7 +154,7 @@ export async function runCdcSources(spec: Spec, opts: CdcRunnerOptions): Promise
   const board = opts.board ?? new CdcStatusBoard(names);
   const clock = opts.clock ?? Date.now;
   const store = await openStateStore(spec, { clock });
-  const sink = openLake(spec);
+  const sink = openLake(spec, opts.logger);
   // One source failing drains the others.
   const stopAll = new AbortController();
   const onAbort = () => stopAll.abort();

@@ -21,6 +21,7 @@ import { driver } from '../drivers/registry.js';
 import type { RowEncoder } from '../engine/incremental/options.js';
 import { MAX_SNAPSHOT_AGE_PROPERTY, MIN_SNAPSHOTS_TO_KEEP_PROPERTY } from '../iceberg/expire.js';
 import { openLakeCatalog } from '../iceberg/open-catalog.js';
+import type { Logger } from '../observability/log.js';
 import { LakeSink } from '../sink/lake-sink.js';
 import { type LakeSinkOptions, openLakeSink, openLakeStore, openLocation } from '../sink/open-lake.js';
 import { FileCursorStore } from '../state/file-cursor-store.js';
@@ -39,6 +40,8 @@ export interface OpenPipelineOptions {
   readonly clock?: Clock;
   /** Do not resolve any source (status/reset only need state). */
   readonly sourcesLazy?: boolean;
+  /** Where the lake sink's warnings go (structured in Lambda/Fargate); default process warnings. */
+  readonly logger?: Logger;
 }
 
 /** The row-path encoder the engine uses when a source has no columnar path. */
@@ -103,11 +106,14 @@ export async function openStateStore(
  * The lake sink of a spec (S3 or a local directory): plain tables' objects, and Iceberg tables'
  * data files committed through `lake.catalog`. Opens no connection.
  */
-export function openLake(spec: Spec): Sink & SinkProbe {
+export function openLake(spec: Spec, logger?: Logger): Sink & SinkProbe {
   const options = lakeStoreOptions(spec);
   const lake = openLakeStore(options);
   const retention = spec.lake.snapshotRetention;
   return new LakeSink({
+    ...(logger
+      ? { warn: (message: string, fields: Readonly<Record<string, unknown>>) => logger.warn(message, fields) }
+      : {}),
     parquet: openLakeSink(options, lake),
     tableProperties: {
       [MAX_SNAPSHOT_AGE_PROPERTY]: String(Math.round(retention.maxAgeHours * 3_600_000)),
@@ -184,7 +190,7 @@ export function openSources(spec: Spec, clock: Clock = Date.now): OpenSources {
 export async function openPipeline(spec: Spec, opts: OpenPipelineOptions = {}): Promise<OpenPipeline> {
   const clock = opts.clock ?? Date.now;
   const store = await openStateStore(spec, { clock });
-  const sink = openLake(spec);
+  const sink = openLake(spec, opts.logger);
   const sources = openSources(spec, clock);
   return {
     store,

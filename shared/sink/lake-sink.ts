@@ -63,6 +63,11 @@ export interface LakeSinkOptions {
    * not listed is unpartitioned. Iceberg tables only (docs/iceberg.md "Partitions").
    */
   readonly partitionBy?: Readonly<Record<string, readonly PartitionFieldRequest[]>>;
+  /**
+   * Where a problem that does not fail the write goes (metadata files a committed commit could
+   * not delete): the run's logger; default `process.emitWarning`.
+   */
+  readonly warn?: (message: string, fields: Readonly<Record<string, unknown>>) => void;
 }
 
 /** What an Iceberg table writes with: its current schema, that schema's field ids, its partition spec. */
@@ -80,6 +85,7 @@ export class LakeSink implements Sink, SinkProbe {
   private readonly nowMs: () => number;
   private readonly tableProperties: Readonly<Record<string, string>>;
   private readonly partitionBy: Readonly<Record<string, readonly PartitionFieldRequest[]>>;
+  private readonly warn: NonNullable<LakeSinkOptions['warn']>;
   /** Per table: the Iceberg schema its writes carry, for the lake schema it was resolved for. */
   private readonly tables = new Map<string, IcebergTarget>();
   /**
@@ -99,6 +105,7 @@ export class LakeSink implements Sink, SinkProbe {
     this.nowMs = options.nowMs ?? Date.now;
     this.tableProperties = options.tableProperties ?? {};
     this.partitionBy = options.partitionBy ?? {};
+    this.warn = options.warn ?? ((message) => process.emitWarning(message));
   }
 
   warm(target: WriteTarget, schema: Schema): void {
@@ -208,9 +215,10 @@ export class LakeSink implements Sink, SinkProbe {
     this.lastCommitted.set(pending.table, result.table);
     if (result.cleanupError !== undefined) {
       // The commit stands; what it left unreferenced stays for maintenance.
-      process.emitWarning(
-        `${identText(ident)}: metadata files left after a commit could not be deleted (${String(result.cleanupError)})`,
-      );
+      this.warn(`${identText(ident)}: metadata files left after a commit could not be deleted`, {
+        table: identText(ident),
+        error: String(result.cleanupError),
+      });
     }
   }
 
@@ -272,9 +280,11 @@ export class LakeSink implements Sink, SinkProbe {
       nowMs: this.nowMs,
     });
     if (result.cleanupError !== undefined) {
-      process.emitWarning(
-        `${identText(ident)}: metadata files left after a commit could not be deleted (${String(result.cleanupError)})`,
-      );
+      // The commit stands; what it left unreferenced stays for maintenance.
+      this.warn(`${identText(ident)}: metadata files left after a commit could not be deleted`, {
+        table: identText(ident),
+        error: String(result.cleanupError),
+      });
     }
     const committed: ObjectRef[] = result.removed.map((f) => ({
       uri: f.file_path,

@@ -188,6 +188,38 @@ describe.skipIf(readersMissing)('the lake sink on an Iceberg table', () => {
     expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1, 1, 2, 3]);
   });
 
+  it('a commit whose clean-up failed stands, and the sink reports it as a structured warning', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tidemark-lakesink-'));
+    dirs.push(dir);
+    const files = new FileObjectStore(dir);
+    // A store that refuses to delete metadata files: the old ones a commit drops stay.
+    const store = Object.assign(Object.create(files) as FileObjectStore, {
+      delete: async (keys: readonly string[]) => {
+        if (keys.some((k) => k.endsWith('.metadata.json'))) throw new Error('AccessDenied: s3:DeleteObject');
+        return files.delete(keys);
+      },
+    });
+    const catalog = openLakeCatalog({ type: 'file' }, { store, prefix: '' });
+    const warnings: { message: string; fields: Readonly<Record<string, unknown>> }[] = [];
+    const sink = new LakeSink({
+      parquet: new ParquetSink({ store }),
+      catalog,
+      warn: (message, fields) => warnings.push({ message, fields }),
+    });
+    // Tidemark's tables keep 10 old metadata files: the 12th commit drops one.
+    for (let seq = 1; seq <= 12; seq++) {
+      const p = page(V1, seq, [{ id: BigInt(seq), name: 'x' }]);
+      await sink.apply((await sink.stage(target, await sink.write(target, V1, p.start, [p.batch])))!);
+    }
+    expect(warnings.length).toBeGreaterThan(0);
+    expect(warnings[0]!.message).toMatch(/metadata files left after a commit could not be deleted/);
+    expect(warnings[0]!.fields).toMatchObject({
+      table: '.public.items',
+      error: expect.stringMatching(/AccessDenied/),
+    });
+    expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+  });
+
   it('recovery removes the staged manifest and data file at or past the committed position, none before it', async () => {
     const { dir, sink } = lake();
     const p1 = page(V1, 1, [{ id: 1n, name: 'a' }]);

@@ -86,7 +86,7 @@ async function runTables(
   const tty = !opts.json && Boolean(process.stderr.isTTY);
   const logger = createLogger({ json: opts.json || !tty });
   const interrupt = interruptOnSignals(logger);
-  const pipeline = await openPipeline(spec);
+  const pipeline = await openPipeline(spec, { logger });
   let failed = 0;
   let leaseHeld = 0;
   try {
