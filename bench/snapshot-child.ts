@@ -53,6 +53,8 @@ export interface SnapshotBenchReport extends ChildRunReport {
   /** Chunks read again (stale windows). */
   readonly rereads: number;
   readonly objects: number;
+  /** State commits from the runCdc call until the one that says `complete` (included). */
+  readonly commits: number;
   /** Seconds from the runCdc call to the `snapshot started` log line; undefined if not seen. */
   readonly startedSeconds: number | undefined;
   /** Seconds from `snapshot started` to the `snapshot complete` log line. */
@@ -107,12 +109,14 @@ async function run(): Promise<{
   });
   let doneAt: number | undefined;
   let snap: { rows: number; chunks: number; rereads: number } | undefined;
+  let commits = 0;
   const store: CursorStore = new Proxy(inner, {
     get(target, key) {
       if (key === 'commit') {
         return async (...args: Parameters<CursorStore['commit']>) => {
           const r = await target.commit(...args);
           if (doneAt === undefined && args[0] === STATE_KEY) {
+            commits++;
             const s = parseCdcState(args[1].value).tables[config.table]?.snapshot;
             if (s?.state === 'complete') {
               doneAt = performance.now();
@@ -168,6 +172,7 @@ async function run(): Promise<{
       result: {
         ...snap,
         objects: summary.objects,
+        commits,
         startedSeconds: startedAt === undefined ? undefined : (startedAt - started) / 1000,
         loadSeconds:
           startedAt === undefined || completeAt === undefined ? undefined : (completeAt - startedAt) / 1000,

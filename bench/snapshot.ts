@@ -24,6 +24,8 @@
  * flat writer ("parquet-wasm only").
  *
  * Options: --rows N (default 1000000), --runs N (default 3), --quick (200000 rows, 1 run),
+ *          --chunk-rows N (default 50000; the engine's flush limits stay 100,000 rows / 5 s, so
+ *          a small chunk shows how many windows one flush carries),
  *          --only pg|mysql, --profile (one extra 1-connection run per database under --cpu-prof,
  *          its main thread summarised by component; the Parquet encode worker is not profiled),
  *          --node PATH (the children's Node), --writers (only tidemark at 2 connections and the
@@ -79,6 +81,7 @@ const MARIADB_ENV: NodeJS.ProcessEnv = { MYSQL_PWD: MY_PASSWORD, TZ: 'UTC' };
 
 interface Options {
   readonly rows: number;
+  readonly chunkRows: number;
   readonly runs: number;
   readonly only: 'pg' | 'mysql' | undefined;
   readonly profile: boolean;
@@ -91,6 +94,7 @@ function parseOptions(argv: readonly string[]): Options {
     options: {
       rows: { type: 'string' },
       runs: { type: 'string' },
+      'chunk-rows': { type: 'string' },
       quick: { type: 'boolean', default: false },
       only: { type: 'string' },
       profile: { type: 'boolean', default: false },
@@ -113,6 +117,7 @@ function parseOptions(argv: readonly string[]): Options {
   return {
     rows: int('--rows', values.rows, quick ? 200_000 : 1_000_000),
     runs: int('--runs', values.runs, quick ? 1 : 3),
+    chunkRows: int('--chunk-rows', values['chunk-rows'], CHUNK_ROWS),
     only,
     profile: values.profile ?? false,
     writers: values.writers ?? false,
@@ -156,7 +161,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   try {
     console.log(`machine: ${machineNote()}`);
     console.log(
-      `options: rows=${options.rows} runs=${options.runs} chunkRows=${CHUNK_ROWS} connections=${CONNECTIONS.join(',')}` +
+      `options: rows=${options.rows} runs=${options.runs} chunkRows=${options.chunkRows} connections=${CONNECTIONS.join(',')}` +
         `${options.only ? ` only=${options.only}` : ''}${options.profile ? ' profile' : ''}${options.writers ? ' writers' : ''}`,
     );
     announceChildNode(options.writers);
@@ -222,7 +227,7 @@ async function postgresSection(options: Options, psql: string, work: string): Pr
                 table: PG_TABLE,
                 slot,
                 publication: PG_PUBLICATION,
-                chunkRows: CHUNK_ROWS,
+                chunkRows: options.chunkRows,
                 connections,
                 dir,
                 ...(noFlatWriter ? { noFlatWriter } : {}),
@@ -338,7 +343,7 @@ async function mysqlSection(options: Options, client: string, work: string): Pro
             url,
             table: MY_TABLE,
             serverId: ++serverId,
-            chunkRows: CHUNK_ROWS,
+            chunkRows: options.chunkRows,
             connections,
             dir,
             ...(noFlatWriter ? { noFlatWriter } : {}),
@@ -453,7 +458,7 @@ async function compare(args: {
       r === undefined
         ? ''
         : `, set-up ${r.startedSeconds?.toFixed(2) ?? '?'} s + chunks ${r.loadSeconds?.toFixed(2) ?? '?'} s` +
-          ` (${r.chunks} chunks, ${r.rereads} read again, ${r.objects} objects), main thread ${r.mainThreadCpuSeconds?.toFixed(2) ?? '-'} s, peak RSS ${sample.rssMiB?.toFixed(0)} MiB`;
+          ` (${r.chunks} chunks, ${r.rereads} read again, ${r.objects} objects, ${r.commits} state commits), main thread ${r.mainThreadCpuSeconds?.toFixed(2) ?? '-'} s, peak RSS ${sample.rssMiB?.toFixed(0)} MiB`;
     console.log(
       `  run ${round + 1}: ${name}: ${sample.seconds.toFixed(2)} s (${fmtInt(rows / sample.seconds)} rows/s), ` +
         `client CPU ${sample.cpuSeconds?.toFixed(2) ?? '-'} s${phases}`,
