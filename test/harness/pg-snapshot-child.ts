@@ -38,6 +38,8 @@ export interface SnapshotChildConfig {
   readonly flushRows?: number;
   readonly flushMs?: number;
   readonly idleCommitMs?: number;
+  /** The snapshot's rate limit (`cdc.snapshot.rowsPerSecond`), if any. */
+  readonly rowsPerSecond?: number;
   /** `iceberg`: the table is an Iceberg table (a `file` catalog in the lake). */
   readonly tableFormat?: 'iceberg';
 }
@@ -79,7 +81,11 @@ childMain(async () => {
     flushRows: config.flushRows ?? 5000,
     idleCommitMs: config.idleCommitMs ?? 1000,
     ...(config.flushMs !== undefined ? { flushMs: config.flushMs, maxAckLagMs: 2 * config.flushMs } : {}),
-    snapshot: { chunkRows: config.chunkRows, connections: 1 },
+    snapshot: {
+      chunkRows: config.chunkRows,
+      connections: 1,
+      ...(config.rowsPerSecond ? { rowsPerSecond: config.rowsPerSecond } : {}),
+    },
     faults: async (plainStore) => {
       let landings = 0;
       let inLanding = false;

@@ -125,7 +125,7 @@ interface Scenario {
   /** The kill points, cycled (default: the landing's, its flush's). */
   readonly points?: readonly NonNullable<SnapshotChildConfig['kill']>['point'][];
   /** Child settings of the killed runs (flush limits, idle commit). */
-  readonly child?: Pick<SnapshotChildConfig, 'flushRows' | 'flushMs' | 'idleCommitMs'>;
+  readonly child?: Pick<SnapshotChildConfig, 'flushRows' | 'flushMs' | 'idleCommitMs' | 'rowsPerSecond'>;
 }
 
 /** Kills, restarts, a final clean run; what the lake looks like against the table. */
@@ -302,15 +302,16 @@ describe.skipIf(readersMissing)('postgres snapshot into an Iceberg table: SIGKIL
 
 // Windows batched into flushes (docs/decisions/0013-snapshots.md): a landed window's rows wait in
 // its table's buffer for the table's next flush, and only that flush's state commit takes the
-// window's range out of the pending ranges. A quiet table, flush limits far above its size and a
-// short idle commit: every window lands and is held, and idle commits (which write nothing) come
-// before any flush. The kills land right after such a commit.
+// window's range out of the pending ranges. A quiet table, flush limits far above its size, a
+// short idle commit and chunks read at 1,000 rows/s: windows land and are held one by one, and
+// idle commits (which write nothing) come between them, long before the last window lands (whose
+// flush completes the snapshot at once). The kills land right after such a commit.
 const HELD: Scenario = {
   quiet: true,
   rows: 5000,
   chunkRows: 500,
   points: ['idle-while-held'],
-  child: { flushRows: 100_000, flushMs: 60_000, idleCommitMs: 300 },
+  child: { flushRows: 100_000, flushMs: 60_000, idleCommitMs: 300, rowsPerSecond: 1000 },
 };
 
 describe('postgres snapshot: windows batched into flushes, killed while held', () => {

@@ -20,6 +20,8 @@
  * windows' ranges out of the snapshot's pending ranges (docs/decisions/0013, "Windows batched
  * into flushes"). Every other commit carries them as pending, so a crash reads them again.
  *
+ * A table holding its snapshot's last windows (nothing left to read or divide) is due at once.
+ *
  * Owns: when a table is due (rows, bytes, age, maxAckLag, held windows; an idle position every
  * idleCommit), the cut, the held windows, what each commit records, and the ack. Works on the
  * run's own fields through `FlushContext` (the run is it); never reorders the three steps, and a
@@ -116,7 +118,16 @@ export async function flushDue(run: FlushContext, all: boolean): Promise<void> {
     const b = p.bytes + (h?.bytes ?? 0);
     const windows = h?.windows.length ?? 0;
     const age = now - t.pendingSince;
-    if (all || n >= rows || b >= bytes || windows >= MAX_HELD_WINDOWS || age >= ms || age >= maxAckLagMs)
+    if (
+      all ||
+      n >= rows ||
+      b >= bytes ||
+      age >= ms ||
+      age >= maxAckLagMs ||
+      windows >= MAX_HELD_WINDOWS ||
+      // The snapshot's last windows: nothing else to read, its flush completes it.
+      (windows > 0 && run.snapshotter?.waitsOnFlush(t.config.target) === true)
+    )
       due.push(t);
   }
   run.dirty.clear();

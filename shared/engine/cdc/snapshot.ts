@@ -107,6 +107,9 @@ interface Job {
   progress: Progress;
   /** Ranges (by identity) being read now. */
   readonly reading: Set<KeyRange>;
+  /** Of those, the ranges whose window landed and waits in the engine for its table's flush. */
+  readonly held: Set<KeyRange>;
+  reportedComplete?: boolean;
   /** Dividing the rest is one query at a time. */
   dividing: Promise<KeyRange | undefined> | undefined;
   estimate: number | undefined;
@@ -184,6 +187,7 @@ export class Snapshotter {
         rest: progress.rest === undefined ? {} : progress.rest,
       },
       reading: new Set(),
+      held: new Set(),
       dividing: undefined,
       estimate: undefined,
       startedMs: now,
@@ -347,7 +351,19 @@ export class Snapshotter {
   held(landing: ChunkLanding): void {
     const w = landing.window;
     if (w.rows) w.rows = { ...w.rows, batch: undefined };
+    w.job.held.add(w.range);
     this.close(w);
+  }
+
+  /**
+   * Whether every range of `table`'s snapshot left to do is held (landed, waiting for the
+   * table's flush) and nothing is left to divide: its flush now completes the snapshot (unless a
+   * full chunk leaves the rest of its range), so the engine need not wait for the flush limits.
+   */
+  waitsOnFlush(table: string): boolean {
+    const job = this.jobs.find((j) => j.table.target === table);
+    if (!job || job.progress.state === 'complete' || job.progress.rest !== null || job.dividing) return false;
+    return job.progress.pending.length > 0 && job.progress.pending.every((r) => job.held.has(r));
   }
 
   /**
@@ -384,6 +400,7 @@ export class Snapshotter {
   committed(landing: ChunkLanding): void {
     const w = landing.window;
     w.job.reading.delete(w.range);
+    w.job.held.delete(w.range);
     this.close(w);
     this.report(w.job);
   }
@@ -582,6 +599,9 @@ export class Snapshotter {
     const now = this.clock();
     const p = job.progress;
     const done = p.state === 'complete';
+    // Several windows are committed by one flush: the completion is said once.
+    if (done && job.reportedComplete) return;
+    if (done) job.reportedComplete = true;
     if (!done && now - job.lastLogMs < PROGRESS_EVERY_MS) return;
     job.lastLogMs = now;
     const seconds = Math.max(0.001, (now - job.startedMs) / 1000);
