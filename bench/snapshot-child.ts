@@ -39,6 +39,8 @@ export interface SnapshotBenchConfig {
   /** MySQL: the replica server id of this run (distinct per run). */
   readonly serverId?: number;
   readonly chunkRows: number;
+  /** The engine's flushRows (landed windows count towards it). */
+  readonly flushRows: number;
   readonly connections: number;
   /** An empty directory of this run: state store and lake go under it. */
   readonly dir: string;
@@ -159,7 +161,13 @@ async function run(): Promise<{
       logger,
       clock: Date.now,
       owner: localOwner(),
-      limits: { rows: 100_000, bytes: 64 * 2 ** 20, ms: 5_000, maxAckLagMs: 300_000, idleCommitMs: 60_000 },
+      limits: {
+        rows: config.flushRows,
+        bytes: 64 * 2 ** 20,
+        ms: 5_000,
+        maxAckLagMs: 300_000,
+        idleCommitMs: 60_000,
+      },
       leaseTtlMs: 60_000,
       stopTimeoutMs: 60_000,
       signal: abort.signal,

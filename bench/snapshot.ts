@@ -24,8 +24,9 @@
  * flat writer ("parquet-wasm only").
  *
  * Options: --rows N (default 1000000), --runs N (default 3), --quick (200000 rows, 1 run),
- *          --chunk-rows N (default 50000; the engine's flush limits stay 100,000 rows / 5 s, so
- *          a small chunk shows how many windows one flush carries),
+ *          --chunk-rows N (default 50000), --flush-rows N (the engine's flushRows, default
+ *          100000; landed windows are batched into flushes, decision 0013, so the two set how
+ *          many windows one commit carries),
  *          --only pg|mysql, --profile (one extra 1-connection run per database under --cpu-prof,
  *          its main thread summarised by component; the Parquet encode worker is not profiled),
  *          --node PATH (the children's Node), --writers (only tidemark at 2 connections and the
@@ -82,6 +83,7 @@ const MARIADB_ENV: NodeJS.ProcessEnv = { MYSQL_PWD: MY_PASSWORD, TZ: 'UTC' };
 interface Options {
   readonly rows: number;
   readonly chunkRows: number;
+  readonly flushRows: number;
   readonly runs: number;
   readonly only: 'pg' | 'mysql' | undefined;
   readonly profile: boolean;
@@ -95,6 +97,7 @@ function parseOptions(argv: readonly string[]): Options {
       rows: { type: 'string' },
       runs: { type: 'string' },
       'chunk-rows': { type: 'string' },
+      'flush-rows': { type: 'string' },
       quick: { type: 'boolean', default: false },
       only: { type: 'string' },
       profile: { type: 'boolean', default: false },
@@ -118,6 +121,7 @@ function parseOptions(argv: readonly string[]): Options {
     rows: int('--rows', values.rows, quick ? 200_000 : 1_000_000),
     runs: int('--runs', values.runs, quick ? 1 : 3),
     chunkRows: int('--chunk-rows', values['chunk-rows'], CHUNK_ROWS),
+    flushRows: int('--flush-rows', values['flush-rows'], 100_000),
     only,
     profile: values.profile ?? false,
     writers: values.writers ?? false,
@@ -161,7 +165,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   try {
     console.log(`machine: ${machineNote()}`);
     console.log(
-      `options: rows=${options.rows} runs=${options.runs} chunkRows=${options.chunkRows} connections=${CONNECTIONS.join(',')}` +
+      `options: rows=${options.rows} runs=${options.runs} chunkRows=${options.chunkRows} flushRows=${options.flushRows} connections=${CONNECTIONS.join(',')}` +
         `${options.only ? ` only=${options.only}` : ''}${options.profile ? ' profile' : ''}${options.writers ? ' writers' : ''}`,
     );
     announceChildNode(options.writers);
@@ -228,6 +232,7 @@ async function postgresSection(options: Options, psql: string, work: string): Pr
                 slot,
                 publication: PG_PUBLICATION,
                 chunkRows: options.chunkRows,
+                flushRows: options.flushRows,
                 connections,
                 dir,
                 ...(noFlatWriter ? { noFlatWriter } : {}),
@@ -344,6 +349,7 @@ async function mysqlSection(options: Options, client: string, work: string): Pro
             table: MY_TABLE,
             serverId: ++serverId,
             chunkRows: options.chunkRows,
+            flushRows: options.flushRows,
             connections,
             dir,
             ...(noFlatWriter ? { noFlatWriter } : {}),
