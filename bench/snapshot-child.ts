@@ -39,6 +39,8 @@ export interface SnapshotBenchConfig {
   /** MySQL: the replica server id of this run (distinct per run). */
   readonly serverId?: number;
   readonly chunkRows: number;
+  /** The engine's flushRows (landed windows count towards it). */
+  readonly flushRows: number;
   readonly connections: number;
   /** An empty directory of this run: state store and lake go under it. */
   readonly dir: string;
@@ -53,6 +55,8 @@ export interface SnapshotBenchReport extends ChildRunReport {
   /** Chunks read again (stale windows). */
   readonly rereads: number;
   readonly objects: number;
+  /** State commits from the runCdc call until the one that says `complete` (included). */
+  readonly commits: number;
   /** Seconds from the runCdc call to the `snapshot started` log line; undefined if not seen. */
   readonly startedSeconds: number | undefined;
   /** Seconds from `snapshot started` to the `snapshot complete` log line. */
@@ -107,12 +111,14 @@ async function run(): Promise<{
   });
   let doneAt: number | undefined;
   let snap: { rows: number; chunks: number; rereads: number } | undefined;
+  let commits = 0;
   const store: CursorStore = new Proxy(inner, {
     get(target, key) {
       if (key === 'commit') {
         return async (...args: Parameters<CursorStore['commit']>) => {
           const r = await target.commit(...args);
           if (doneAt === undefined && args[0] === STATE_KEY) {
+            commits++;
             const s = parseCdcState(args[1].value).tables[config.table]?.snapshot;
             if (s?.state === 'complete') {
               doneAt = performance.now();
@@ -155,7 +161,13 @@ async function run(): Promise<{
       logger,
       clock: Date.now,
       owner: localOwner(),
-      limits: { rows: 100_000, bytes: 64 * 2 ** 20, ms: 5_000, maxAckLagMs: 300_000, idleCommitMs: 60_000 },
+      limits: {
+        rows: config.flushRows,
+        bytes: 64 * 2 ** 20,
+        ms: 5_000,
+        maxAckLagMs: 300_000,
+        idleCommitMs: 60_000,
+      },
       leaseTtlMs: 60_000,
       stopTimeoutMs: 60_000,
       signal: abort.signal,
@@ -168,6 +180,7 @@ async function run(): Promise<{
       result: {
         ...snap,
         objects: summary.objects,
+        commits,
         startedSeconds: startedAt === undefined ? undefined : (startedAt - started) / 1000,
         loadSeconds:
           startedAt === undefined || completeAt === undefined ? undefined : (completeAt - startedAt) / 1000,

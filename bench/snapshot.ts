@@ -24,6 +24,9 @@
  * flat writer ("parquet-wasm only").
  *
  * Options: --rows N (default 1000000), --runs N (default 3), --quick (200000 rows, 1 run),
+ *          --chunk-rows N (default 50000), --flush-rows N (the engine's flushRows, default
+ *          100000; landed windows are batched into flushes, decision 0013, so the two set how
+ *          many windows one commit carries),
  *          --only pg|mysql, --profile (one extra 1-connection run per database under --cpu-prof,
  *          its main thread summarised by component; the Parquet encode worker is not profiled),
  *          --node PATH (the children's Node), --writers (only tidemark at 2 connections and the
@@ -79,6 +82,8 @@ const MARIADB_ENV: NodeJS.ProcessEnv = { MYSQL_PWD: MY_PASSWORD, TZ: 'UTC' };
 
 interface Options {
   readonly rows: number;
+  readonly chunkRows: number;
+  readonly flushRows: number;
   readonly runs: number;
   readonly only: 'pg' | 'mysql' | undefined;
   readonly profile: boolean;
@@ -91,6 +96,8 @@ function parseOptions(argv: readonly string[]): Options {
     options: {
       rows: { type: 'string' },
       runs: { type: 'string' },
+      'chunk-rows': { type: 'string' },
+      'flush-rows': { type: 'string' },
       quick: { type: 'boolean', default: false },
       only: { type: 'string' },
       profile: { type: 'boolean', default: false },
@@ -113,6 +120,8 @@ function parseOptions(argv: readonly string[]): Options {
   return {
     rows: int('--rows', values.rows, quick ? 200_000 : 1_000_000),
     runs: int('--runs', values.runs, quick ? 1 : 3),
+    chunkRows: int('--chunk-rows', values['chunk-rows'], CHUNK_ROWS),
+    flushRows: int('--flush-rows', values['flush-rows'], 100_000),
     only,
     profile: values.profile ?? false,
     writers: values.writers ?? false,
@@ -156,7 +165,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   try {
     console.log(`machine: ${machineNote()}`);
     console.log(
-      `options: rows=${options.rows} runs=${options.runs} chunkRows=${CHUNK_ROWS} connections=${CONNECTIONS.join(',')}` +
+      `options: rows=${options.rows} runs=${options.runs} chunkRows=${options.chunkRows} flushRows=${options.flushRows} connections=${CONNECTIONS.join(',')}` +
         `${options.only ? ` only=${options.only}` : ''}${options.profile ? ' profile' : ''}${options.writers ? ' writers' : ''}`,
     );
     announceChildNode(options.writers);
@@ -222,7 +231,8 @@ async function postgresSection(options: Options, psql: string, work: string): Pr
                 table: PG_TABLE,
                 slot,
                 publication: PG_PUBLICATION,
-                chunkRows: CHUNK_ROWS,
+                chunkRows: options.chunkRows,
+                flushRows: options.flushRows,
                 connections,
                 dir,
                 ...(noFlatWriter ? { noFlatWriter } : {}),
@@ -338,7 +348,8 @@ async function mysqlSection(options: Options, client: string, work: string): Pro
             url,
             table: MY_TABLE,
             serverId: ++serverId,
-            chunkRows: CHUNK_ROWS,
+            chunkRows: options.chunkRows,
+            flushRows: options.flushRows,
             connections,
             dir,
             ...(noFlatWriter ? { noFlatWriter } : {}),
@@ -453,7 +464,7 @@ async function compare(args: {
       r === undefined
         ? ''
         : `, set-up ${r.startedSeconds?.toFixed(2) ?? '?'} s + chunks ${r.loadSeconds?.toFixed(2) ?? '?'} s` +
-          ` (${r.chunks} chunks, ${r.rereads} read again, ${r.objects} objects), main thread ${r.mainThreadCpuSeconds?.toFixed(2) ?? '-'} s, peak RSS ${sample.rssMiB?.toFixed(0)} MiB`;
+          ` (${r.chunks} chunks, ${r.rereads} read again, ${r.objects} objects, ${r.commits} state commits), main thread ${r.mainThreadCpuSeconds?.toFixed(2) ?? '-'} s, peak RSS ${sample.rssMiB?.toFixed(0)} MiB`;
     console.log(
       `  run ${round + 1}: ${name}: ${sample.seconds.toFixed(2)} s (${fmtInt(rows / sample.seconds)} rows/s), ` +
         `client CPU ${sample.cpuSeconds?.toFixed(2) ?? '-'} s${phases}`,

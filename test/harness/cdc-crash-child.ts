@@ -41,7 +41,14 @@ import {
   type CrashMutation,
   type KillLine,
 } from './cdc-crash-config.js';
-import { ackBeforeCommit, catalogFirst, commitBeforeWrite, noopRecover, record } from './mutations.js';
+import {
+  ackBeforeCommit,
+  catalogFirst,
+  commitBeforeWrite,
+  eagerRangeDone,
+  noopRecover,
+  record,
+} from './mutations.js';
 
 /** What a driver's child gives the shared body. */
 export interface CrashChildDriver {
@@ -114,6 +121,9 @@ export interface EngineChild {
   readonly flushRows: number;
   /** With nothing pending, commit a newer resume position at least this often. */
   readonly idleCommitMs: number;
+  /** Flush a table whose oldest pending row is this old (default 1000), and by maxAckLag (default 2000). */
+  readonly flushMs?: number;
+  readonly maxAckLagMs?: number;
   readonly snapshot?: CdcRunOptions['snapshot'];
   /** `iceberg`: Iceberg tables in a `file` catalog under the lake (default plain). */
   readonly tableFormat?: 'iceberg';
@@ -143,6 +153,7 @@ export async function runEngineChild(child: EngineChild): Promise<void> {
   if (mutation === 'noop-recover') sink = noopRecover(sink);
   if (mutation === 'commit-before-write') ({ sink, store } = commitBeforeWrite(sink, store));
   if (mutation === 'catalog-first') sink = catalogFirst(sink);
+  if (mutation === 'eager-range-done') ({ streamer, store } = eagerRangeDone(streamer, store));
   const faults = await child.faults(plainStore);
 
   const stop = new AbortController();
@@ -164,8 +175,8 @@ export async function runEngineChild(child: EngineChild): Promise<void> {
       limits: {
         rows: child.flushRows,
         bytes: 64 * 2 ** 20,
-        ms: 1000,
-        maxAckLagMs: 2000,
+        ms: child.flushMs ?? 1000,
+        maxAckLagMs: child.maxAckLagMs ?? 2000,
         idleCommitMs: child.idleCommitMs,
       },
       leaseTtlMs: CRASH_LEASE_TTL_MS,

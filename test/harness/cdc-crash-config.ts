@@ -9,7 +9,12 @@ import type { CdcPoint } from '../../shared/engine/cdc/options.js';
 import { cdcStateKey } from '../../shared/engine/cdc/state.js';
 
 /** A broken protocol step the crash suites must detect (the wrappers: ./mutations.ts). */
-export type CrashMutation = 'ack-before-commit' | 'noop-recover' | 'commit-before-write' | 'catalog-first';
+export type CrashMutation =
+  | 'ack-before-commit'
+  | 'noop-recover'
+  | 'commit-before-write'
+  | 'catalog-first'
+  | 'eager-range-done';
 
 /**
  * Kill at the `nth` time the engine reaches `point`. With `moved`, only commits that moved the

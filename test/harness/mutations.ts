@@ -8,7 +8,8 @@ import { appendFileSync, closeSync, fsyncSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Streamer } from '../../shared/contracts/cdc.js';
 import type { ObjectRef, Sink } from '../../shared/contracts/sink.js';
-import type { CursorStore } from '../../shared/contracts/state.js';
+import type { KeyRange, TableChunker } from '../../shared/contracts/snapshot.js';
+import type { CursorStore, StateValue } from '../../shared/contracts/state.js';
 import { sinkWith, withMember } from './wrap.js';
 
 export function record(dir: string, file: string, line: string): void {
@@ -112,5 +113,62 @@ export function ackBeforeCommit(inner: Streamer): Streamer {
         return ev;
       });
     },
+  };
+}
+
+/**
+ * Mutation (snapshots, decision 0013 "Windows batched into flushes"): the old eager rule. A
+ * window's range leaves the pending ranges as soon as its high watermark arrives, in whatever
+ * state commit comes next (an idle commit, another table's flush), not in the commit of the
+ * flush that writes its rows. The wrapper learns each window's range from the chunk read (its
+ * high watermark id), sees the watermark in the stream, and takes the range out of every later
+ * commit's snapshot progress (a progress left with nothing to do is marked complete).
+ */
+export function eagerRangeDone(
+  inner: Streamer,
+  store: CursorStore,
+): { streamer: Streamer; store: CursorStore } {
+  const byHigh = new Map<string, KeyRange>();
+  const landed: KeyRange[] = [];
+  const streamer: Streamer = {
+    async openReader(tables, runtime) {
+      const reader = await inner.openReader(tables, runtime);
+      return withMember(reader, 'next', async (waitMs, signal) => {
+        const ev = await reader.next(waitMs, signal);
+        const range = ev?.kind === 'watermark' ? byHigh.get(ev.id) : undefined;
+        if (range) landed.push(range);
+        return ev;
+      });
+    },
+  };
+  if (inner.openSnapshot) {
+    const open = inner.openSnapshot.bind(inner);
+    streamer.openSnapshot = async (options) => {
+      const source = await open(options);
+      return withMember(source, 'chunker', (ref, schema) => {
+        const c = source.chunker(ref, schema);
+        return withMember(c, 'read', ((req, window, ids, signal) => {
+          byHigh.set(ids.high, req.range);
+          return c.read(req, window, ids, signal);
+        }) as TableChunker['read']);
+      });
+    };
+  }
+  const same = (a: KeyRange, b: KeyRange) => a.after === b.after && a.upTo === b.upTo;
+  const strip = (value: StateValue): StateValue => {
+    const v = JSON.parse(JSON.stringify(value)) as {
+      tables?: Record<string, { snapshot?: { state: string; pending?: KeyRange[]; rest?: unknown } }>;
+    };
+    for (const t of Object.values(v.tables ?? {})) {
+      const s = t.snapshot;
+      if (!s?.pending) continue;
+      s.pending = s.pending.filter((r) => !landed.some((l) => same(l, r)));
+      if (s.pending.length === 0 && s.rest === null) s.state = 'complete';
+    }
+    return v as StateValue;
+  };
+  return {
+    streamer,
+    store: withMember(store, 'commit', (key, req) => store.commit(key, { ...req, value: strip(req.value) })),
   };
 }

@@ -5,9 +5,11 @@
  *   node --import tsx test/harness/pg-snapshot-child.ts '<SnapshotChildConfig JSON>'
  *
  * Every chunk read appends its key range to `<dir>/reads` (fsync'd) before it starts. With
- * `kill`, at the `nth` chunk landing, at `kill.point` of that landing's flush (`chunk-landed`:
- * before it; `after-write`: its object written, not committed; `after-commit`: committed, not
- * acknowledged), the process appends the point and the COMMITTED snapshot progress to
+ * `kill`, once `nth` chunks landed, at `kill.point` of the first flush after the last landing
+ * (a landed window is held until its table's next flush: `chunk-landed`: at the landing itself;
+ * `after-write`: that flush's object written, not committed; `after-commit`: committed, not
+ * acknowledged; `idle-while-held`: an idle commit acknowledged while the last landing is still
+ * held, no flush since), the process appends the point and the COMMITTED snapshot progress to
  * `<dir>/kills` and SIGKILLs itself. With `mutation`, one protocol step is replaced by a broken
  * one (./mutations.ts): the crash test must then see the lake go wrong. SIGTERM drains. The run
  * itself (state, lake, mutations, engine options) is the one every crash child shares
@@ -28,10 +30,16 @@ export interface SnapshotChildConfig {
   readonly table: string;
   readonly chunkRows: number;
   readonly kill?: {
-    readonly point: 'chunk-landed' | 'after-write' | 'after-commit' | 'after-apply';
+    readonly point: 'chunk-landed' | 'after-write' | 'after-commit' | 'after-apply' | 'idle-while-held';
     readonly nth: number;
   };
-  readonly mutation?: 'noop-recover' | 'commit-before-write' | 'catalog-first';
+  readonly mutation?: 'noop-recover' | 'commit-before-write' | 'catalog-first' | 'eager-range-done';
+  /** Flush limits (defaults: 5000 rows, the crash child's 1 s age); idle commit (default 1 s). */
+  readonly flushRows?: number;
+  readonly flushMs?: number;
+  readonly idleCommitMs?: number;
+  /** The snapshot's rate limit (`cdc.snapshot.rowsPerSecond`), if any. */
+  readonly rowsPerSecond?: number;
   /** `iceberg`: the table is an Iceberg table (a `file` catalog in the lake). */
   readonly tableFormat?: 'iceberg';
 }
@@ -70,25 +78,40 @@ childMain(async () => {
       hookedStreamer(source as never, {
         beforeRead: (range) => record(config.dir, 'reads', JSON.stringify({ pid: process.pid, range })),
       }),
-    flushRows: 5000,
-    idleCommitMs: 1000,
-    snapshot: { chunkRows: config.chunkRows, connections: 1 },
+    flushRows: config.flushRows ?? 5000,
+    idleCommitMs: config.idleCommitMs ?? 1000,
+    ...(config.flushMs !== undefined ? { flushMs: config.flushMs, maxAckLagMs: 2 * config.flushMs } : {}),
+    snapshot: {
+      chunkRows: config.chunkRows,
+      connections: 1,
+      ...(config.rowsPerSecond ? { rowsPerSecond: config.rowsPerSecond } : {}),
+    },
     faults: async (plainStore) => {
       let landings = 0;
       let inLanding = false;
+      // No flush wrote anything since the last landing: its window is still held.
+      let held = false;
       return async (point: CdcPoint) => {
         if (point === 'chunk-landed') {
           landings++;
           inLanding = true;
+          held = true;
         }
-        const hit = kill && inLanding && landings === kill.nth && point === kill.point;
-        // A landing's step ends with its state commit (an Iceberg table's: its catalog commit).
+        if (point === 'before-write' || point === 'after-write') held = false;
+        const hit =
+          kill &&
+          landings >= kill.nth &&
+          (kill.point === 'idle-while-held'
+            ? point === 'after-ack' && held
+            : inLanding && point === kill.point);
+        // The step that writes a landing's rows ends with its state commit (an Iceberg table's:
+        // its catalog commit).
         const last = config.tableFormat === 'iceberg' ? 'after-apply' : 'after-commit';
         if (point === last || point === 'after-ack') inLanding = false;
         if (!hit) return;
         const rec = await plainStore.load(SNAPSHOT_STATE_KEY);
         const snapshot = parseCdcState(rec.value).tables[config.table]?.snapshot ?? null;
-        await killSelf(config.dir, { point, nth: kill.nth, snapshot });
+        await killSelf(config.dir, { point: kill.point, at: point, nth: kill.nth, snapshot });
       };
     },
   });

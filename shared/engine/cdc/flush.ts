@@ -13,10 +13,19 @@
  * event of the stream (./run.ts: DDL, gap, schema change) is step 2 alone. Every step checks the
  * self-fence first (./fencing.ts), and every commit re-arms it, as the commit renewed the lease.
  *
- * Owns: when a table is due (rows, bytes, age, maxAckLag; an idle position every idleCommit),
- * the cut, what each commit records, and the ack. Works on the run's own fields through
- * `FlushContext` (the run is it); never reorders the three steps, and a failed write or commit
- * throws before anything later runs.
+ * A snapshot window that landed (./snapshot.ts) does not flush its table: `holdLanding` cuts the
+ * table's stream rows up to the high watermark and places the chunk's rows after them in the
+ * table's HELD buffer, which counts towards its due limits; the table's next flush writes the
+ * held batches first, then its cut, in one object, and only that flush's commit takes the
+ * windows' ranges out of the snapshot's pending ranges (docs/decisions/0013, "Windows batched
+ * into flushes"). Every other commit carries them as pending, so a crash reads them again.
+ *
+ * A table holding its snapshot's last windows (nothing left to read or divide) is due at once.
+ *
+ * Owns: when a table is due (rows, bytes, age, maxAckLag, held windows; an idle position every
+ * idleCommit), the cut, the held windows, what each commit records, and the ack. Works on the
+ * run's own fields through `FlushContext` (the run is it); never reorders the three steps, and a
+ * failed write or commit throws before anything later runs.
  */
 import type { Reader, SourcePosition } from '../../contracts/cdc.js';
 import { TidemarkError } from '../../contracts/errors.js';
@@ -54,11 +63,35 @@ export interface FlushContext {
   readonly dirty: Set<Captured>;
   /** When the oldest pending row may come due by age (flushSeconds or maxAckLag). */
   ageDueAt: number;
+  /** Per table, landed snapshot windows' rows waiting for the table's next flush. */
+  readonly held: Map<string, Held>;
   /** The run's totals, for its summary. */
   rows: number;
   flushes: number;
   objects: number;
 }
+
+/**
+ * A table's landed windows not yet written: the stream rows cut at each high watermark and the
+ * chunk rows placed after them, in stream order, and the windows whose ranges the flush that
+ * writes them finishes.
+ */
+export interface Held {
+  readonly batches: Batch[];
+  readonly windows: { readonly landing: ChunkLanding; readonly rows: number }[];
+  rows: number;
+  bytes: number;
+  /** The position after the last held row, and after the last placed chunk row. */
+  next: string | undefined;
+  placedNext: string | undefined;
+}
+
+/**
+ * At most this many windows are held per table: their ranges stay in the pending ranges of every
+ * state commit until they are written, so the state item's size stays bounded whatever the
+ * flush limits (a table holding this many is due).
+ */
+export const MAX_HELD_WINDOWS = 32;
 
 /** How long the reader may wait for the next event before a timer is due. */
 export function waitMs(run: FlushContext): number {
@@ -80,8 +113,22 @@ export async function flushDue(run: FlushContext, all: boolean): Promise<void> {
   for (const t of byAge ? run.pending : run.dirty) {
     if (t.pendingSince === undefined) continue;
     const p = run.reader!.pending(t.config.target);
+    const h = run.held.get(t.config.target);
+    const n = p.rows + (h?.rows ?? 0);
+    const b = p.bytes + (h?.bytes ?? 0);
+    const windows = h?.windows.length ?? 0;
     const age = now - t.pendingSince;
-    if (all || p.rows >= rows || p.bytes >= bytes || age >= ms || age >= maxAckLagMs) due.push(t);
+    if (
+      all ||
+      n >= rows ||
+      b >= bytes ||
+      age >= ms ||
+      age >= maxAckLagMs ||
+      windows >= MAX_HELD_WINDOWS ||
+      // The snapshot's last windows: nothing else to read, its flush completes it.
+      (windows > 0 && run.snapshotter?.waitsOnFlush(t.config.target) === true)
+    )
+      due.push(t);
   }
   run.dirty.clear();
   if (byAge) {
@@ -105,16 +152,73 @@ export async function flushDue(run: FlushContext, all: boolean): Promise<void> {
 }
 
 /**
- * One flush cycle: cut, write in parallel, ONE conditional commit, then ack. With `landing`
- * (a chunk whose high watermark arrived), its table's object also carries the chunk's rows
- * placed after the cut, and the commit takes the chunk's range out of the table's snapshot.
+ * A snapshot window landed (its high watermark arrived): the table's stream rows up to it are cut
+ * and held, then the chunk's rows placed after them, `__pos` = rowsPos + ordinal. Nothing is
+ * written or committed here: the table's rows (held ones included) are pending until its next
+ * flush, which the regular due rules decide. The window closes (its chunk task moves on); its
+ * range stays pending in every commit until that flush's.
  */
-export async function flushTables(
-  run: FlushContext,
-  due: readonly Captured[],
-  now: number,
-  landing?: ChunkLanding,
-): Promise<void> {
+export async function holdLanding(run: FlushContext, t: Captured, landing: ChunkLanding): Promise<void> {
+  run.fence.check();
+  const reader = run.reader!;
+  const snapshotter = run.snapshotter!;
+  const target = t.config.target;
+  const held = run.held.get(target) ?? {
+    batches: [],
+    windows: [],
+    rows: 0,
+    bytes: 0,
+    next: undefined,
+    placedNext: undefined,
+  };
+  run.held.set(target, held);
+  let rows = 0;
+  // A stopped table's changes are dropped; its window's range is still finished by its flush.
+  if (!t.stopped) {
+    if (reader.settle) await reader.settle([target]);
+    const bytes = reader.pending(target).bytes;
+    const batch = reader.cut(target);
+    if (batch) {
+      if (snapshotter.watching(target)) snapshotter.observe(target, batch.record, t.ref.primaryKey);
+      held.batches.push(batch);
+      held.rows += batch.record.numRows;
+      held.bytes += bytes;
+      held.next = later(held.next, positionAfter(batch.watermark!));
+    }
+    // Two chunks can sit at one watermark position (MariaDB, no write between their snapshots):
+    // the second one's ordinals go on after the first's, held or committed.
+    const prefix = landing.window.rowsPos!;
+    let base = 0;
+    for (const p of [held.next, held.placedNext, run.state.tables[target]?.next])
+      if (p?.startsWith(prefix)) base = Math.max(base, Number.parseInt(p.slice(-8), 16));
+    for (const b of snapshotter.place(landing, base)) {
+      held.batches.push(b);
+      rows += b.record.numRows;
+      held.rows += b.record.numRows;
+      held.bytes += b.record.data.byteLength;
+      held.placedNext = positionAfter(b.watermark!);
+      held.next = later(held.next, held.placedNext);
+    }
+  }
+  held.windows.push({ landing, rows });
+  snapshotter.held(landing);
+  // The held rows are pending rows of the table: due by rows, bytes, age like the stream's.
+  const now = run.opts.clock();
+  if (t.pendingSince === undefined) {
+    t.pendingSince = now;
+    run.pending.add(t);
+    const { ms, maxAckLagMs } = run.opts.limits;
+    run.ageDueAt = Math.min(run.ageDueAt, now + Math.min(ms, maxAckLagMs));
+  }
+  run.dirty.add(t);
+}
+
+/**
+ * One flush cycle: cut, write in parallel, ONE conditional commit, then ack. A table with held
+ * windows (`holdLanding`) writes their batches before its cut, in the same object, and the
+ * commit takes their ranges out of the table's snapshot.
+ */
+export async function flushTables(run: FlushContext, due: readonly Captured[], now: number): Promise<void> {
   run.fence.check();
   const reader = run.reader!;
   const marks = new Map<string, number>();
@@ -122,6 +226,7 @@ export async function flushTables(
   if (reader.settle) await reader.settle(due.map((t) => t.config.target));
   const snapshotter = run.snapshotter;
   let chunkRows = 0;
+  const windows: { readonly landing: ChunkLanding; readonly rows: number }[] = [];
   for (const t of due) {
     const target = t.config.target;
     marks.set(target, run.tracker.appendedRows(target));
@@ -129,20 +234,15 @@ export async function flushTables(
     t.pendingSince = undefined;
     run.pending.delete(t);
     run.dirty.delete(t);
+    const held = run.held.get(target);
+    run.held.delete(target);
+    if (held) windows.push(...held.windows);
     // A stopped table's changes are dropped: counted durable, never written.
     if (t.stopped) continue;
     if (batch && snapshotter?.watching(target)) snapshotter.observe(target, batch.record, t.ref.primaryKey);
-    const batches = batch ? [batch] : [];
-    if (landing?.table === target) {
-      const next = run.state.tables[target]?.next;
-      const prefix = landing.window.rowsPos!;
-      // Two chunks can sit at one watermark position (MariaDB, no write between their
-      // snapshots): the second one's ordinals go on after the first's.
-      const base = next?.startsWith(prefix) ? Number.parseInt(next.slice(-8), 16) : 0;
-      const placed = snapshotter!.place(landing, base);
-      for (const b of placed) chunkRows += b.record.numRows;
-      batches.push(...placed);
-    }
+    // The held windows' batches first (stream rows and chunk rows, in stream order), then what
+    // came after the last window.
+    const batches = [...(held?.batches ?? []), ...(batch ? [batch] : [])];
     if (batches.length === 0) continue;
     // The object is named at or past `next` (recovery must find it), and `next` moves past
     // every row it holds. A chunk placed at a watermark the table's stream rows already passed
@@ -156,7 +256,12 @@ export async function flushTables(
   }
   const position = run.tracker.resumeIf(marks);
   const at = new Date(now).toISOString();
-  if (landing) snapshotter!.finish(landing, chunkRows, at);
+  // The held windows' ranges leave the pending ranges in THIS commit, the one that writes their
+  // rows (finish before the state value is built; it carries the progress).
+  for (const w of windows) {
+    snapshotter!.finish(w.landing, w.rows, at);
+    chunkRows += w.rows;
+  }
   let rows = 0;
   let next: CdcState | undefined;
   // One durable step: every due table's object in parallel, then ONE conditional commit of
@@ -220,6 +325,7 @@ export async function flushTables(
       run.tracker.markDurable(marks);
       run.rows += rows;
       run.flushes += 1;
+      for (const w of windows) snapshotter!.committed(w.landing);
     },
     at: (point) => run.opts.faults?.(point),
     ...(position ? { ack: () => ack(run, position) } : {}),
@@ -227,7 +333,7 @@ export async function flushTables(
   run.log.debug('flushed', {
     tables: cuts.length,
     rows,
-    ...(landing ? { chunkRows } : {}),
+    ...(windows.length > 0 ? { windows: windows.length, chunkRows } : {}),
     position: position?.display ?? position?.value,
   });
 }
@@ -282,6 +388,13 @@ function firstPosition(batch: Batch): string {
   if (typeof pos !== 'string')
     throw new TidemarkError('BATCH_INVALID', `batch of ${batch.table} has no __pos`);
   return pos;
+}
+
+/** The later of two positions (plain string order, decision 0003). */
+function later(a: string | undefined, b: string | undefined): string | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  return a > b ? a : b;
 }
 
 function samePosition(a: SourcePosition | undefined, b: SourcePosition | undefined): boolean {

@@ -61,7 +61,7 @@ export type CdcPoint =
   | 'after-apply'
   | 'after-ack'
   | 'renewal'
-  /** A chunk's high watermark arrived; its flush is next. */
+  /** A chunk's high watermark arrived; its rows are held next, for its table's next flush. */
   | 'chunk-landed';
 
 export interface CdcRunOptions {

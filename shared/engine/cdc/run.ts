@@ -15,10 +15,11 @@
  *     written; on replay the reader drops rows below `next`;
  *   - the event loop (here): rows, transactions and keepalives to the ack tracker (./ack.ts: the
  *     ack is the durable low-water mark, never past what is committed to state), chunks of a
- *     snapshot (./snapshot.ts), and the policies: a lost position (`gap`) is POSITION_LOST,
- *     recorded in state, and stops the source with the ack before it; TRUNCATE/destructive DDL
- *     is recorded (metric, log, state) or stops the source (`onTruncate: fail`); a schema change
- *     goes through the shared rules (errors: ./errors.ts);
+ *     snapshot (./snapshot.ts; a landed window's rows are held for its table's next flush),
+ *     and the policies: a lost position (`gap`) is POSITION_LOST, recorded in state, and stops
+ *     the source with the ack before it; TRUNCATE/destructive DDL is recorded (metric, log,
+ *     state) or stops the source (`onTruncate: fail`); a schema change goes through the shared
+ *     rules (errors: ./errors.ts);
  *   - the flush cycle (./flush.ts): the due tables written in parallel, then ONE conditional
  *     commit (renewing the lease), then the source acknowledged; with nothing pending the latest
  *     keepalive/heartbeat position is committed at least every idleCommit. A flush may cut inside
@@ -41,7 +42,7 @@ import type { Logger } from '../../observability/log.js';
 import { AckTracker } from './ack.js';
 import { DestructiveDdlError, PositionLostError } from './errors.js';
 import { acquireOrStandby, LeaseFence } from './fencing.js';
-import { ack, commit, flushDue, flushTables, waitMs } from './flush.js';
+import { ack, commit, flushDue, type Held, holdLanding, waitMs } from './flush.js';
 import { cdcLakeSchema } from './lake-schema.js';
 import type { Captured, CdcRunOptions, CdcSummary } from './options.js';
 import { introspect, type RecoveryContext, recover } from './recovery.js';
@@ -103,6 +104,8 @@ class CdcRun implements RecoveryContext {
   private readonly inTxn = new Set<Captured>();
   /** When the oldest pending row may come due by age (flushSeconds or maxAckLag). */
   ageDueAt = Number.POSITIVE_INFINITY;
+  /** Per table, landed snapshot windows' rows waiting for the table's next flush (./flush.ts). */
+  readonly held = new Map<string, Held>();
   /** This acquisition's fence number: part of every object name this run writes. */
   readonly fenceNumber: number;
   /** The snapshots of tables not yet fully loaded; undefined when none runs. */
@@ -251,12 +254,14 @@ class CdcRun implements RecoveryContext {
     snapshotter.start();
   }
 
-  /** A chunk's high watermark arrived: its table is flushed now, with the chunk's rows. */
+  /**
+   * A chunk's high watermark arrived: its rows join the table's buffer behind the stream rows up
+   * to it; the table's next flush (by the due rules) writes them and finishes the range.
+   */
   private async land(landing: ChunkLanding): Promise<void> {
     await this.opts.faults?.('chunk-landed');
     const t = this.tables.get(landing.table)!;
-    await flushTables(this, [t], this.opts.clock(), landing);
-    this.snapshotter!.committed(landing);
+    await holdLanding(this, t, landing);
   }
 
   private async onEvent(ev: CdcEvent): Promise<void> {

@@ -10,11 +10,16 @@
  *      HIGH watermark;
  *   2. the reader reports each watermark in stream order (`watermark` events). Between low and
  *      high, the keys of the table's stream rows are collected from every cut of the table;
- *   3. at the high watermark the table is flushed at once: its stream rows up to the high
- *      watermark, then the chunk's rows whose key did NOT change inside the window, with `__pos`
- *      = the high watermark's `rowsPos` + ordinal, which sorts after every change before the
- *      watermark and before every change after it. The same commit takes the range out of the
- *      table's pending ranges.
+ *   3. at the high watermark the window LANDS: the table's stream rows up to the high watermark
+ *      are cut, then the chunk's rows whose key did NOT change inside the window are placed after
+ *      them, with `__pos` = the high watermark's `rowsPos` + ordinal, which sorts after every
+ *      change before the watermark and before every change after it. Both join the table's
+ *      buffer in the engine (./flush.ts `holdLanding`; the window closes, its reader moves on)
+ *      and count towards the table's flush limits;
+ *   4. the table's next flush, by the regular due rules (./flush.ts), writes them with whatever
+ *      came after, and ITS state commit takes the range out of the pending ranges (`finish`):
+ *      never earlier, so a crash before that flush reads the range again. Several windows land
+ *      in one object and one commit.
  * A chunk whose snapshot could not see a transaction the stream delivered BEFORE its low
  * watermark (Postgres: a commit streamed while still invisible, as under synchronous
  * replication) is stale: it is discarded and read again (`invisible`, checked against the txids
@@ -90,7 +95,7 @@ export interface SnapshotTable {
   stopped(): boolean;
 }
 
-/** A window whose high watermark arrived: the engine flushes its table with these rows. */
+/** A window whose high watermark arrived: the engine places its rows in its table's buffer. */
 export interface ChunkLanding {
   readonly table: string;
   readonly window: Window;
@@ -102,6 +107,9 @@ interface Job {
   progress: Progress;
   /** Ranges (by identity) being read now. */
   readonly reading: Set<KeyRange>;
+  /** Of those, the ranges whose window landed and waits in the engine for its table's flush. */
+  readonly held: Set<KeyRange>;
+  reportedComplete?: boolean;
   /** Dividing the rest is one query at a time. */
   dividing: Promise<KeyRange | undefined> | undefined;
   estimate: number | undefined;
@@ -179,6 +187,7 @@ export class Snapshotter {
         rest: progress.rest === undefined ? {} : progress.rest,
       },
       reading: new Set(),
+      held: new Set(),
       dividing: undefined,
       estimate: undefined,
       startedMs: now,
@@ -276,7 +285,7 @@ export class Snapshotter {
     this.landed.push({ table: w.job.table.target, window: w });
   }
 
-  /** Chunks whose high watermark arrived since the last call (the engine flushes each). */
+  /** Chunks whose high watermark arrived since the last call (the engine holds each). */
   landings(): ChunkLanding[] {
     return this.landed.splice(0);
   }
@@ -334,9 +343,34 @@ export class Snapshotter {
   }
 
   /**
+   * `landing`'s rows are placed in its table's buffer (the engine holds them until the table's
+   * next flush): the window closes, so its chunk task moves on, while its range stays pending
+   * and taken (`reading`) until `finish` and `committed`. The chunk's own batch is let go (the
+   * placed copy is what the engine holds); its count and last key stay for `finish`.
+   */
+  held(landing: ChunkLanding): void {
+    const w = landing.window;
+    if (w.rows) w.rows = { ...w.rows, batch: undefined };
+    w.job.held.add(w.range);
+    this.close(w);
+  }
+
+  /**
+   * Whether every range of `table`'s snapshot left to do is held (landed, waiting for the
+   * table's flush) and nothing is left to divide: its flush now completes the snapshot (unless a
+   * full chunk leaves the rest of its range), so the engine need not wait for the flush limits.
+   */
+  waitsOnFlush(table: string): boolean {
+    const job = this.jobs.find((j) => j.table.target === table);
+    if (!job || job.progress.state === 'complete' || job.progress.rest !== null || job.dividing) return false;
+    return job.progress.pending.length > 0 && job.progress.pending.every((r) => job.held.has(r));
+  }
+
+  /**
    * Records `landing`'s chunk as written (`written` rows) in the table's progress: its range
-   * done, or the rest of it still pending when the chunk was full. The engine commits the
-   * progress with the chunk's rows in the same state write, then calls `committed`.
+   * done, or the rest of it still pending when the chunk was full. Called by the flush that
+   * writes the chunk's rows, right before its state commit, which carries the progress; then
+   * `committed`. Never earlier: every other commit carries the range as still pending.
    */
   finish(landing: ChunkLanding, written: number, at: string): void {
     const w = landing.window;
@@ -362,10 +396,11 @@ export class Snapshotter {
     job.rowsThisRun += written;
   }
 
-  /** After the commit of a landed chunk: its reader moves on. */
+  /** After the commit of a landed chunk's flush: its range is no longer taken. */
   committed(landing: ChunkLanding): void {
     const w = landing.window;
     w.job.reading.delete(w.range);
+    w.job.held.delete(w.range);
     this.close(w);
     this.report(w.job);
   }
@@ -374,8 +409,9 @@ export class Snapshotter {
 
   /**
    * One connection's chunks, pipelined: once a chunk's rows are handed over, the next chunk is
-   * read while the engine writes the previous one; a task never has more than that one chunk
-   * waiting for its commit (memory: two chunks per connection at most).
+   * read while the previous one waits for its high watermark; a task never has more than that
+   * one chunk waiting to land (memory: two chunks per connection at most, besides the landed
+   * rows the engine holds, which count towards their table's flush limits).
    */
   private async task(): Promise<void> {
     const signal = this.abort.signal;
@@ -442,7 +478,7 @@ export class Snapshotter {
     }
   }
 
-  /** Waits until the window's chunk is committed (or sent back as stale, then a back-off). */
+  /** Waits until the window's chunk landed in its table's buffer (or was sent back as stale, then a back-off). */
   private async settled(w: Window, done: Promise<void>, signal: AbortSignal): Promise<void> {
     await done;
     // A stale window waits a little before its range is read again: what made it stale (a
@@ -563,6 +599,9 @@ export class Snapshotter {
     const now = this.clock();
     const p = job.progress;
     const done = p.state === 'complete';
+    // Several windows are committed by one flush: the completion is said once.
+    if (done && job.reportedComplete) return;
+    if (done) job.reportedComplete = true;
     if (!done && now - job.lastLogMs < PROGRESS_EVERY_MS) return;
     job.lastLogMs = now;
     const seconds = Math.max(0.001, (now - job.startedMs) / 1000);
