@@ -203,7 +203,15 @@ export async function holdLanding(run: FlushContext, t: Captured, landing: Chunk
   held.windows.push({ landing, rows });
   snapshotter.held(landing);
   // The held rows are pending rows of the table: due by rows, bytes, age like the stream's.
-  const now = run.opts.clock();
+  rowsArrived(run, t, run.opts.clock());
+}
+
+/**
+ * Rows of `t` arrived at `now` (from the stream, or a landed snapshot window): the table is
+ * pending from its first such row on, due by age from then (flushSeconds or maxAckLag), and looked
+ * at by the next due check.
+ */
+export function rowsArrived(run: FlushContext, t: Captured, now: number): void {
   if (t.pendingSince === undefined) {
     t.pendingSince = now;
     run.pending.add(t);

@@ -42,7 +42,7 @@ import type { Logger } from '../../observability/log.js';
 import { AckTracker } from './ack.js';
 import { DestructiveDdlError, PositionLostError } from './errors.js';
 import { acquireOrStandby, LeaseFence } from './fencing.js';
-import { ack, commit, flushDue, type Held, holdLanding, waitMs } from './flush.js';
+import { ack, commit, flushDue, type Held, holdLanding, rowsArrived, waitMs } from './flush.js';
 import { cdcLakeSchema } from './lake-schema.js';
 import type { Captured, CdcRunOptions, CdcSummary } from './options.js';
 import { introspect, type RecoveryContext, recover } from './recovery.js';
@@ -279,13 +279,7 @@ class CdcRun implements RecoveryContext {
             `the reader delivered rows of ${ev.table}, which is not captured`,
           );
         this.tracker.rows(ev.table, ev.count);
-        if (t.pendingSince === undefined) {
-          t.pendingSince = now;
-          this.pending.add(t);
-          const { ms, maxAckLagMs } = this.opts.limits;
-          this.ageDueAt = Math.min(this.ageDueAt, now + Math.min(ms, maxAckLagMs));
-        }
-        this.dirty.add(t);
+        rowsArrived(this, t, now);
         this.inTxn.add(t);
         return;
       }
