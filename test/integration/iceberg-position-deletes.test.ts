@@ -17,11 +17,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeRows } from '../../shared/dataplane/encoder.js';
 import { toLakeRecordWithIds } from '../../shared/dataplane/lake.js';
 import { Op } from '../../shared/dataplane/metadata.js';
-import { applyAppend, stageAppend } from '../../shared/iceberg/append.js';
+import { applyAppend, parentManifests, stageAppend } from '../../shared/iceberg/append.js';
 import type { TableIdent } from '../../shared/iceberg/catalog.js';
 import { parquetDataFile } from '../../shared/iceberg/data-file.js';
+import { deleteWriterFiles } from '../../shared/iceberg/delete-files.js';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.js';
 import { FileContent, type IcebergDataFile, readManifest } from '../../shared/iceberg/manifest.js';
+import { ManifestContent } from '../../shared/iceberg/manifest-list.js';
 import { newTableMetadata } from '../../shared/iceberg/metadata.js';
 import {
   DELETE_FILE_PATH_ID,
@@ -35,6 +37,7 @@ import { deserializeValue } from '../../shared/iceberg/single-value.js';
 import type { IcebergSchema } from '../../shared/iceberg/spec.js';
 import type { TableFolder } from '../../shared/iceberg/table-folder.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
+import { objectName } from '../../shared/sink/layout.js';
 import { encodeParquet } from '../../shared/sink/parquet-writer.js';
 import { withFileFetch } from '../harness/file-fetch.js';
 import { readersMissing, runReaderScript, SparkSession, sparkMissing } from '../harness/readers.js';
@@ -54,7 +57,7 @@ interface Lake {
   readonly schema: IcebergSchema;
 }
 
-async function newLake(): Promise<Lake> {
+async function newLake(properties: Readonly<Record<string, string>> = {}): Promise<Lake> {
   const dir = await mkdtemp(join(tmpdir(), 'tidemark-iceberg-posdel-'));
   const store = new FileObjectStore(dir);
   const key = 'lake/public.orders';
@@ -66,7 +69,7 @@ async function newLake(): Promise<Lake> {
       location: catalog.location(IDENT),
       schema: of.schema,
       lastColumnId: of.lastColumnId,
-      properties: {},
+      properties,
       uuid: randomUUID(),
       nowMs: Date.now(),
     }),
@@ -274,15 +277,76 @@ describe('position deletes in row-delta commits, read by pyiceberg, icebird and 
     });
   });
 
-  it('refuses a row delta whose referenced data file is no longer live in the base, committing nothing', async () => {
-    const before = (await lake.catalog.loadTable(IDENT))!.metadata;
-    const gone = lake.folder.store.uri(`${lake.folder.key}/data/compacted-away.parquet`);
-    const staged = await stageDelta(lake, 'c4', [], [{ filePath: gone, pos: 0 }], snap1);
-    await expect(apply(lake, staged)).rejects.toMatchObject({ code: 'ICEBERG_DELETE_TARGET_GONE' });
-    const after = (await lake.catalog.loadTable(IDENT))!.metadata;
-    expect(after.snapshots.length).toBe(before.snapshots.length);
-    expect(after['current-snapshot-id']).toBe(before['current-snapshot-id']);
+  it('refuses a row delta whose referenced data file another commit removed, committing nothing', async () => {
+    const l = await newLake();
+    try {
+      // A writer's data file, then a row delta resolved against it, then the file taken out of the table.
+      const victimName = objectName('public.orders', 'victim.app', 'i0000000001', 1).name;
+      const victim = await dataFile(l, victimName.slice(0, -'.parquet'.length), [1, 2]);
+      const s1 = await append(l, 'v1', victim);
+      const staged = await stageDelta(l, 'v2', [], [{ filePath: victim.file_path, pos: 0 }], s1);
+      const removed = await deleteWriterFiles(l.catalog, IDENT, l.folder, {
+        writerId: 'victim.app',
+        nowMs: Date.now,
+      });
+      expect(removed.removed.map((f) => f.file_path)).toEqual([victim.file_path]);
+      const before = (await l.catalog.loadTable(IDENT))!.metadata;
+      await expect(apply(l, staged)).rejects.toMatchObject({ code: 'ICEBERG_DELETE_TARGET_GONE' });
+      const after = (await l.catalog.loadTable(IDENT))!.metadata;
+      expect(after.snapshots.length).toBe(before.snapshots.length);
+      expect(after['current-snapshot-id']).toBe(before['current-snapshot-id']);
+    } finally {
+      await rm(l.dir, { recursive: true, force: true });
+    }
   });
+
+  it('merges small data manifests on a row delta and carries every delete manifest as it is', async () => {
+    const l = await newLake({ 'commit.manifest.min-count-to-merge': '2' });
+    try {
+      const files = [];
+      for (const [i, ids] of [
+        [1, 2],
+        [3, 4],
+        [5, 6],
+      ].entries()) {
+        const f = await dataFile(l, `m${i}`, ids);
+        files.push(f);
+        await append(l, `m${i}`, f);
+      }
+      const s3 = (await l.catalog.loadTable(IDENT))!.metadata['current-snapshot-id'];
+      const n = await dataFile(l, 'n', [7, 8]);
+      const d1 = await stageDelta(
+        l,
+        'n1',
+        [n],
+        [
+          { filePath: files[0]!.file_path, pos: 0 },
+          { filePath: n.file_path, pos: 1 },
+        ],
+        s3,
+      );
+      const r1 = await apply(l, d1);
+      const d2 = await stageDelta(
+        l,
+        'n2',
+        [],
+        [{ filePath: files[2]!.file_path, pos: 1 }],
+        r1.table.metadata['current-snapshot-id'],
+      );
+      const r2 = await apply(l, d2);
+      const snap = r2.table.metadata.snapshots.at(-1)!;
+      const list = await parentManifests(l.folder, IDENT, snap['manifest-list']);
+      const deletes = list.filter((m) => m.content === ManifestContent.DELETES);
+      expect(deletes.map((m) => basename(m.manifest_path)).sort()).toEqual(['n1-d0.avro', 'n2-d0.avro']);
+      // Four data manifests were written (m0..m2, n1); merging left fewer live in the list.
+      expect(list.filter((m) => m.content === ManifestContent.DATA).length).toBeLessThan(4);
+      const expected = [2, 3, 4, 5, 7];
+      expect(await icebird(l)).toEqual(expected);
+      if (noPython === undefined) expect(await pyiceberg(l)).toEqual(expected);
+    } finally {
+      await rm(l.dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 
   it.skipIf(noPython !== undefined)(
     `pyiceberg reads exactly the surviving rows, now and as of snapshot 2 ${noPython ?? ''}`,
