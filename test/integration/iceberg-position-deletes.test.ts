@@ -340,9 +340,18 @@ describe('position deletes in row-delta commits, read by pyiceberg, icebird and 
       expect(deletes.map((m) => basename(m.manifest_path)).sort()).toEqual(['n1-d0.avro', 'n2-d0.avro']);
       // Four data manifests were written (m0..m2, n1); merging left fewer live in the list.
       expect(list.filter((m) => m.content === ManifestContent.DATA).length).toBeLessThan(4);
+      // n2's delete file names one data file: referenced_data_file (field 143, optional in v2) is set.
+      const n2 = readManifest(
+        (await l.folder.store.get(`${l.folder.key}/metadata/n2-d0.avro`)) ?? new Uint8Array(),
+      );
+      expect(n2.entries[0]!.data_file.referenced_data_file).toBe(files[2]!.file_path);
       const expected = [2, 3, 4, 5, 7];
       expect(await icebird(l)).toEqual(expected);
       if (noPython === undefined) expect(await pyiceberg(l)).toEqual(expected);
+      if (spark) {
+        const { rows } = await spark.ask({ load: await metadataLocation(l), order_by: 'id' });
+        expect(rows.map((r) => Number(r.id))).toEqual(expected);
+      }
     } finally {
       await rm(l.dir, { recursive: true, force: true });
     }
