@@ -147,6 +147,9 @@ export const CODES_BY_AREA = {
     ICEBERG_PARTITION_MISMATCH: error(
       "a table's partitionBy differs from the partition spec the existing Iceberg table was created with",
     ),
+    ICEBERG_DELETE_TARGET_GONE: error(
+      "a commit's position deletes name a data file another commit removed from the table since the positions were found",
+    ),
     ICEBERG_COMMIT_CONTENDED: error("a commit lost the catalog's compare-and-swap on every attempt"),
     ICEBERG_COMMIT_UNKNOWN: error(
       "the catalog did not answer a commit's last attempt, and the table does not have the commit",
