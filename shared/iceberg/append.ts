@@ -143,9 +143,8 @@ export async function applyAppend(
         snapshotId,
         sequenceNumber,
       });
-      // A data manifest with no live file left (a delete snapshot's DELETED entries) is history.
-      const inherited = (parent ? await parentManifests(folder, ident, parent['manifest-list']) : []).filter(
-        (m) => m.content !== ManifestContent.DATA || m.added_files_count + m.existing_files_count > 0,
+      const inherited = carriedOn(
+        parent ? await parentManifests(folder, ident, parent['manifest-list']) : [],
       );
       const merged = await mergeOnAppend(folder, base, {
         ours,
@@ -154,36 +153,22 @@ export async function applyAppend(
         sequenceNumber,
         commitId: staged.commit.commitId,
       });
-      // A list per attempt: this base's parent and sequence number are in it.
-      const listKey = folderPath(
-        folder,
-        `metadata/snap-${snapshotId}-${randomBytes(4).toString('hex')}-${staged.commit.commitId}.avro`,
-      );
-      await folder.store.put(
-        listKey,
-        writeManifestList({
-          snapshotId,
-          parentSnapshotId: parent?.['snapshot-id'],
-          sequenceNumber,
-          manifests: merged.manifests,
-        }),
-        // Reachable only through the metadata file whose creation syncs the same folder.
-        { syncFolder: catalog.commitSyncsMetadataFolder !== true },
-      );
+      const manifestListPath = await putManifestList(catalog, folder, {
+        snapshotId,
+        parentSnapshotId: parent?.['snapshot-id'],
+        sequenceNumber,
+        commitId: staged.commit.commitId,
+        manifests: merged.manifests,
+      });
       const nowMs = options.nowMs();
       const appended = appendSnapshot(base, {
         snapshotId,
-        manifestListPath: folder.store.uri(listKey),
+        manifestListPath,
         added: { dataFiles: staged.dataFiles, records: staged.records, filesSize: staged.filesSize },
         commit: staged.commit,
         nowMs,
         ...(options.properties ? { properties: options.properties } : {}),
-        summary: {
-          ...options.summary,
-          ...(merged.created === undefined
-            ? {}
-            : { 'manifests-created': '1', 'manifests-replaced': String(merged.replaced.length) }),
-        },
+        summary: { ...options.summary, ...mergeSummary(merged) },
       });
       const expiry = expireOnCommit(appended, nowMs);
       expiredLists = expiry?.manifestLists ?? [];
@@ -191,6 +176,69 @@ export async function applyAppend(
     },
     options.base ? { ...options.retry, base: options.base } : options.retry,
   );
+  return cleanUpAfter(folder, result, expiredLists);
+}
+
+/** The parent's manifests a new snapshot carries on: a data manifest with no live file left (a delete snapshot's DELETED entries) is history. */
+export function carriedOn(parentList: readonly IcebergManifestFile[]): IcebergManifestFile[] {
+  return parentList.filter(
+    (m) => m.content !== ManifestContent.DATA || m.added_files_count + m.existing_files_count > 0,
+  );
+}
+
+/**
+ * Writes a new snapshot's manifest list under a name of its own per attempt (this base's parent
+ * and sequence number are in it) and returns its URI. Its folder entry is left to the catalog
+ * commit when that commit syncs the same folder (a local `file` catalog).
+ */
+export async function putManifestList(
+  catalog: Catalog,
+  folder: TableFolder,
+  list: {
+    readonly snapshotId: bigint;
+    readonly parentSnapshotId: bigint | undefined;
+    readonly sequenceNumber: number;
+    readonly commitId: string;
+    readonly manifests: readonly IcebergManifestFile[];
+  },
+): Promise<string> {
+  const key = folderPath(
+    folder,
+    `metadata/snap-${list.snapshotId}-${randomBytes(4).toString('hex')}-${list.commitId}.avro`,
+  );
+  await folder.store.put(
+    key,
+    writeManifestList({
+      snapshotId: list.snapshotId,
+      parentSnapshotId: list.parentSnapshotId,
+      sequenceNumber: list.sequenceNumber,
+      manifests: list.manifests,
+    }),
+    // Reachable only through the metadata file whose creation syncs the same folder.
+    { syncFolder: catalog.commitSyncsMetadataFolder !== true },
+  );
+  return folder.store.uri(key);
+}
+
+/** The snapshot summary's entries of a merge on append (none when nothing was merged). */
+export function mergeSummary(merged: {
+  readonly created?: unknown;
+  readonly replaced: readonly unknown[];
+}): Readonly<Record<string, string>> {
+  return merged.created === undefined
+    ? {}
+    : { 'manifests-created': '1', 'manifests-replaced': String(merged.replaced.length) };
+}
+
+/**
+ * After a commit: the expired manifest lists, the manifests only they named and the metadata files
+ * the log dropped, deleted; a failure of that is returned (the commit stands), never thrown.
+ */
+export async function cleanUpAfter(
+  folder: TableFolder,
+  result: CommitResult,
+  expiredLists: readonly string[],
+): Promise<AppendResult> {
   if (result.status !== 'committed') return { ...result, deletedFiles: [] };
   try {
     const deletedFiles = await deleteAfterCommit(

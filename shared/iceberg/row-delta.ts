@@ -1,40 +1,22 @@
-/**
- * A row delta on an Iceberg table (Iceberg Java's `RowDelta`): one snapshot that adds data files
- * and position delete files together, in the two halves decision 0024 splits a commit into, as
- * ./append.ts does for appends: `stageRowDelta` (step 1: a data manifest and a delete manifest,
- * named by the attempt-unique commit id, visible to no reader) and `applyRowDelta` (step 3: the
- * catalog commit, once, however often it is called). Library groundwork for issue 31
- * (docs/decisions/0026-current-state-delete-form.md); nothing in the sync calls it yet.
- *
- * Owns: the snapshot's manifest list (the staged manifests plus the parent's, small data
- * manifests merged by ./merge.ts; delete manifests are carried as they are), its operation
- * (`overwrite` when it adds data, `delete` when it only deletes), its delete-file counters, and
- * the check that every data file its deletes reference is still live in the base it is built on.
- *
- * Sequence numbers: the staged entries are ADDED and inherit the snapshot's sequence number, and a
- * position delete applies to data files whose data sequence number is lower than or equal to its
- * own: so a row delta may delete rows of data files it adds itself, as well as older rows.
- *
- * Conflicts (0026 "Conflicts", amending 0024): an append rebases blindly, a row delta does not.
- * Its positions were resolved against one snapshot (`resolvedAgainst`); when the base it is built
- * on differs, every referenced data file (other than its own) must still be live there, else the
- * commit fails with ICEBERG_DELETE_TARGET_GONE instead of applying deletes to nothing (a row a
- * compaction rewrote elsewhere would survive: a ghost). The caller re-resolves those keys.
- * Never writes or deletes data files, never touches tidemark's state.
- */
-import { randomBytes } from 'node:crypto';
 import { SinkError } from '../contracts/errors.js';
-import { type AppendResult, parentManifests, STAGED_MANIFEST_SUFFIX } from './append.js';
+import {
+  type AppendResult,
+  carriedOn,
+  cleanUpAfter,
+  mergeSummary,
+  parentManifests,
+  putManifestList,
+  STAGED_MANIFEST_SUFFIX,
+} from './append.js';
 import type { LoadedTable, RetryOptions, TableIdent } from './catalog.js';
 import { type Catalog, commitWithRetry, identText } from './catalog.js';
-import { deleteAfterCommit, expireOnCommit } from './expire.js';
+import { expireOnCommit } from './expire.js';
 import { EntryStatus, FileContent, type IcebergDataFile, liveEntries, writeManifest } from './manifest.js';
 import {
   type IcebergManifestFile,
   ManifestContent,
   type ManifestSummary,
   manifestFileOf,
-  writeManifestList,
 } from './manifest-list.js';
 import { mergeOnAppend } from './merge.js';
 import { appendSnapshot, type CommitIdentity, currentSnapshot, newSnapshotId } from './metadata.js';
@@ -232,10 +214,7 @@ export async function applyRowDelta(
             at,
           )
         : undefined;
-      // A data manifest with no live file left (a delete snapshot's DELETED entries) is history.
-      const inherited = parentList.filter(
-        (m) => m.content !== ManifestContent.DATA || m.added_files_count + m.existing_files_count > 0,
-      );
+      const inherited = carriedOn(parentList);
       // merge.ts merges the parent's small data manifests of `ours`' spec; delete manifests are kept as they are.
       const merged = await mergeOnAppend(folder, base, {
         ours: data ?? deletes,
@@ -244,24 +223,17 @@ export async function applyRowDelta(
         sequenceNumber,
         commitId: staged.commit.commitId,
       });
-      const listKey = folderPath(
-        folder,
-        `metadata/snap-${snapshotId}-${randomBytes(4).toString('hex')}-${staged.commit.commitId}.avro`,
-      );
-      await folder.store.put(
-        listKey,
-        writeManifestList({
-          snapshotId,
-          parentSnapshotId: parent?.['snapshot-id'],
-          sequenceNumber,
-          manifests: merged.manifests,
-        }),
-        { syncFolder: catalog.commitSyncsMetadataFolder !== true },
-      );
+      const manifestListPath = await putManifestList(catalog, folder, {
+        snapshotId,
+        parentSnapshotId: parent?.['snapshot-id'],
+        sequenceNumber,
+        commitId: staged.commit.commitId,
+        manifests: merged.manifests,
+      });
       const nowMs = options.nowMs();
       const appended = appendSnapshot(base, {
         snapshotId,
-        manifestListPath: folder.store.uri(listKey),
+        manifestListPath,
         operation: staged.dataFiles > 0 ? 'overwrite' : 'delete',
         added: {
           dataFiles: staged.dataFiles,
@@ -274,12 +246,7 @@ export async function applyRowDelta(
         commit: staged.commit,
         nowMs,
         ...(options.properties ? { properties: options.properties } : {}),
-        summary: {
-          ...options.summary,
-          ...(merged.created === undefined
-            ? {}
-            : { 'manifests-created': '1', 'manifests-replaced': String(merged.replaced.length) }),
-        },
+        summary: { ...options.summary, ...mergeSummary(merged) },
       });
       const expiry = expireOnCommit(appended, nowMs);
       expiredLists = expiry?.manifestLists ?? [];
@@ -287,16 +254,5 @@ export async function applyRowDelta(
     },
     options.base ? { ...options.retry, base: options.base } : options.retry,
   );
-  if (result.status !== 'committed') return { ...result, deletedFiles: [] };
-  try {
-    const deletedFiles = await deleteAfterCommit(
-      folder,
-      result.table.metadata,
-      expiredLists,
-      result.droppedMetadataFiles,
-    );
-    return { ...result, deletedFiles };
-  } catch (cleanupError) {
-    return { ...result, deletedFiles: [], cleanupError };
-  }
+  return cleanUpAfter(folder, result, expiredLists);
 }
