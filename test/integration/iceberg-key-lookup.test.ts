@@ -45,7 +45,10 @@ import type { TableFolder } from '../../shared/iceberg/table-folder.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import type { ObjectStore } from '../../shared/sink/object-store.js';
 import { encodeParquet } from '../../shared/sink/parquet-writer.js';
+import { S3ObjectStore } from '../../shared/sink/s3-object-store.js';
+import { s3Client } from '../harness/aws.js';
 import { readersMissing, runReaderScript } from '../harness/readers.js';
+import { testServers } from '../harness/servers.js';
 import { stageRows, TABLE } from './iceberg-table-fixture.js';
 
 const noPython = readersMissing === undefined ? undefined : `(pyiceberg SKIPPED: ${readersMissing})`;
@@ -456,17 +459,28 @@ async function commitPositionDeletes(rows: readonly RowLocation[]): Promise<void
   expect((await catalog.commitTable(IDENT, base, updated)).status).toBe('committed');
 }
 
-describe('FileObjectStore.getRange', () => {
-  it('returns the bytes of the range, fewer at the end, undefined for a missing object', async () => {
-    const bytes = Uint8Array.from({ length: 1000 }, (_, i) => i % 251);
-    await store.put('range/x.bin', bytes);
-    await fc.assert(
-      fc.asyncProperty(fc.nat(1200), fc.nat(1200), async (a, b) => {
-        const [start, end] = a <= b ? [a, b] : [b, a];
-        expect(await store.getRange('range/x.bin', start, end)).toEqual(bytes.slice(start, end));
-      }),
-      { numRuns: 50 },
-    );
-    expect(await store.getRange('range/missing.bin', 0, 10)).toBeUndefined();
-  });
+describe('ObjectStore.getRange', () => {
+  const stores: [string, () => ObjectStore][] = [
+    ['file', () => store],
+    ['s3 (harness S3)', () => new S3ObjectStore({ bucket: testServers().s3Bucket, client: s3Client() })],
+  ];
+  it.each(stores)(
+    '%s: returns the bytes of the range, fewer at the end, undefined for a missing object',
+    async (_, make) => {
+      const s = make();
+      const prefix = `range-${randomUUID()}`;
+      const bytes = Uint8Array.from({ length: 1000 }, (_, i) => i % 251);
+      await s.put(`${prefix}/x.bin`, bytes);
+      await fc.assert(
+        fc.asyncProperty(fc.nat(1200), fc.nat(1200), async (a, b) => {
+          const [start, end] = a <= b ? [a, b] : [b, a];
+          expect(await s.getRange!(`${prefix}/x.bin`, start, end)).toEqual(bytes.slice(start, end));
+        }),
+        { numRuns: 40 },
+      );
+      expect(await s.getRange!(`${prefix}/missing.bin`, 0, 10)).toBeUndefined();
+      expect(await s.getRange!(`${prefix}/missing.bin`, 5, 5)).toBeUndefined();
+    },
+    60_000,
+  );
 });
