@@ -53,6 +53,7 @@ import { stageRows, TABLE } from './iceberg-table-fixture.js';
 
 const noPython = readersMissing === undefined ? undefined : `(pyiceberg SKIPPED: ${readersMissing})`;
 
+const utf8 = new TextEncoder();
 const IDENT: TableIdent = { namespace: 'public', name: 'keys' };
 const TABLE_KEY = 'lake/public.keys';
 
@@ -294,6 +295,10 @@ describe('key lookup: the live rows of a set of keys', () => {
       // pyiceberg applies the same delete file.
       expect(sorted(got.rows)).toEqual(sorted(expected(await pyRows(['id']), ['id'], [[22], [1]])));
       await checkAgainstPyiceberg(['id'], 15);
+      // A key whose only file lies outside the delete file's file_path bounds: the delete file is not read.
+      const far = await lookupKeys(folder, IDENT, after, ['id'], [[50]]);
+      expect(far.rows.get(keyText([50n]))).toHaveLength(1);
+      expect(far.stats).toMatchObject({ deleteFiles: 1, deleteFilesRead: 0, deleteBytesRead: 0 });
     },
     120_000,
   );
@@ -422,6 +427,9 @@ async function commitPositionDeletes(rows: readonly RowLocation[]): Promise<void
           partition: {},
           record_count: rows.length,
           file_size_in_bytes: bytes.length,
+          // The file_path bounds readers prune delete files by (here: files 1 and 3).
+          lower_bounds: new Map([[POSITION_DELETE_FILE_PATH_ID, utf8.encode(rows[0]!.file_path)]]),
+          upper_bounds: new Map([[POSITION_DELETE_FILE_PATH_ID, utf8.encode(rows.at(-1)!.file_path)]]),
         },
       },
     ],
