@@ -128,6 +128,28 @@ export class FileObjectStore implements ObjectStore {
     }
   }
 
+  async getRange(key: string, start: number, end: number): Promise<Uint8Array | undefined> {
+    let handle: Awaited<ReturnType<typeof open>>;
+    try {
+      handle = await open(this.path(key), 'r');
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw e;
+    }
+    try {
+      const out = new Uint8Array(Math.max(0, end - start));
+      let done = 0;
+      while (done < out.length) {
+        const { bytesRead } = await handle.read(out, done, out.length - done, start + done);
+        if (bytesRead === 0) break;
+        done += bytesRead;
+      }
+      return done === out.length ? out : out.slice(0, done);
+    } finally {
+      await handle.close();
+    }
+  }
+
   /** `startAfter` is emulated: the folder is read whole, then names at or below it are dropped. */
   async list(prefix: string, startAfter?: string): Promise<StoredObject[]> {
     const folder = prefix.slice(0, prefix.lastIndexOf('/') + 1);

@@ -51,6 +51,13 @@ export interface ObjectStore {
   /** The object's bytes, or undefined when there is none. */
   get(key: string): Promise<Uint8Array | undefined>;
   /**
+   * Bytes `start` (inclusive) to `end` (exclusive) of the object, fewer where it ends first, or
+   * undefined when there is none. Optional: a reader that wants a part of a large object (the
+   * key columns of a Parquet file, shared/iceberg/key-lookup.ts) uses it where the store has it
+   * and falls back to `get` otherwise.
+   */
+  getRange?(key: string, start: number, end: number): Promise<Uint8Array | undefined>;
+  /**
    * Every object whose key starts with `prefix` (plain string prefix), sorted by key; with
    * `startAfter`, only those whose key sorts strictly after it (S3 ListObjectsV2 `StartAfter`:
    * the listing begins there instead of at the prefix, so a caller that needs only the tail of a

@@ -133,6 +133,27 @@ export class S3ObjectStore implements ObjectStore {
     }
   }
 
+  /** A ranged GetObject (`Range: bytes=start-(end-1)`); a range past the object's end reads nothing. */
+  async getRange(key: string, start: number, end: number): Promise<Uint8Array | undefined> {
+    if (end <= start) return (await this.exists(key)) ? new Uint8Array(0) : undefined;
+    try {
+      const out = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=${start}-${end - 1}` }),
+      );
+      const bytes = out.Body ? await out.Body.transformToByteArray() : new Uint8Array(0);
+      // A store that ignores Range answers the whole object.
+      return out.ContentRange === undefined && bytes.length > end - start ? bytes.slice(start, end) : bytes;
+    } catch (e) {
+      if (e instanceof NoSuchKey || (e as { name?: string }).name === 'NoSuchKey') return undefined;
+      if ((e as { name?: string }).name === 'InvalidRange') return new Uint8Array(0);
+      throw this.failed('GetObject', key, e);
+    }
+  }
+
+  private async exists(key: string): Promise<boolean> {
+    return (await this.getRange(key, 0, 1)) !== undefined;
+  }
+
   async list(prefix: string, startAfter?: string): Promise<StoredObject[]> {
     const out: StoredObject[] = [];
     let token: string | undefined;

@@ -1,0 +1,517 @@
+/**
+ * Where the live rows of a set of primary keys are in an Iceberg table: for each key found, every
+ * `(data file, 0-based row position)` of the current snapshot that holds it and no position delete
+ * file has deleted. The lookup decision 0026 builds current-state commits on (position deletes
+ * found through the table's own key columns); groundwork only, nothing calls it yet (issue 31).
+ *
+ * Owns: the pruning of data files by their manifest key bounds (a file is read only when some
+ * wanted key lies inside the lower/upper bound of every key column; a file without bounds for a
+ * column is never pruned on it), the read of the key columns alone (hyparquet over ranged reads of
+ * the object store: the footer, then the key columns' chunks, one row group at a time), the
+ * exclusion of positions deleted by the table's position delete files (content 1) whose sequence
+ * number is not below the data file's, and the account of what was read (`KeyLookupStats`), for
+ * a bench to measure.
+ *
+ * Invariants: a file is matched by field id (Parquet `field_id`), never by column name; key values
+ * compare in their Iceberg single-value form (./single-value.ts): int/date `number`, long
+ * `bigint`, string `string`, decimal the unscaled `bigint`, uuid-as-string `string`. Parquet
+ * values are decoded raw (no logical-type conversion), so a decimal never passes through a
+ * float. Reads only files under the table's folder (./table-folder.ts `keyInFolder`). Equality
+ * delete files are not applied: a table with one is refused (tidemark never writes them, decision
+ * 0026). Pure reads: writes nothing.
+ */
+import { parquetMetadataAsync, parquetRead } from 'hyparquet';
+import { compressors } from 'hyparquet-compressors';
+import { SinkError } from '../contracts/errors.js';
+import type { ObjectStore } from '../sink/object-store.js';
+import { parentManifests } from './append.js';
+import type { LoadedTable, TableIdent } from './catalog.js';
+import { identText } from './catalog.js';
+import {
+  EntryStatus,
+  FileContent,
+  type IcebergDataFile,
+  inheritFromManifest,
+  readManifest,
+} from './manifest.js';
+import { ManifestContent } from './manifest-list.js';
+import { currentSnapshot } from './metadata.js';
+import {
+  compareValues,
+  deserializeValue,
+  fromTwosComplementBE,
+  type PrimitiveType,
+  primitiveName,
+  primitiveOf,
+  type SingleValue,
+} from './single-value.js';
+import type { IcebergField } from './spec.js';
+import { keyInFolder, type TableFolder } from './table-folder.js';
+
+/** Field ids of a position delete file's columns (spec "Position Delete Files"). */
+export const POSITION_DELETE_FILE_PATH_ID = 2147483546;
+export const POSITION_DELETE_POS_ID = 2147483545;
+
+/** A key value as a caller gives it: see the module comment (a long may be a safe-integer `number`, a decimal its text). */
+export type KeyValue = number | bigint | string;
+
+/** One live row of a key. */
+export interface RowLocation {
+  readonly file_path: string;
+  readonly pos: number;
+}
+
+/** What the lookup read, for a bench. */
+export interface KeyLookupStats {
+  /** Live data files of the current snapshot. */
+  readonly dataFiles: number;
+  /** Of those, skipped by their key bounds. */
+  readonly dataFilesPruned: number;
+  /** Of those, whose key columns were read. */
+  readonly dataFilesRead: number;
+  /** Bytes fetched from data files (footers and key column chunks). */
+  readonly dataBytesRead: number;
+  /** Key values scanned (rows of the files read). */
+  readonly rowsScanned: number;
+  /** Live position delete files of the current snapshot. */
+  readonly deleteFiles: number;
+  /** Of those, read (the others reference no file that was read). */
+  readonly deleteFilesRead: number;
+  readonly deleteBytesRead: number;
+  /** Rows of wanted keys that a position delete file excluded. */
+  readonly positionsDeleted: number;
+  /** Manifests read (data and delete). */
+  readonly manifestsRead: number;
+}
+
+export interface KeyLookupResult {
+  /** Per wanted key that has a live row, every such row, by file then position. Key: `keyText`. */
+  readonly rows: ReadonlyMap<string, readonly RowLocation[]>;
+  readonly stats: KeyLookupStats;
+}
+
+/** A resolved key column: its field, type and position in a key tuple. */
+interface KeyColumn {
+  readonly field: IcebergField;
+  readonly type: PrimitiveType;
+}
+
+const KEY_KINDS = new Set(['int', 'long', 'string', 'decimal', 'date', 'uuid']);
+
+/** The canonical value of `v` for a key column of type `t` (throws when it cannot be one). */
+export function keyValueOf(t: PrimitiveType, v: KeyValue): SingleValue {
+  const fail = () => new TypeError(`${String(v)} is not a key value of type ${primitiveName(t)}`);
+  switch (t.kind) {
+    case 'int':
+    case 'date':
+      if (typeof v === 'number' && Number.isInteger(v)) return v;
+      if (typeof v === 'bigint' && v >= -(2n ** 31n) && v < 2n ** 31n) return Number(v);
+      throw fail();
+    case 'long':
+      if (typeof v === 'bigint') return v;
+      if (typeof v === 'number' && Number.isSafeInteger(v)) return BigInt(v);
+      if (typeof v === 'string' && /^-?\d+$/.test(v)) return BigInt(v);
+      throw fail();
+    case 'decimal': {
+      if (typeof v === 'bigint') return v;
+      if (typeof v !== 'string') throw fail();
+      const m = /^(-?)(\d+)(?:\.(\d+))?$/.exec(v);
+      if (!m || (m[3] ?? '').length > t.scale) throw fail();
+      const unscaled = BigInt(`${m[2]}${(m[3] ?? '').padEnd(t.scale, '0')}`);
+      return m[1] === '-' ? -unscaled : unscaled;
+    }
+    case 'string':
+    case 'uuid':
+      if (typeof v === 'string') return t.kind === 'uuid' ? v.toLowerCase() : v;
+      throw fail();
+    default:
+      throw fail();
+  }
+}
+
+/** The text a key tuple (canonical values) is known by in `KeyLookupResult.rows`. */
+export function keyText(values: readonly SingleValue[]): string {
+  return JSON.stringify(values.map((v) => (typeof v === 'bigint' ? `${v}n` : v)));
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A raw Parquet value (no logical-type conversion) of a key column as its canonical value. */
+function parquetValueOf(t: PrimitiveType, raw: unknown): SingleValue | undefined {
+  if (raw === null || raw === undefined) return undefined;
+  switch (t.kind) {
+    case 'int':
+    case 'date':
+      return typeof raw === 'bigint' ? Number(raw) : (raw as number);
+    case 'long':
+      return typeof raw === 'bigint' ? raw : BigInt(raw as number);
+    case 'decimal':
+      if (raw instanceof Uint8Array) return raw.length === 0 ? 0n : fromTwosComplementBE(raw);
+      return typeof raw === 'bigint' ? raw : BigInt(raw as number);
+    case 'string':
+      return raw instanceof Uint8Array ? utf8.decode(raw) : String(raw);
+    case 'uuid': {
+      if (!(raw instanceof Uint8Array)) return String(raw).toLowerCase();
+      const h = Buffer.from(raw).toString('hex');
+      return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** Whether `v` lies within the file's bounds of `column` (true where a bound is missing or unreadable). */
+function withinBounds(file: IcebergDataFile, column: KeyColumn, v: SingleValue): boolean {
+  // uuid bounds are never trusted (readers disagree on their order, ./data-file.ts); keys as strings compare as strings.
+  if (column.type.kind === 'uuid') return true;
+  const bound = (map: ReadonlyMap<number, Uint8Array> | undefined) => {
+    const bytes = map?.get(column.field.id);
+    if (bytes === undefined) return undefined;
+    try {
+      return deserializeValue(column.type, bytes);
+    } catch {
+      return undefined;
+    }
+  };
+  const lo = bound(file.lower_bounds);
+  if (lo !== undefined && compareValues(column.type, v, lo) < 0) return false;
+  const hi = bound(file.upper_bounds);
+  if (hi !== undefined && compareValues(column.type, v, hi) > 0) return false;
+  return true;
+}
+
+/** A ranged reader of one object, counting the bytes it fetched. */
+function asyncBufferOf(
+  store: ObjectStore,
+  key: string,
+  byteLength: number,
+  count: (n: number) => void,
+  missing: () => Error,
+): { byteLength: number; slice(start: number, end?: number): Promise<ArrayBuffer> } {
+  let whole: Promise<Uint8Array | undefined> | undefined;
+  return {
+    byteLength,
+    async slice(start: number, end = byteLength) {
+      let bytes: Uint8Array | undefined;
+      if (store.getRange) {
+        bytes = await store.getRange(key, start, end);
+        if (bytes === undefined) throw missing();
+        count(bytes.length);
+      } else {
+        // A store without ranged reads: fetched once, whole.
+        if (!whole) {
+          whole = store.get(key);
+          const w = await whole;
+          if (w === undefined) throw missing();
+          count(w.length);
+        }
+        const w = await whole;
+        if (w === undefined) throw missing();
+        bytes = w.subarray(start, end);
+      }
+      return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length) as ArrayBuffer;
+    },
+  };
+}
+
+/** Footer bytes fetched first (hyparquet reads more when the footer is larger). */
+const FOOTER_FETCH = 64 * 1024;
+
+interface ParquetColumns {
+  readonly file: ReturnType<typeof asyncBufferOf>;
+  readonly metadata: Awaited<ReturnType<typeof parquetMetadataAsync>>;
+  /** Top-level column name of each wanted field id. */
+  readonly names: ReadonlyMap<number, string>;
+}
+
+/** Opens a Parquet file: its footer, with the wanted columns' logical types dropped (raw values). */
+async function openParquet(
+  store: ObjectStore,
+  key: string,
+  size: number,
+  fieldIds: readonly number[],
+  count: (n: number) => void,
+  missing: () => Error,
+): Promise<ParquetColumns> {
+  const file = asyncBufferOf(store, key, size, count, missing);
+  const metadata = await parquetMetadataAsync(file, { initialFetchSize: Math.min(FOOTER_FETCH, size) });
+  const names = new Map<number, string>();
+  // schema[0] is the root; a top-level leaf is a child of it with no children of its own.
+  const rootChildren = metadata.schema[0]?.num_children ?? 0;
+  let i = 1;
+  for (let c = 0; c < rootChildren && i < metadata.schema.length; c++) {
+    const el = metadata.schema[i]!;
+    if (!el.num_children && el.field_id !== undefined && fieldIds.includes(el.field_id)) {
+      names.set(el.field_id, el.name);
+      // Raw values: no DECIMAL -> float, no UTF8 -> string here (decoded by the Iceberg type).
+      (el as { converted_type?: unknown }).converted_type = undefined;
+      (el as { logical_type?: unknown }).logical_type = undefined;
+    }
+    i += 1 + subtreeSize(metadata.schema, i);
+  }
+  return { file, metadata, names };
+}
+
+/** How many schema elements lie under element `i` (its descendants). */
+function subtreeSize(schema: readonly { num_children?: number }[], i: number): number {
+  let n = 0;
+  let j = i + 1;
+  for (let c = 0; c < (schema[i]?.num_children ?? 0); c++) {
+    const d = 1 + subtreeSize(schema, j);
+    n += d;
+    j += d;
+  }
+  return n;
+}
+
+/** Rows `start` to `end` of one column, raw (the range is one row group: only its chunk is fetched). */
+function readColumn(pq: ParquetColumns, name: string, start: number, end: number): Promise<unknown[]> {
+  return new Promise((resolve, reject) => {
+    parquetRead({
+      file: pq.file,
+      metadata: pq.metadata,
+      columns: [name],
+      rowStart: start,
+      rowEnd: end,
+      rowFormat: 'array',
+      compressors,
+      utf8: false,
+      onComplete: (rows: unknown[][]) => resolve(rows.map((r) => r[0])),
+    }).catch(reject);
+  });
+}
+
+/** One column's raw values, row group by row group (`each(values)`). */
+async function eachGroup(
+  pq: ParquetColumns,
+  name: string,
+  each: (values: readonly unknown[]) => void,
+): Promise<void> {
+  let start = 0;
+  for (const rg of pq.metadata.row_groups) {
+    const rows = Number(rg.num_rows);
+    if (rows > 0) each(await readColumn(pq, name, start, start + rows));
+    start += rows;
+  }
+}
+
+/**
+ * The live rows of `keys` (tuples in the order of `keyColumns`) in `table`'s current snapshot.
+ * @throws SinkError `ICEBERG_METADATA_INVALID` when a manifest or file the snapshot names is
+ *   outside the table's folder or missing.
+ * @throws TypeError when a key column is unknown or of a type the lookup does not take, or a key
+ *   value is not one of its column's type; Error when the table has equality delete files.
+ */
+export async function lookupKeys(
+  folder: TableFolder,
+  ident: TableIdent,
+  table: LoadedTable,
+  keyColumns: readonly string[],
+  keys: readonly (readonly KeyValue[])[],
+): Promise<KeyLookupResult> {
+  const meta = table.metadata;
+  const schema = meta.schemas.find((s) => s['schema-id'] === meta['current-schema-id']);
+  if (!schema)
+    throw new SinkError(
+      'ICEBERG_METADATA_INVALID',
+      identText(ident),
+      `${identText(ident)} has no current schema`,
+    );
+  if (keyColumns.length === 0) throw new TypeError('a key lookup needs at least one key column');
+  const columns: KeyColumn[] = keyColumns.map((name) => {
+    const field = schema.fields.find((f) => f.name === name);
+    const type = field ? primitiveOf(field.type) : undefined;
+    if (!field || !type || !KEY_KINDS.has(type.kind))
+      throw new TypeError(
+        `${identText(ident)} has no key column ${name} of type int, long, string, decimal, date or uuid`,
+      );
+    return { field, type };
+  });
+  const wanted = new Map<string, SingleValue[]>();
+  for (const k of keys) {
+    if (k.length !== columns.length)
+      throw new TypeError(`a key has ${k.length} values for ${columns.length} key columns`);
+    const values = k.map((v, i) => keyValueOf(columns[i]!.type, v));
+    wanted.set(keyText(values), values);
+  }
+  const stats = {
+    dataFiles: 0,
+    dataFilesPruned: 0,
+    dataFilesRead: 0,
+    dataBytesRead: 0,
+    rowsScanned: 0,
+    deleteFiles: 0,
+    deleteFilesRead: 0,
+    deleteBytesRead: 0,
+    positionsDeleted: 0,
+    manifestsRead: 0,
+  };
+  const rows = new Map<string, RowLocation[]>();
+  const snapshot = currentSnapshot(meta);
+  if (!snapshot || wanted.size === 0) return { rows, stats };
+
+  const keyOf = (uri: string, what: string) => {
+    const key = keyInFolder(folder, uri);
+    if (key === undefined)
+      throw new SinkError(
+        'ICEBERG_METADATA_INVALID',
+        identText(ident),
+        `${identText(ident)} names ${what} ${uri}, outside the table's folder: tidemark reads files only there`,
+      );
+    return key;
+  };
+
+  const missingFile = (uri: string) =>
+    new SinkError(
+      'ICEBERG_METADATA_INVALID',
+      identText(ident),
+      `${uri}, a live file of ${identText(ident)}'s current snapshot, is missing: restore it, or reset the table`,
+    );
+  const parquetOnly = (file: IcebergDataFile) => {
+    if (file.file_format.toUpperCase() !== 'PARQUET')
+      throw new Error(
+        `${file.file_path} of ${identText(ident)} is ${file.file_format}: the key lookup reads Parquet files only`,
+      );
+  };
+
+  // The current snapshot's live files, with their inherited sequence numbers.
+  const data: { file: IcebergDataFile; seq: number }[] = [];
+  const deletes: { file: IcebergDataFile; seq: number }[] = [];
+  for (const m of await parentManifests(folder, ident, snapshot['manifest-list'])) {
+    const bytes = await folder.store.get(keyOf(m.manifest_path, 'the manifest'));
+    if (bytes === undefined)
+      throw new SinkError(
+        'ICEBERG_METADATA_INVALID',
+        identText(ident),
+        `the manifest ${m.manifest_path} of ${identText(ident)} is missing`,
+      );
+    stats.manifestsRead++;
+    for (const e of readManifest(bytes).entries) {
+      if (e.status === EntryStatus.DELETED) continue;
+      const live = inheritFromManifest(e, m);
+      const item = { file: live.data_file, seq: live.sequence_number ?? 0 };
+      if (m.content === ManifestContent.DATA) data.push(item);
+      else if (live.data_file.content === FileContent.POSITION_DELETES) deletes.push(item);
+      else
+        throw new Error(
+          `${identText(ident)} has equality delete files (${live.data_file.file_path}): the key lookup applies position deletes only`,
+        );
+    }
+  }
+  stats.dataFiles = data.length;
+  stats.deleteFiles = deletes.length;
+
+  // Prune: a file stays when some wanted key lies within the bounds of every key column.
+  const wantedValues = [...wanted.values()];
+  const candidates = data.filter(({ file }) => {
+    const keep = wantedValues.some((values) => columns.every((c, i) => withinBounds(file, c, values[i]!)));
+    if (!keep) stats.dataFilesPruned++;
+    return keep;
+  });
+  if (candidates.length === 0) return { rows, stats };
+
+  // Positions deleted per candidate file (by delete files whose sequence number is not below the file's).
+  const candidateSeq = new Map(candidates.map(({ file, seq }) => [file.file_path, seq]));
+  const deleted = new Map<string, Set<number>>();
+  for (const { file: del, seq } of deletes) {
+    if (del.referenced_data_file !== undefined && !candidateSeq.has(del.referenced_data_file)) continue;
+    const pathType: PrimitiveType = { kind: 'string' };
+    const pathField = {
+      id: POSITION_DELETE_FILE_PATH_ID,
+      name: 'file_path',
+      required: true,
+      type: 'string',
+    } as const;
+    const reaches = [...candidateSeq.keys()].some((p) =>
+      withinBounds(del, { field: pathField, type: pathType }, p),
+    );
+    if (!reaches) continue;
+    parquetOnly(del);
+    stats.deleteFilesRead++;
+    const pq = await openParquet(
+      folder.store,
+      keyOf(del.file_path, 'the position delete file'),
+      del.file_size_in_bytes,
+      [POSITION_DELETE_FILE_PATH_ID, POSITION_DELETE_POS_ID],
+      (n) => {
+        stats.deleteBytesRead += n;
+      },
+      () => missingFile(del.file_path),
+    );
+    const pathName = pq.names.get(POSITION_DELETE_FILE_PATH_ID);
+    const posName = pq.names.get(POSITION_DELETE_POS_ID);
+    if (pathName === undefined || posName === undefined)
+      throw new SinkError(
+        'ICEBERG_METADATA_INVALID',
+        identText(ident),
+        `the position delete file ${del.file_path} of ${identText(ident)} has no file_path/pos columns (field ids ${POSITION_DELETE_FILE_PATH_ID}, ${POSITION_DELETE_POS_ID})`,
+      );
+    const paths: string[] = [];
+    await eachGroup(pq, pathName, (values) => {
+      for (let i = 0; i < values.length; i++) paths.push(parquetValueOf(pathType, values[i]) as string);
+    });
+    let at = 0;
+    await eachGroup(pq, posName, (values) => {
+      for (let i = 0; i < values.length; i++, at++) {
+        const path = paths[at]!;
+        const dataSeq = candidateSeq.get(path);
+        if (dataSeq === undefined || seq < dataSeq) continue;
+        const set = deleted.get(path) ?? new Set<number>();
+        deleted.set(path, set);
+        set.add(Number(values[i]));
+      }
+    });
+  }
+
+  // Read the key columns of each candidate; a row matches when its tuple is wanted.
+  for (const { file } of candidates) {
+    parquetOnly(file);
+    stats.dataFilesRead++;
+    const pq = await openParquet(
+      folder.store,
+      keyOf(file.file_path, 'the data file'),
+      file.file_size_in_bytes,
+      columns.map((c) => c.field.id),
+      (n) => {
+        stats.dataBytesRead += n;
+      },
+      () => missingFile(file.file_path),
+    );
+    const gone = deleted.get(file.file_path);
+    // Column by column per row group, so only one group's key values are held at a time.
+    let groupStart = 0;
+    for (const rg of pq.metadata.row_groups) {
+      const n = Number(rg.num_rows);
+      const tuples: SingleValue[][] = Array.from({ length: n }, () => []);
+      for (const c of columns) {
+        const name = pq.names.get(c.field.id);
+        if (name === undefined)
+          throw new SinkError(
+            'ICEBERG_METADATA_INVALID',
+            identText(ident),
+            `the data file ${file.file_path} of ${identText(ident)} has no column with field id ${c.field.id} (${c.field.name})`,
+          );
+        if (n === 0) continue;
+        const values = await readColumn(pq, name, groupStart, groupStart + n);
+        for (let i = 0; i < n; i++) tuples[i]!.push(parquetValueOf(c.type, values[i]) as SingleValue);
+      }
+      for (let i = 0; i < n; i++) {
+        const pos = groupStart + i;
+        const tuple = tuples[i]!;
+        if (tuple.some((v) => v === undefined)) continue;
+        const text = keyText(tuple);
+        if (!wanted.has(text)) continue;
+        if (gone?.has(pos)) {
+          stats.positionsDeleted++;
+          continue;
+        }
+        const list = rows.get(text) ?? [];
+        rows.set(text, list);
+        list.push({ file_path: file.file_path, pos });
+      }
+      stats.rowsScanned += n;
+      groupStart += n;
+    }
+  }
+  return { rows, stats };
+}
