@@ -1,3 +1,27 @@
+/**
+ * A row delta on an Iceberg table (Iceberg Java's `RowDelta`): one snapshot that adds data files
+ * and position delete files together, in the two halves decision 0024 splits a commit into, as
+ * ./append.ts does for appends: `stageRowDelta` (step 1: a data manifest and a delete manifest,
+ * named by the attempt-unique commit id, visible to no reader) and `applyRowDelta` (step 3: the
+ * catalog commit, once, however often it is called). Library groundwork for issue 31
+ * (docs/decisions/0026-current-state-delete-form.md); nothing in the sync calls it yet.
+ *
+ * Owns: the snapshot's manifest list (the staged manifests plus the parent's, small data
+ * manifests merged by ./merge.ts; delete manifests are carried as they are), its operation
+ * (`overwrite` when it adds data, `delete` when it only deletes), its delete-file counters, and
+ * the check that every data file its deletes reference is still live in the base it is built on.
+ *
+ * Sequence numbers: the staged entries are ADDED and inherit the snapshot's sequence number, and a
+ * position delete applies to data files whose data sequence number is lower than or equal to its
+ * own: so a row delta may delete rows of data files it adds itself, as well as older rows.
+ *
+ * Conflicts (0026 "Conflicts", amending 0024): an append rebases blindly, a row delta does not.
+ * Its positions were resolved against one snapshot (`resolvedAgainst`); when the base it is built
+ * on differs, every referenced data file (other than its own) must still be live there, else the
+ * commit fails with ICEBERG_DELETE_TARGET_GONE instead of applying deletes to nothing (a row a
+ * compaction rewrote elsewhere would survive: a ghost). The caller re-resolves those keys.
+ * Never writes or deletes data files, never touches tidemark's state.
+ */
 import { SinkError } from '../contracts/errors.js';
 import {
   type AppendResult,
