@@ -31,8 +31,20 @@ import {
   writeManifestList,
 } from './manifest-list.js';
 import { mergeOnAppend } from './merge.js';
-import { appendSnapshot, type CommitIdentity, currentSnapshot, newSnapshotId } from './metadata.js';
-import type { IcebergPartitionSpec, IcebergSchema } from './spec.js';
+import {
+  type AppendOptions,
+  appendSnapshot,
+  type CommitIdentity,
+  currentSnapshot,
+  newSnapshotId,
+} from './metadata.js';
+import type {
+  IcebergPartitionSpec,
+  IcebergSchema,
+  IcebergSnapshot,
+  IcebergTableMetadata,
+  SnapshotId,
+} from './spec.js';
 import { folderPath, folderUriPrefix, type TableFolder } from './table-folder.js';
 
 /** How a staged manifest's name ends: `<commit id>-m0.avro` (`stageAppend`). */
@@ -107,6 +119,18 @@ export async function stageAppend(
   };
 }
 
+/** How a snapshot commit runs: its clock, what it sets beside the snapshot, its retries and base. */
+export interface SnapshotCommitOptions {
+  readonly nowMs: () => number;
+  /** Table properties set in the same commit. */
+  readonly properties?: Readonly<Record<string, string>>;
+  /** More summary entries of the snapshot. */
+  readonly summary?: Readonly<Record<string, string>>;
+  readonly retry?: RetryOptions;
+  /** The table as the caller last saw it: the first attempt's base (./catalog.ts `RetryOptions.base`). */
+  readonly base?: LoadedTable;
+}
+
 /**
  * Step 3: adds the staged manifest to the table through `catalog`, as one snapshot on `main`:
  * a no-op when the table already has the commit (an earlier call, or another process applying
@@ -114,58 +138,87 @@ export async function stageAppend(
  * (./catalog.ts `commitWithRetry`). `properties` are set in the same commit (the writer's
  * position, for display and for a lost state).
  */
-export async function applyAppend(
+export function applyAppend(
   catalog: Catalog,
   ident: TableIdent,
   folder: TableFolder,
   staged: StagedAppend,
-  options: {
-    readonly nowMs: () => number;
-    readonly properties?: Readonly<Record<string, string>>;
-    readonly summary?: Readonly<Record<string, string>>;
-    readonly retry?: RetryOptions;
-    /** The table as the caller last saw it: the first attempt's base (./catalog.ts `RetryOptions.base`). */
-    readonly base?: LoadedTable;
-  },
+  options: SnapshotCommitOptions,
+): Promise<AppendResult> {
+  return commitSnapshot(catalog, ident, folder, staged.commit, options, (at) => ({
+    ours: manifestFileOf(staged.manifestPath, staged.manifestLength, staged.summary, at),
+    added: { dataFiles: staged.dataFiles, records: staged.records, filesSize: staged.filesSize },
+  }));
+}
+
+/** The base a snapshot is built on, and the ids the new snapshot takes there. */
+export interface SnapshotBase {
+  readonly base: IcebergTableMetadata;
+  readonly parent: IcebergSnapshot | undefined;
+  /** The parent's manifests (none for a table without a snapshot). */
+  readonly parentManifests: readonly IcebergManifestFile[];
+  readonly snapshotId: SnapshotId;
+  readonly sequenceNumber: number;
+}
+
+/** What one kind of snapshot adds on a base (./append.ts appends, ./row-delta.ts row deltas). */
+export interface SnapshotAdds {
+  /** The staged manifest the snapshot adds (merged with the parent's small ones of its spec). */
+  readonly ours: IcebergManifestFile;
+  /** Other staged manifests it adds, carried as they are (a row delta's delete manifest). */
+  readonly besides?: readonly IcebergManifestFile[];
+  readonly operation?: AppendOptions['operation'];
+  readonly added: AppendOptions['added'];
+}
+
+/**
+ * One snapshot on `main` through `commitWithRetry`, for every kind of tidemark snapshot that adds
+ * staged manifests: per attempt, `adds` says what this base gets (it may throw to refuse the
+ * base); then the parent's live manifests carried on, small manifests merged, a manifest list of
+ * the attempt's own, the snapshot and its summary, expiry; after the commit, the clean-up.
+ */
+export async function commitSnapshot(
+  catalog: Catalog,
+  ident: TableIdent,
+  folder: TableFolder,
+  commit: CommitIdentity,
+  options: SnapshotCommitOptions,
+  adds: (at: SnapshotBase) => SnapshotAdds | Promise<SnapshotAdds>,
 ): Promise<AppendResult> {
   // The expired manifest lists of the attempt that was last built: the committed one, if any.
   let expiredLists: readonly string[] = [];
   const result = await commitWithRetry(
     catalog,
     ident,
-    staged.commit,
+    commit,
     async (current: LoadedTable) => {
       const base = current.metadata;
       const parent = currentSnapshot(base);
       const snapshotId = newSnapshotId(base);
       const sequenceNumber = base['last-sequence-number'] + 1;
-      const ours = manifestFileOf(staged.manifestPath, staged.manifestLength, staged.summary, {
-        snapshotId,
-        sequenceNumber,
-      });
-      const inherited = carriedOn(
-        parent ? await parentManifests(folder, ident, parent['manifest-list']) : [],
-      );
+      const parentList = parent ? await parentManifests(folder, ident, parent['manifest-list']) : [];
+      const add = await adds({ base, parent, parentManifests: parentList, snapshotId, sequenceNumber });
       const merged = await mergeOnAppend(folder, base, {
-        ours,
-        inherited,
+        ours: add.ours,
+        inherited: [...(add.besides ?? []), ...carriedOn(parentList)],
         snapshotId,
         sequenceNumber,
-        commitId: staged.commit.commitId,
+        commitId: commit.commitId,
       });
       const manifestListPath = await putManifestList(catalog, folder, {
         snapshotId,
         parentSnapshotId: parent?.['snapshot-id'],
         sequenceNumber,
-        commitId: staged.commit.commitId,
+        commitId: commit.commitId,
         manifests: merged.manifests,
       });
       const nowMs = options.nowMs();
       const appended = appendSnapshot(base, {
         snapshotId,
         manifestListPath,
-        added: { dataFiles: staged.dataFiles, records: staged.records, filesSize: staged.filesSize },
-        commit: staged.commit,
+        ...(add.operation ? { operation: add.operation } : {}),
+        added: add.added,
+        commit,
         nowMs,
         ...(options.properties ? { properties: options.properties } : {}),
         summary: { ...options.summary, ...mergeSummary(merged) },
@@ -180,7 +233,7 @@ export async function applyAppend(
 }
 
 /** The parent's manifests a new snapshot carries on: a data manifest with no live file left (a delete snapshot's DELETED entries) is history. */
-export function carriedOn(parentList: readonly IcebergManifestFile[]): IcebergManifestFile[] {
+function carriedOn(parentList: readonly IcebergManifestFile[]): IcebergManifestFile[] {
   return parentList.filter(
     (m) => m.content !== ManifestContent.DATA || m.added_files_count + m.existing_files_count > 0,
   );
@@ -191,7 +244,7 @@ export function carriedOn(parentList: readonly IcebergManifestFile[]): IcebergMa
  * and sequence number are in it) and returns its URI. Its folder entry is left to the catalog
  * commit when that commit syncs the same folder (a local `file` catalog).
  */
-export async function putManifestList(
+async function putManifestList(
   catalog: Catalog,
   folder: TableFolder,
   list: {
@@ -221,7 +274,7 @@ export async function putManifestList(
 }
 
 /** The snapshot summary's entries of a merge on append (none when nothing was merged). */
-export function mergeSummary(merged: {
+function mergeSummary(merged: {
   readonly created?: unknown;
   readonly replaced: readonly unknown[];
 }): Readonly<Record<string, string>> {
@@ -234,7 +287,7 @@ export function mergeSummary(merged: {
  * After a commit: the expired manifest lists, the manifests only they named and the metadata files
  * the log dropped, deleted; a failure of that is returned (the commit stands), never thrown.
  */
-export async function cleanUpAfter(
+async function cleanUpAfter(
   folder: TableFolder,
   result: CommitResult,
   expiredLists: readonly string[],

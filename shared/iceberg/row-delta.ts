@@ -25,16 +25,12 @@
 import { SinkError } from '../contracts/errors.js';
 import {
   type AppendResult,
-  carriedOn,
-  cleanUpAfter,
-  mergeSummary,
-  parentManifests,
-  putManifestList,
+  commitSnapshot,
+  type SnapshotCommitOptions,
   STAGED_MANIFEST_SUFFIX,
 } from './append.js';
-import type { LoadedTable, RetryOptions, TableIdent } from './catalog.js';
-import { type Catalog, commitWithRetry, identText } from './catalog.js';
-import { expireOnCommit } from './expire.js';
+import type { TableIdent } from './catalog.js';
+import { type Catalog, identText } from './catalog.js';
 import { EntryStatus, FileContent, type IcebergDataFile, liveEntries, writeManifest } from './manifest.js';
 import {
   type IcebergManifestFile,
@@ -42,8 +38,7 @@ import {
   type ManifestSummary,
   manifestFileOf,
 } from './manifest-list.js';
-import { mergeOnAppend } from './merge.js';
-import { appendSnapshot, type CommitIdentity, currentSnapshot, newSnapshotId } from './metadata.js';
+import type { CommitIdentity } from './metadata.js';
 import type { IcebergPartitionSpec, IcebergSchema } from './spec.js';
 import { folderPath, keyInFolder, type TableFolder } from './table-folder.js';
 
@@ -189,94 +184,41 @@ async function liveDataFiles(
  *   not the one the positions were resolved against and a referenced data file is no longer live
  *   in it (nothing is committed); and what `commitWithRetry` throws.
  */
-export async function applyRowDelta(
+export function applyRowDelta(
   catalog: Catalog,
   ident: TableIdent,
   folder: TableFolder,
   staged: StagedRowDelta,
-  options: {
-    readonly nowMs: () => number;
-    readonly properties?: Readonly<Record<string, string>>;
-    readonly summary?: Readonly<Record<string, string>>;
-    readonly retry?: RetryOptions;
-    readonly base?: LoadedTable;
-  },
+  options: SnapshotCommitOptions,
 ): Promise<AppendResult> {
-  let expiredLists: readonly string[] = [];
-  const result = await commitWithRetry(
-    catalog,
-    ident,
-    staged.commit,
-    async (current: LoadedTable) => {
-      const base = current.metadata;
-      const parent = currentSnapshot(base);
-      const snapshotId = newSnapshotId(base);
-      const sequenceNumber = base['last-sequence-number'] + 1;
-      const parentList = parent ? await parentManifests(folder, ident, parent['manifest-list']) : [];
-      if (staged.referencedDataFiles.length > 0 && parent?.['snapshot-id'] !== staged.resolvedAgainst) {
-        const live = await liveDataFiles(folder, ident, parentList);
-        const gone = staged.referencedDataFiles.filter((p) => !live.has(p));
-        if (gone.length > 0)
-          throw new SinkError(
-            'ICEBERG_DELETE_TARGET_GONE',
-            identText(ident),
-            `commit ${staged.commit.commitId} deletes rows of ${gone.length} data file(s) of ${identText(ident)} that are no longer in the table (rewritten or removed by another commit since snapshot ${staged.resolvedAgainst ?? 'none'}), e.g. ${gone[0]}: nothing was committed; its rows must be looked up again in the current table`,
-          );
-      }
-      const at = { snapshotId, sequenceNumber };
-      const deletes = manifestFileOf(
-        staged.deleteManifest.path,
-        staged.deleteManifest.length,
-        staged.deleteManifest.summary,
-        at,
-      );
-      const data = staged.dataManifest
-        ? manifestFileOf(
-            staged.dataManifest.path,
-            staged.dataManifest.length,
-            staged.dataManifest.summary,
-            at,
-          )
-        : undefined;
-      const inherited = carriedOn(parentList);
-      // merge.ts merges the parent's small data manifests of `ours`' spec; delete manifests are kept as they are.
-      const merged = await mergeOnAppend(folder, base, {
-        ours: data ?? deletes,
-        inherited: data ? [deletes, ...inherited] : inherited,
-        snapshotId,
-        sequenceNumber,
-        commitId: staged.commit.commitId,
-      });
-      const manifestListPath = await putManifestList(catalog, folder, {
-        snapshotId,
-        parentSnapshotId: parent?.['snapshot-id'],
-        sequenceNumber,
-        commitId: staged.commit.commitId,
-        manifests: merged.manifests,
-      });
-      const nowMs = options.nowMs();
-      const appended = appendSnapshot(base, {
-        snapshotId,
-        manifestListPath,
-        operation: staged.dataFiles > 0 ? 'overwrite' : 'delete',
-        added: {
-          dataFiles: staged.dataFiles,
-          records: staged.records,
-          filesSize: staged.filesSize,
-          deleteFiles: staged.deleteFiles,
-          positionDeleteFiles: staged.deleteFiles,
-          positionDeletes: staged.positionDeletes,
-        },
-        commit: staged.commit,
-        nowMs,
-        ...(options.properties ? { properties: options.properties } : {}),
-        summary: { ...options.summary, ...mergeSummary(merged) },
-      });
-      const expiry = expireOnCommit(appended, nowMs);
-      expiredLists = expiry?.manifestLists ?? [];
-      return expiry?.metadata ?? appended;
-    },
-    options.base ? { ...options.retry, base: options.base } : options.retry,
-  );
-  return cleanUpAfter(folder, result, expiredLists);
+  return commitSnapshot(catalog, ident, folder, staged.commit, options, async (at) => {
+    if (staged.referencedDataFiles.length > 0 && at.parent?.['snapshot-id'] !== staged.resolvedAgainst) {
+      const live = await liveDataFiles(folder, ident, at.parentManifests);
+      const gone = staged.referencedDataFiles.filter((p) => !live.has(p));
+      if (gone.length > 0)
+        throw new SinkError(
+          'ICEBERG_DELETE_TARGET_GONE',
+          identText(ident),
+          `commit ${staged.commit.commitId} deletes rows of ${gone.length} data file(s) of ${identText(ident)} that are no longer in the table (rewritten or removed by another commit since snapshot ${staged.resolvedAgainst ?? 'none'}), e.g. ${gone[0]}: nothing was committed; its rows must be looked up again in the current table`,
+        );
+    }
+    const ids = { snapshotId: at.snapshotId, sequenceNumber: at.sequenceNumber };
+    const { deleteManifest: d, dataManifest: m } = staged;
+    const deletes = manifestFileOf(d.path, d.length, d.summary, ids);
+    const data = m ? manifestFileOf(m.path, m.length, m.summary, ids) : undefined;
+    // merge.ts merges the parent's small data manifests of `ours`' spec; delete manifests are kept as they are.
+    return {
+      ours: data ?? deletes,
+      besides: data ? [deletes] : [],
+      operation: staged.dataFiles > 0 ? 'overwrite' : 'delete',
+      added: {
+        dataFiles: staged.dataFiles,
+        records: staged.records,
+        filesSize: staged.filesSize,
+        deleteFiles: staged.deleteFiles,
+        positionDeleteFiles: staged.deleteFiles,
+        positionDeletes: staged.positionDeletes,
+      },
+    };
+  });
 }
