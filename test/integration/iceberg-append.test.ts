@@ -1,53 +1,25 @@
-import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyAppend, type StagedAppend } from '../../shared/iceberg/append.js';
 import type { TableIdent } from '../../shared/iceberg/catalog.js';
-import { FileCatalog } from '../../shared/iceberg/file-catalog.js';
-import {
-  COMMIT_ID_SUMMARY_KEY,
-  newTableMetadata,
-  writerCommitProperty,
-} from '../../shared/iceberg/metadata.js';
-import { icebergSchemaOf } from '../../shared/iceberg/schema.js';
+import type { FileCatalog } from '../../shared/iceberg/file-catalog.js';
+import { COMMIT_ID_SUMMARY_KEY, writerCommitProperty } from '../../shared/iceberg/metadata.js';
 import type { IcebergSchema } from '../../shared/iceberg/spec.js';
 import type { TableFolder } from '../../shared/iceberg/table-folder.js';
-import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { readersMissing, runReaderScript } from '../harness/readers.js';
-import { FILE_A, FILE_B, stageRows, TABLE } from './iceberg-table-fixture.js';
+import { FILE_A, FILE_B, newFileCatalogTable, ORDERS_IDENT, stageRows } from './iceberg-table-fixture.js';
 
 const noPython = readersMissing === undefined ? undefined : `(pyiceberg SKIPPED: ${readersMissing})`;
 
-const IDENT: TableIdent = { namespace: 'public', name: 'orders' };
-const TABLE_KEY = 'lake/public.orders';
+const IDENT: TableIdent = ORDERS_IDENT;
 
 let dir: string;
-let store: FileObjectStore;
 let catalog: FileCatalog;
 let folder: TableFolder;
 let schema: IcebergSchema;
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'tidemark-iceberg-append-'));
-  store = new FileObjectStore(dir);
-  catalog = new FileCatalog({ store, tableKey: () => TABLE_KEY });
-  folder = { store, key: TABLE_KEY };
-  const of = icebergSchemaOf(TABLE);
-  schema = of.schema;
-  const created = await catalog.createTable(
-    IDENT,
-    newTableMetadata({
-      location: catalog.location(IDENT),
-      schema,
-      lastColumnId: of.lastColumnId,
-      properties: {},
-      uuid: randomUUID(),
-      nowMs: Date.now(),
-    }),
-  );
-  expect(created.status).toBe('created');
+  ({ dir, catalog, folder, schema } = await newFileCatalogTable('iceberg-append'));
 });
 afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });

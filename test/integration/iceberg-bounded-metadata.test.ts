@@ -1,7 +1,4 @@
-import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { encodeRows } from '../../shared/dataplane/encoder.js';
@@ -15,7 +12,7 @@ import {
   MAX_SNAPSHOT_AGE_PROPERTY,
   MIN_SNAPSHOTS_TO_KEEP_PROPERTY,
 } from '../../shared/iceberg/expire.js';
-import { FileCatalog } from '../../shared/iceberg/file-catalog.js';
+import type { FileCatalog } from '../../shared/iceberg/file-catalog.js';
 import {
   EntryStatus,
   FileContent,
@@ -28,23 +25,19 @@ import {
   MIN_COUNT_TO_MERGE_PROPERTY,
   TARGET_SIZE_PROPERTY,
 } from '../../shared/iceberg/merge.js';
-import {
-  currentSnapshot,
-  newTableMetadata,
-  PREVIOUS_VERSIONS_MAX_PROPERTY,
-} from '../../shared/iceberg/metadata.js';
-import { icebergSchemaOf, lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
+import { currentSnapshot, PREVIOUS_VERSIONS_MAX_PROPERTY } from '../../shared/iceberg/metadata.js';
+import { lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
 import type { IcebergSchema, IcebergTableMetadata } from '../../shared/iceberg/spec.js';
 import type { TableFolder } from '../../shared/iceberg/table-folder.js';
-import { FileObjectStore } from '../../shared/sink/file-object-store.js';
+import type { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { encodeParquet } from '../../shared/sink/parquet-writer.js';
 import { readersMissing, runReaderScript } from '../harness/readers.js';
-import { TABLE } from './iceberg-table-fixture.js';
+import { newFileCatalogTable, ORDERS_IDENT, ORDERS_KEY, TABLE } from './iceberg-table-fixture.js';
 
 const noPython = readersMissing === undefined ? undefined : `(pyiceberg SKIPPED: ${readersMissing})`;
 
-const IDENT: TableIdent = { namespace: 'public', name: 'orders' };
-const TABLE_KEY = 'lake/public.orders';
+const IDENT: TableIdent = ORDERS_IDENT;
+const TABLE_KEY = ORDERS_KEY;
 const SPEC = { 'spec-id': 0, fields: [] };
 const dirs: string[] = [];
 afterAll(async () => {
@@ -59,24 +52,13 @@ interface Table {
 }
 
 async function newTable(properties: Record<string, string>): Promise<Table> {
-  const dir = await mkdtemp(join(tmpdir(), 'tidemark-iceberg-bounded-'));
+  const { dir, store, catalog, folder, schema } = await newFileCatalogTable('iceberg-bounded', {
+    properties,
+    nowMs: 1_000,
+    conditionalWrites: 'trusted',
+  });
   dirs.push(dir);
-  const store = new FileObjectStore(dir);
-  const catalog = new FileCatalog({ store, tableKey: () => TABLE_KEY, conditionalWrites: 'trusted' });
-  const of = icebergSchemaOf(TABLE);
-  const created = await catalog.createTable(
-    IDENT,
-    newTableMetadata({
-      location: catalog.location(IDENT),
-      schema: of.schema,
-      lastColumnId: of.lastColumnId,
-      properties,
-      uuid: randomUUID(),
-      nowMs: 1_000,
-    }),
-  );
-  expect(created.status).toBe('created');
-  return { store, catalog, folder: { store, key: TABLE_KEY }, schema: of.schema };
+  return { store, catalog, folder, schema };
 }
 
 /** A data file entry (no bytes: the manifests are what is checked here). */

@@ -8,9 +8,7 @@
  * exclude every wanted key are not read (reads counted through a wrapped ObjectStore).
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import { Field, Int64, makeData, RecordBatch, Schema, Struct, Utf8, vectorFromArray } from 'apache-arrow';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,8 +16,8 @@ import { encodeRows } from '../../shared/dataplane/encoder.js';
 import { toLakeRecordWithIds } from '../../shared/dataplane/lake.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import { applyAppend, parentManifests, stageAppend } from '../../shared/iceberg/append.js';
-import { parquetDataFile } from '../../shared/iceberg/data-file.js';
 import type { TableIdent } from '../../shared/iceberg/catalog.js';
+import { parquetDataFile } from '../../shared/iceberg/data-file.js';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.js';
 import {
   type KeyValue,
@@ -42,20 +40,20 @@ import { icebergSchemaOf, lakeFieldIdsOf } from '../../shared/iceberg/schema.js'
 import { primitiveOf } from '../../shared/iceberg/single-value.js';
 import type { IcebergSchema } from '../../shared/iceberg/spec.js';
 import type { TableFolder } from '../../shared/iceberg/table-folder.js';
-import { FileObjectStore } from '../../shared/sink/file-object-store.js';
+import type { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import type { ObjectStore } from '../../shared/sink/object-store.js';
 import { encodeParquet } from '../../shared/sink/parquet-writer.js';
 import { S3ObjectStore } from '../../shared/sink/s3-object-store.js';
 import { s3Client } from '../harness/aws.js';
 import { readersMissing, runReaderScript } from '../harness/readers.js';
 import { testServers } from '../harness/servers.js';
-import { stageRows, TABLE } from './iceberg-table-fixture.js';
+import { newFileCatalogTable, ORDERS_IDENT, ORDERS_KEY, stageRows, TABLE } from './iceberg-table-fixture.js';
 
 const noPython = readersMissing === undefined ? undefined : `(pyiceberg SKIPPED: ${readersMissing})`;
 
 const utf8 = new TextEncoder();
-const IDENT: TableIdent = { namespace: 'public', name: 'keys' };
-const TABLE_KEY = 'lake/public.keys';
+const IDENT: TableIdent = ORDERS_IDENT;
+const TABLE_KEY = ORDERS_KEY;
 
 let dir: string;
 let store: FileObjectStore;
@@ -96,24 +94,7 @@ const FILES: number[][] = [
 const ALL_IDS = [...new Set(FILES.flat())];
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'tidemark-key-lookup-'));
-  store = new FileObjectStore(dir);
-  catalog = new FileCatalog({ store, tableKey: () => TABLE_KEY });
-  folder = { store, key: TABLE_KEY };
-  const of = icebergSchemaOf(TABLE);
-  schema = of.schema;
-  const created = await catalog.createTable(
-    IDENT,
-    newTableMetadata({
-      location: catalog.location(IDENT),
-      schema,
-      lastColumnId: of.lastColumnId,
-      properties: {},
-      uuid: randomUUID(),
-      nowMs: Date.now(),
-    }),
-  );
-  expect(created.status).toBe('created');
+  ({ dir, store, catalog, folder, schema } = await newFileCatalogTable('key-lookup'));
   for (const [f, ids] of FILES.entries()) {
     const n = String(f + 1).padStart(10, '0');
     const staged = await stageRows(

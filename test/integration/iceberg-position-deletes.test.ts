@@ -1,16 +1,5 @@
-/**
- * Position delete files and row-delta commits (shared/iceberg/position-deletes.ts, row-delta.ts),
- * read back by readers we did not write: pyiceberg 0.12, icebird and Spark 3.5 (Iceberg Java; one
- * session for the file). A `file` catalog table gets an append, then a row delta that adds a data
- * file and deletes rows of the older file and of its own new file (equal sequence numbers), then a
- * delete-only row delta rebased over another writer's append. Plus: idempotence, the conflict
- * check (a referenced data file no longer live), and a fast-check property over random delete sets.
- * Readers that are not installed are skipped, saying so.
- */
-import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { rm } from 'node:fs/promises';
+import { basename } from 'node:path';
 import fc from 'fast-check';
 import { icebergRead } from 'icebird';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,10 +10,9 @@ import { applyAppend, parentManifests, stageAppend } from '../../shared/iceberg/
 import type { TableIdent } from '../../shared/iceberg/catalog.js';
 import { parquetDataFile } from '../../shared/iceberg/data-file.js';
 import { deleteWriterFiles } from '../../shared/iceberg/delete-files.js';
-import { FileCatalog } from '../../shared/iceberg/file-catalog.js';
+import type { FileCatalog } from '../../shared/iceberg/file-catalog.js';
 import { FileContent, type IcebergDataFile, readManifest } from '../../shared/iceberg/manifest.js';
 import { ManifestContent } from '../../shared/iceberg/manifest-list.js';
-import { newTableMetadata } from '../../shared/iceberg/metadata.js';
 import {
   DELETE_FILE_PATH_ID,
   DELETE_POS_ID,
@@ -32,20 +20,19 @@ import {
   writePositionDeletes,
 } from '../../shared/iceberg/position-deletes.js';
 import { applyRowDelta, type StagedRowDelta, stageRowDelta } from '../../shared/iceberg/row-delta.js';
-import { icebergSchemaOf, lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
+import { lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
 import { deserializeValue } from '../../shared/iceberg/single-value.js';
 import type { IcebergSchema } from '../../shared/iceberg/spec.js';
 import type { TableFolder } from '../../shared/iceberg/table-folder.js';
-import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { objectName } from '../../shared/sink/layout.js';
 import { encodeParquet } from '../../shared/sink/parquet-writer.js';
 import { withFileFetch } from '../harness/file-fetch.js';
 import { readersMissing, runReaderScript, SparkSession, sparkMissing } from '../harness/readers.js';
-import { TABLE } from './iceberg-table-fixture.js';
+import { newFileCatalogTable, ORDERS_IDENT, TABLE } from './iceberg-table-fixture.js';
 
 const noPython = readersMissing === undefined ? undefined : `(pyiceberg SKIPPED: ${readersMissing})`;
 const noSpark = sparkMissing === undefined ? undefined : `(Spark SKIPPED: ${sparkMissing})`;
-const IDENT: TableIdent = { namespace: 'public', name: 'orders' };
+const IDENT: TableIdent = ORDERS_IDENT;
 const SPEC = { 'spec-id': 0, fields: [] };
 const WRITER = 'shop.app';
 
@@ -58,24 +45,8 @@ interface Lake {
 }
 
 async function newLake(properties: Readonly<Record<string, string>> = {}): Promise<Lake> {
-  const dir = await mkdtemp(join(tmpdir(), 'tidemark-iceberg-posdel-'));
-  const store = new FileObjectStore(dir);
-  const key = 'lake/public.orders';
-  const catalog = new FileCatalog({ store, tableKey: () => key });
-  const of = icebergSchemaOf(TABLE);
-  const created = await catalog.createTable(
-    IDENT,
-    newTableMetadata({
-      location: catalog.location(IDENT),
-      schema: of.schema,
-      lastColumnId: of.lastColumnId,
-      properties,
-      uuid: randomUUID(),
-      nowMs: Date.now(),
-    }),
-  );
-  expect(created.status).toBe('created');
-  return { dir, catalog, folder: { store, key }, schema: of.schema };
+  const { dir, catalog, folder, schema } = await newFileCatalogTable('iceberg-posdel', { properties });
+  return { dir, catalog, folder, schema };
 }
 
 /** A data file of rows with these ids (row i at position i), written under data/<name>.parquet. */

@@ -9,7 +9,10 @@
  * sequence numbers, the second carrying the first's manifest forward from the list it read back;
  * then a rewrite of both manifests into one of EXISTING entries.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Schema as ArrowSchema, Field, List, RecordBatch } from 'apache-arrow';
 import { expect } from 'vitest';
@@ -18,7 +21,9 @@ import { toLakeRecordWithIds } from '../../shared/dataplane/lake.js';
 import { Op } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { type StagedAppend, stageAppend } from '../../shared/iceberg/append.js';
+import type { TableIdent } from '../../shared/iceberg/catalog.js';
 import { parquetDataFile } from '../../shared/iceberg/data-file.js';
+import { FileCatalog } from '../../shared/iceberg/file-catalog.js';
 import {
   EntryStatus,
   type IcebergManifestEntry,
@@ -31,9 +36,11 @@ import {
   readManifestList,
   writeManifestList,
 } from '../../shared/iceberg/manifest-list.js';
-import { lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
+import { newTableMetadata } from '../../shared/iceberg/metadata.js';
+import { icebergSchemaOf, lakeFieldIdsOf } from '../../shared/iceberg/schema.js';
 import type { IcebergField, IcebergSchema } from '../../shared/iceberg/spec.js';
 import type { TableFolder } from '../../shared/iceberg/table-folder.js';
+import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { nativeCompressor } from '../../shared/sink/parquet-pages.cjs';
 import { encodeFlat, encodeParquet } from '../../shared/sink/parquet-writer.js';
 import { lakeRecord } from '../harness/lake-record.js';
@@ -391,4 +398,54 @@ export async function stageRows(
     spec: { 'spec-id': 0, fields: [] },
     dataFiles: [parquetDataFile(folder.store.uri(key), bytes, schema)],
   });
+}
+
+// ---- an empty table of TABLE in a `file` catalog, for the commit tests
+
+/** A new table of `TABLE` (ids from `icebergSchemaOf`) in a `file` catalog under a fresh temp folder. */
+export interface FileCatalogTable {
+  readonly dir: string;
+  readonly store: FileObjectStore;
+  readonly catalog: FileCatalog;
+  readonly folder: TableFolder;
+  readonly schema: IcebergSchema;
+}
+
+/** `public.orders` at `lake/public.orders`, as the commit tests name it. */
+export const ORDERS_IDENT: TableIdent = { namespace: 'public', name: 'orders' };
+export const ORDERS_KEY = 'lake/public.orders';
+
+/**
+ * Creates `ORDERS_IDENT` (unpartitioned, `properties`) in a `file` catalog on a fresh folder
+ * named `tidemark-<prefix>-*`; asserts it was created.
+ */
+export async function newFileCatalogTable(
+  prefix: string,
+  options: {
+    readonly properties?: Readonly<Record<string, string>>;
+    readonly nowMs?: number;
+    readonly conditionalWrites?: 'verify' | 'trusted';
+  } = {},
+): Promise<FileCatalogTable> {
+  const dir = await mkdtemp(join(tmpdir(), `tidemark-${prefix}-`));
+  const store = new FileObjectStore(dir);
+  const catalog = new FileCatalog({
+    store,
+    tableKey: () => ORDERS_KEY,
+    ...(options.conditionalWrites ? { conditionalWrites: options.conditionalWrites } : {}),
+  });
+  const of = icebergSchemaOf(TABLE);
+  const created = await catalog.createTable(
+    ORDERS_IDENT,
+    newTableMetadata({
+      location: catalog.location(ORDERS_IDENT),
+      schema: of.schema,
+      lastColumnId: of.lastColumnId,
+      properties: { ...options.properties },
+      uuid: randomUUID(),
+      nowMs: options.nowMs ?? Date.now(),
+    }),
+  );
+  expect(created.status).toBe('created');
+  return { dir, store, catalog, folder: { store, key: ORDERS_KEY }, schema: of.schema };
 }
