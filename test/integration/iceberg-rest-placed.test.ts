@@ -292,19 +292,25 @@ describe.skipIf(restCatalogMissing !== undefined || readersMissing !== undefined
       ]);
     }, 120_000);
 
+    /** A local spec of `fx` (300-row pages) whose lake catalog is the REST server, placing tables in `namespace`. */
+    const placedSpec = (fx: SourceFixture, pipeline: string, namespace: string) => {
+      const local = localSpec(fx, { pageSize: 300, pipeline });
+      const spec: Spec = {
+        ...local.spec,
+        lake: {
+          ...local.spec.lake,
+          catalog: { type: 'rest', uri: server.uri, namespace, placesTables: true },
+        },
+      };
+      return { local, spec };
+    };
+
     it('the engine and the CLI (run, check, reset --delete-objects) on a Postgres table: the files under the catalog location, none deleted', async () => {
       const fx: SourceFixture = await postgresFixture('rest_placed');
       try {
         await fx.createTable();
         await fx.insertRange(1, 701, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'millisecond'));
-        const local = localSpec(fx, { pageSize: 300, pipeline: 'placed' });
-        const spec: Spec = {
-          ...local.spec,
-          lake: {
-            ...local.spec.lake,
-            catalog: { type: 'rest', uri: server.uri, namespace: 'engine', placesTables: true },
-          },
-        };
+        const { local, spec } = placedSpec(fx, 'placed', 'engine');
         const target = tableTarget(spec.tables[0]!);
         for (let i = 0; i < 10 && (await runOnce(spec)).more; i++);
         const placedDir = join(warehouse, 'engine', 'public_items');
@@ -353,14 +359,7 @@ describe.skipIf(restCatalogMissing !== undefined || readersMissing !== undefined
       try {
         await fx.createTable();
         await fx.insertRange(1, 1001, fx.plus(fx.ts('2024-01-01 00:00:00'), 'g', 'millisecond'));
-        const local = localSpec(fx, { pageSize: 300, pipeline: 'killed' });
-        const spec: Spec = {
-          ...local.spec,
-          lake: {
-            ...local.spec.lake,
-            catalog: { type: 'rest', uri: server.uri, namespace: 'killed', placesTables: true },
-          },
-        };
+        const { local, spec } = placedSpec(fx, 'killed', 'killed');
         const placedDir = join(warehouse, 'killed', 'public_items');
         const crashDir = join(local.dir, 'crash');
         mkdirSync(crashDir);
