@@ -147,6 +147,13 @@ export interface Sink {
    */
   list(table: string, writer?: string): Promise<ObjectRef[]>;
   /**
+   * Optional: the start position of `writer`'s last commit that the table itself records (an
+   * Iceberg table's `tidemark.writer.<writer>.position`), or undefined. Where files cannot be listed
+   * (a table its catalog places), it is what a reset that keeps the objects writes after: a
+   * position at or below it would be taken for one already applied.
+   */
+  committedPosition?(table: string, writer: string): Promise<Position | undefined>;
+  /**
    * Deletes EVERY object of `target.writer` in `target.table` (and their sidecars); other
    * writers' objects stay. Only for an operator's deliberate re-sync from scratch (`tidemark
    * reset --delete-objects`), never called by a run. A table with Iceberg metadata loses the

@@ -36,7 +36,7 @@ import { commitWithRetry, identText, type LoadedTable, type TableIdent } from '.
 import { deleteWriterFiles, stagedManifestKeys } from '../iceberg/delete-files.js';
 import { TIDEMARK_TABLE_PROPERTIES } from '../iceberg/expire.js';
 import type { IcebergManifestFile } from '../iceberg/manifest-list.js';
-import { newTableMetadata, setSchema } from '../iceberg/metadata.js';
+import { newTableMetadata, setSchema, writerPositionProperty } from '../iceberg/metadata.js';
 import type { LakeCatalog } from '../iceberg/open-catalog.js';
 import { type PartitionFieldRequest, partitionSpecOf } from '../iceberg/partition.js';
 import { icebergSchemaOf, lakeFieldIdsOf } from '../iceberg/schema.js';
@@ -251,6 +251,12 @@ export class LakeSink implements Sink, SinkProbe {
 
   list(table: string, writer?: string): Promise<ObjectRef[]> {
     return this.parquet.list(table, writer);
+  }
+
+  async committedPosition(table: string, writer: string): Promise<Position | undefined> {
+    if (this.lakeCatalog === undefined) return undefined;
+    const loaded = await this.lakeCatalog.catalog.loadTable(this.location(table).ident);
+    return loaded?.metadata.properties[writerPositionProperty(writer)];
   }
 
   /**

@@ -15,6 +15,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { WriteTarget } from '../../shared/contracts/sink.js';
 import { newBatch } from '../../shared/dataplane/batch.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
+import { resetIncremental } from '../../shared/engine/incremental/reset.js';
 import { commitWithRetry } from '../../shared/iceberg/catalog.js';
 import { MAX_SNAPSHOT_AGE_PROPERTY, MIN_SNAPSHOTS_TO_KEEP_PROPERTY } from '../../shared/iceberg/expire.js';
 import { COMMIT_ID_SUMMARY_KEY, expireSnapshots } from '../../shared/iceberg/metadata.js';
@@ -22,6 +23,7 @@ import { openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { LakeSink } from '../../shared/sink/lake-sink.js';
 import { ParquetSink } from '../../shared/sink/parquet-sink.js';
+import { MemCursorStore } from '../../shared/state/mem-cursor-store.js';
 import { withFileFetch } from '../harness/file-fetch.js';
 import { wireRecord } from '../harness/lake-record.js';
 import { readersMissing, runReaderScript } from '../harness/readers.js';
@@ -218,6 +220,31 @@ describe.skipIf(readersMissing)('the lake sink on an Iceberg table', () => {
       error: expect.stringMatching(/AccessDenied/),
     });
     expect((await readTable(dir)).rows.map((r) => r.id)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+  });
+
+  it('a reset after a lost state that keeps the objects writes after the last commit the table records, even where no file can be listed', async () => {
+    const { sink } = lake();
+    for (const seq of [0, 1, 2]) {
+      const p = page(V1, seq, [{ id: BigInt(seq), name: 'x' }]);
+      await sink.apply((await sink.stage(target, await sink.write(target, V1, p.start, [p.batch])))!);
+    }
+    expect(await sink.committedPosition(target.table, target.writer)).toBe(page(V1, 2, []).start);
+    // The data files cannot be listed (a table its catalog places: S3 Tables), and the state is lost.
+    for (const o of await sink.list(target.table, target.writer)) rmSync(new URL(o.uri));
+    expect(await sink.list(target.table, target.writer)).toEqual([]);
+    const reset = (objects?: 'keep') =>
+      resetIncremental({
+        key: 'incremental/p/public.items',
+        lake: { table: target.table, writer: target.writer },
+        cursorColumn: 'id',
+        store: new MemCursorStore(),
+        sink,
+        owner: 'operator',
+        ...(objects ? { objects } : {}),
+      });
+    // Positions from 0 again would be taken for commits the table has: the operator must choose.
+    await expect(reset()).rejects.toMatchObject({ code: 'RESET_NEEDS_CHOICE' });
+    expect((await reset('keep')).nextSeq).toBe(3);
   });
 
   it('recovery removes the staged manifest and data file at or past the committed position, none before it', async () => {

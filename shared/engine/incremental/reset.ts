@@ -9,7 +9,9 @@
  *   - plain reset (the state is intact): `seq` keeps counting, so resynced rows get positions
  *     after every existing object, which stays;
  *   - keep objects: `seq` moves past this writer's newest object, which all stay (readers pick
- *     the newest version of a row by `__pos`);
+ *     the newest version of a row by `__pos`), and past the newest commit an Iceberg table
+ *     records of the writer (its files may not be listable; an earlier position would be taken
+ *     for a commit already applied);
  *   - delete objects: this writer's objects are deleted first, then the state starts over.
  * Never touches another writer's objects, and never deletes anything without `delete`.
  */
@@ -74,7 +76,11 @@ export async function resetIncremental(opts: ResetOptions): Promise<ResetResult>
     const seqs = ours.map((o) =>
       o.startPosition === undefined ? undefined : incrementalSeqOf(o.startPosition),
     );
-    const newest = Math.max(-1, ...seqs.map((s) => s ?? -1));
+    // What the table records of the writer counts too: a table its catalog places lists nothing.
+    const recorded = await sink.committedPosition?.(lake.table, lake.writer);
+    const recordedSeq = recorded === undefined ? undefined : incrementalSeqOf(recorded);
+    const newest = Math.max(-1, recordedSeq ?? -1, ...seqs.map((s) => s ?? -1));
+    const lakeHolds = ours.length > 0 || recordedSeq !== undefined;
     const stateSeq = before?.seq ?? 0;
     let deleted: ObjectRef[] = [];
     let nextSeq = stateSeq;
@@ -85,7 +91,7 @@ export async function resetIncremental(opts: ResetOptions): Promise<ResetResult>
       nextSeq = 0;
     } else if (opts.objects === 'keep') {
       nextSeq = Math.max(stateSeq, newest + 1);
-    } else if (ours.length > 0 && (before === undefined || newest > stateSeq)) {
+    } else if (lakeHolds && (before === undefined || newest > stateSeq)) {
       // Positions restart at the state's seq: resynced objects would take the names of, and
       // recovery would delete, objects the state does not know about.
       throw new TidemarkError(
