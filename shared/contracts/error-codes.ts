@@ -147,6 +147,12 @@ export const CODES_BY_AREA = {
     ICEBERG_PARTITION_MISMATCH: error(
       "a table's partitionBy differs from the partition spec the existing Iceberg table was created with",
     ),
+    ICEBERG_TABLE_KIND_MISMATCH: error(
+      "an upsert table's Iceberg table is a change log (or an append table's a current-state table), and is never reinterpreted",
+    ),
+    ICEBERG_KEY_UNSUPPORTED: error(
+      "a current-state table's key column has a type its rows cannot be found by (int, long, string, decimal, date, uuid only)",
+    ),
     ICEBERG_DELETE_TARGET_GONE: error(
       "a commit's position deletes name a data file another commit removed from the table since the positions were found",
     ),

@@ -68,7 +68,7 @@ export interface PendingCommit {
    * `hasCommit`). Absent in states written before it was recorded.
    */
   readonly position?: string;
-  /** The staged manifest's URI and length. */
+  /** The staged manifest's URI and length; '' and 0 for a current-state commit of deletes only. */
   readonly manifest: string;
   readonly manifestLength: number;
   readonly dataFiles: number;
@@ -83,6 +83,16 @@ export interface PendingCommit {
     readonly lo?: string;
     readonly hi?: string;
   }[];
+  /**
+   * A current-state commit's staged keys file (shared/iceberg/current-state.ts): every key the
+   * commit touched, whose older rows the catalog commit deletes by position. Absent: an append.
+   */
+  readonly keys?: {
+    readonly uri: string;
+    readonly length: number;
+    readonly rows: number;
+    readonly columns: readonly string[];
+  };
 }
 
 /** One durable object in the lake. */

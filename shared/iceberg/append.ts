@@ -174,7 +174,8 @@ export interface SnapshotAdds {
 /**
  * One snapshot on `main` through `commitWithRetry`, for every kind of tidemark snapshot that adds
  * staged manifests: per attempt, `adds` says what this base gets (it may throw to refuse the
- * base); then the parent's live manifests carried on, small manifests merged, a manifest list of
+ * base, or return undefined when the commit changes nothing there: no snapshot is made, and the
+ * result is `already-committed`); then the parent's live manifests carried on, small manifests merged, a manifest list of
  * the attempt's own, the snapshot and its summary, expiry; after the commit, the clean-up.
  */
 export async function commitSnapshot(
@@ -183,7 +184,7 @@ export async function commitSnapshot(
   folder: TableFolder,
   commit: CommitIdentity,
   options: SnapshotCommitOptions,
-  adds: (at: SnapshotBase) => SnapshotAdds | Promise<SnapshotAdds>,
+  adds: (at: SnapshotBase) => SnapshotAdds | undefined | Promise<SnapshotAdds | undefined>,
 ): Promise<AppendResult> {
   // The expired manifest lists of the attempt that was last built: the committed one, if any.
   let expiredLists: readonly string[] = [];
@@ -198,6 +199,7 @@ export async function commitSnapshot(
       const sequenceNumber = base['last-sequence-number'] + 1;
       const parentList = parent ? await parentManifests(folder, ident, parent['manifest-list']) : [];
       const add = await adds({ base, parent, parentManifests: parentList, snapshotId, sequenceNumber });
+      if (add === undefined) return 'already-committed';
       const merged = await mergeOnAppend(folder, base, {
         ours: add.ours,
         inherited: [...(add.besides ?? []), ...carriedOn(parentList)],

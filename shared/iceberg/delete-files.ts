@@ -25,12 +25,14 @@
  * delete still name the deleted files: reading the table as of such a snapshot (time travel)
  * fails until expiry removes it. Never touches tidemark's state.
  */
+
 import { randomBytes } from 'node:crypto';
 import { SinkError } from '../contracts/errors.js';
 import { PARQUET_SUFFIX, parseObjectName } from '../sink/layout.js';
 import { parentManifests, STAGED_MANIFEST_SUFFIX } from './append.js';
 import type { CommitResult, LoadedTable, RetryOptions, TableIdent } from './catalog.js';
 import { type Catalog, commitWithRetry, identText } from './catalog.js';
+import { STAGED_KEYS_SUFFIX } from './current-state.js';
 import { deleteAfterCommit, expireOnCommit } from './expire.js';
 import {
   EntryStatus,
@@ -208,8 +210,10 @@ export async function stagedManifestKeys(folder: TableFolder, writerId: string):
   const keys: string[] = [];
   for (const o of await folder.store.list(`${dir}${writerId}.`)) {
     const name = o.key.slice(dir.length);
-    if (!name.endsWith(STAGED_MANIFEST_SUFFIX)) continue;
-    const parsed = parseObjectName(name.slice(0, -STAGED_MANIFEST_SUFFIX.length) + PARQUET_SUFFIX);
+    // Staged manifests and staged keys files (./current-state.ts), named by their commit id.
+    const suffix = [STAGED_MANIFEST_SUFFIX, STAGED_KEYS_SUFFIX].find((x) => name.endsWith(x));
+    if (suffix === undefined) continue;
+    const parsed = parseObjectName(name.slice(0, -suffix.length) + PARQUET_SUFFIX);
     if (parsed?.writer === writerId) keys.push(o.key);
   }
   return keys;

@@ -45,7 +45,7 @@ import {
   primitiveOf,
   type SingleValue,
 } from './single-value.js';
-import type { IcebergField } from './spec.js';
+import type { IcebergField, IcebergSchema } from './spec.js';
 import { keyInFolder, type TableFolder } from './table-folder.js';
 
 /** Field ids of a position delete file's columns (spec "Position Delete Files"). */
@@ -87,6 +87,8 @@ export interface KeyLookupStats {
 export interface KeyLookupResult {
   /** Per wanted key that has a live row, every such row, by file then position. Key: `keyText`. */
   readonly rows: ReadonlyMap<string, readonly RowLocation[]>;
+  /** The data files whose key columns were read, by path (their partition and spec, for deletes of their rows). */
+  readonly files: ReadonlyMap<string, IcebergDataFile>;
   readonly stats: KeyLookupStats;
 }
 
@@ -96,7 +98,15 @@ interface KeyColumn {
   readonly type: PrimitiveType;
 }
 
-const KEY_KINDS = new Set(['int', 'long', 'string', 'decimal', 'date', 'uuid']);
+/** The Iceberg types a key column may have for the lookup (and so for a current-state table). */
+export const LOOKUP_KEY_KINDS: ReadonlySet<string> = new Set([
+  'int',
+  'long',
+  'string',
+  'decimal',
+  'date',
+  'uuid',
+]);
 
 /** The canonical value of `v` for a key column of type `t` (throws when it cannot be one). */
 export function keyValueOf(t: PrimitiveType, v: KeyValue): SingleValue {
@@ -321,7 +331,7 @@ export async function lookupKeys(
   const columns: KeyColumn[] = keyColumns.map((name) => {
     const field = schema.fields.find((f) => f.name === name);
     const type = field ? primitiveOf(field.type) : undefined;
-    if (!field || !type || !KEY_KINDS.has(type.kind))
+    if (!field || !type || !LOOKUP_KEY_KINDS.has(type.kind))
       throw new TypeError(
         `${identText(ident)} has no key column ${name} of type int, long, string, decimal, date or uuid`,
       );
@@ -347,8 +357,9 @@ export async function lookupKeys(
     manifestsRead: 0,
   };
   const rows = new Map<string, RowLocation[]>();
+  const files = new Map<string, IcebergDataFile>();
   const snapshot = currentSnapshot(meta);
-  if (!snapshot || wanted.size === 0) return { rows, stats };
+  if (!snapshot || wanted.size === 0) return { rows, files, stats };
 
   const keyOf = (uri: string, what: string) => {
     const key = keyInFolder(folder, uri);
@@ -408,7 +419,7 @@ export async function lookupKeys(
     if (!keep) stats.dataFilesPruned++;
     return keep;
   });
-  if (candidates.length === 0) return { rows, stats };
+  if (candidates.length === 0) return { rows, files, stats };
 
   // Positions deleted per candidate file (by delete files whose sequence number is not below the file's).
   const candidateSeq = new Map(candidates.map(({ file, seq }) => [file.file_path, seq]));
@@ -467,6 +478,7 @@ export async function lookupKeys(
   for (const { file } of candidates) {
     parquetOnly(file);
     stats.dataFilesRead++;
+    files.set(file.file_path, file);
     const pq = await openParquet(
       folder.store,
       keyOf(file.file_path, 'the data file'),
@@ -513,5 +525,55 @@ export async function lookupKeys(
       groupStart += n;
     }
   }
-  return { rows, stats };
+  return { rows, files, stats };
+}
+
+/**
+ * Every row's key tuple (the columns `keyColumns` of `schema`, matched by field id) of the Parquet
+ * file at `uri` in the table's folder, in row order: the staged keys of a current-state commit
+ * (./current-state.ts). Values in the form `lookupKeys` takes; a row with a NULL key part is left out.
+ * @throws SinkError `ICEBERG_METADATA_INVALID` when the file is missing, outside the folder, or lacks a key column.
+ */
+export async function readKeyTuples(
+  folder: TableFolder,
+  ident: TableIdent,
+  uri: string,
+  size: number,
+  schema: IcebergSchema,
+  keyColumns: readonly string[],
+): Promise<SingleValue[][]> {
+  const invalid = (why: string) =>
+    new SinkError(
+      'ICEBERG_METADATA_INVALID',
+      identText(ident),
+      `the staged keys file ${uri} of ${identText(ident)} ${why}`,
+    );
+  const key = keyInFolder(folder, uri);
+  if (key === undefined) throw invalid("is outside the table's folder");
+  const columns = keyColumns.map((name) => {
+    const field = schema.fields.find((f) => f.name === name);
+    const type = field ? primitiveOf(field.type) : undefined;
+    if (!field || !type)
+      throw invalid(`names key column ${name}, which the table's schema does not have as a primitive`);
+    return { field, type };
+  });
+  const pq = await openParquet(
+    folder.store,
+    key,
+    size,
+    columns.map((c) => c.field.id),
+    () => undefined,
+    () => invalid('is missing: restore it, or reset the table'),
+  );
+  const total = Number(pq.metadata.num_rows);
+  const tuples: (SingleValue | undefined)[][] = Array.from({ length: total }, () => []);
+  for (const c of columns) {
+    const name = pq.names.get(c.field.id);
+    if (name === undefined) throw invalid(`has no column with field id ${c.field.id} (${c.field.name})`);
+    let at = 0;
+    await eachGroup(pq, name, (values) => {
+      for (let i = 0; i < values.length; i++, at++) tuples[at]!.push(parquetValueOf(c.type, values[i]));
+    });
+  }
+  return tuples.filter((t): t is SingleValue[] => t.every((v) => v !== undefined));
 }

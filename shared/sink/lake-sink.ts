@@ -25,24 +25,46 @@
  * the delete snapshot and leaves the files to that removal too (decision 0025 "As built").
  */
 import { randomUUID } from 'node:crypto';
+import type { RecordBatch } from 'apache-arrow';
 import { SinkError } from '../contracts/errors.js';
 import type { LakeTable, ObjectRef, PendingCommit, Sink, SinkProbe, WriteTarget } from '../contracts/sink.js';
 import type { Position } from '../contracts/source.js';
 import type { Batch } from '../dataplane/batch.js';
+import { toLakeRecordWithIds } from '../dataplane/lake.js';
+import { META_OP, Op } from '../dataplane/metadata.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
 import { applyAppend, STAGED_MANIFEST_SUFFIX, type StagedAppend, stageAppend } from '../iceberg/append.js';
 import { commitWithRetry, identText, type LoadedTable, type TableIdent } from '../iceberg/catalog.js';
+import {
+  applyCurrentState,
+  encodeKeys,
+  STAGED_KEYS_SUFFIX,
+  type StagedKeys,
+  stageKeys,
+  TABLE_KIND_PROPERTY,
+  type TableKind,
+  tableKindOf,
+} from '../iceberg/current-state.js';
 import { deleteWriterFiles, stagedManifestKeys } from '../iceberg/delete-files.js';
 import { TIDEMARK_TABLE_PROPERTIES } from '../iceberg/expire.js';
+import { LOOKUP_KEY_KINDS } from '../iceberg/key-lookup.js';
 import type { IcebergManifestFile } from '../iceberg/manifest-list.js';
-import { newTableMetadata, setSchema, writerPositionProperty } from '../iceberg/metadata.js';
+import {
+  currentSnapshot,
+  newTableMetadata,
+  setProperties,
+  setSchema,
+  writerPositionProperty,
+} from '../iceberg/metadata.js';
 import type { LakeCatalog } from '../iceberg/open-catalog.js';
 import { type PartitionFieldRequest, partitionSpecOf } from '../iceberg/partition.js';
 import { icebergSchemaOf, lakeFieldIdsOf } from '../iceberg/schema.js';
+import { primitiveOf } from '../iceberg/single-value.js';
 import type { IcebergPartitionSpec, IcebergSchema, IcebergTableMetadata } from '../iceberg/spec.js';
 import type { TableFolder } from '../iceberg/table-folder.js';
-import { compareStrings, PARQUET_SUFFIX, pageStem, parseObjectName } from './layout.js';
+import { collapseToLatest, takeRecord } from './collapse.js';
+import { compareStrings, objectName, PARQUET_SUFFIX, pageStem, parseObjectName } from './layout.js';
 import type { DataFileRef, ParquetSink, ParquetWriteTarget } from './parquet-sink.js';
 import { partitionPlanOf } from './partition-rows.js';
 
@@ -77,6 +99,27 @@ interface IcebergTarget {
   readonly iceberg: NonNullable<ParquetWriteTarget['iceberg']>;
   /** The table's (default) partition spec, which its staged manifests carry. */
   readonly spec: IcebergPartitionSpec;
+  /** What the table holds: an upsert table's current state, or a change log (./../iceberg/current-state.ts). */
+  readonly kind: TableKind;
+}
+
+/** The staged keys file of a current-state write, as a ref `write` returns beside its data files. */
+interface KeysRef extends ObjectRef {
+  readonly keys: StagedKeys;
+}
+
+function isKeysRef(ref: ObjectRef): ref is KeysRef {
+  return (ref as Partial<KeysRef>).keys !== undefined;
+}
+
+/**
+ * A current-state write's rows, collapsed per key: the batches of the rows that stay (the last
+ * change of each key when it is not a delete) and the key columns of every key it touched.
+ */
+interface CurrentStateSplit {
+  readonly live: readonly Batch[];
+  readonly keys: readonly RecordBatch[];
+  readonly keyRows: number;
 }
 
 export class LakeSink implements Sink, SinkProbe {
@@ -98,6 +141,8 @@ export class LakeSink implements Sink, SinkProbe {
   private readonly stagedBeside = new Map<string, Promise<PendingCommit>>();
   /** Per table, when the catalog places tables: the folder of the location it assigned. */
   private readonly placed = new Map<string, TableFolder>();
+  /** A current-state write's split, by its batches (`prepare` and `write` get the same array). */
+  private readonly splits = new WeakMap<readonly Batch[], CurrentStateSplit>();
 
   constructor(options: LakeSinkOptions) {
     this.parquet = options.parquet;
@@ -125,8 +170,17 @@ export class LakeSink implements Sink, SinkProbe {
     }
     // Only once the table's schema is known (after its first write): ids are needed to encode.
     const known = this.tables.get(target.table);
-    if (known?.lake === schema)
-      this.parquet.prepare({ ...target, iceberg: known.iceberg }, schema, startPosition, batches, recorded);
+    if (known?.lake !== schema) return;
+    let rows = batches;
+    if (known.kind === 'current-state') {
+      try {
+        rows = this.split(batches, schema, known).live;
+      } catch {
+        return; // the write reports it
+      }
+      if (rows.length === 0) return;
+    }
+    this.parquet.prepare({ ...target, iceberg: known.iceberg }, schema, startPosition, rows, recorded);
   }
 
   async write(
@@ -146,8 +200,11 @@ export class LakeSink implements Sink, SinkProbe {
         );
       return this.parquet.write(target, schema, startPosition, batches, recorded);
     }
-    if (!batches.some((b) => b.record.numRows > 0)) return [];
-    const { iceberg } = await this.icebergTarget(target, schema);
+    const first = batches.find((b) => b.record.numRows > 0);
+    if (first === undefined) return [];
+    const kind: TableKind = first.writeMode === 'upsert' ? 'current-state' : 'change-log';
+    const resolved = await this.icebergTarget(target, schema, kind);
+    const { iceberg } = resolved;
     // The manifest is staged while the data file is stored (its entry is known from the bytes):
     // `stage` then returns it instead of writing it after the data file.
     const beside = async (ref: DataFileRef) => {
@@ -156,17 +213,103 @@ export class LakeSink implements Sink, SinkProbe {
       staging.catch(() => this.stagedBeside.delete(ref.uri));
       await staging;
     };
-    return this.parquet.write(
-      { ...target, iceberg: { ...iceberg, beside } },
-      schema,
+    if (kind === 'change-log')
+      return this.parquet.write(
+        { ...target, iceberg: { ...iceberg, beside } },
+        schema,
+        startPosition,
+        batches,
+        recorded,
+      );
+    // A current-state write: the rows that stay as data, every touched key in the keys file.
+    const { live, keys, keyRows } = this.split(batches, schema, resolved);
+    const { folder } = await this.filesAt(target.table);
+    const commitId = pageStem(objectName(target.table, target.writer, startPosition, target.fence).name);
+    const [data, staged] = await Promise.allSettled([
+      live.length > 0
+        ? this.parquet.write(
+            { ...target, iceberg: { ...iceberg, beside } },
+            schema,
+            startPosition,
+            live,
+            recorded,
+          )
+        : Promise.resolve([]),
+      stageKeys(folder, commitId, encodeKeys(keys), keyRows, schema.primaryKey),
+    ]);
+    if (data.status === 'rejected') throw data.reason;
+    if (staged.status === 'rejected') throw staged.reason;
+    const keysRef: KeysRef = {
+      uri: staged.value.uri,
+      bytes: staged.value.length,
+      rows: 0,
+      writer: target.writer,
       startPosition,
-      batches,
-      recorded,
+      fence: target.fence,
+      keys: staged.value,
+    };
+    return [...data.value, keysRef];
+  }
+
+  /**
+   * Collapses a current-state write per key (the last change by `__pos` wins: two versions of a
+   * key leave the later, insert-delete-insert the last insert, a delete no row) and splits it into
+   * the rows that stay and the key columns of every key touched (lake records with field ids).
+   * Memoised by `batches`, so `prepare` and `write` hand the Parquet sink the same batches.
+   */
+  private split(batches: readonly Batch[], schema: Schema, resolved: IcebergTarget): CurrentStateSplit {
+    const known = this.splits.get(batches);
+    if (known) return known;
+    const nonEmpty = batches.filter((b) => b.record.numRows > 0);
+    const template = nonEmpty.at(-1)!;
+    const records = collapseToLatest(
+      nonEmpty.map((b) => b.record),
+      schema.primaryKey,
     );
+    const live: Batch[] = [];
+    const keys: RecordBatch[] = [];
+    let keyRows = 0;
+    for (const record of records) {
+      keys.push(toLakeRecordWithIds(record, resolved.iceberg.ids).select([...schema.primaryKey]));
+      keyRows += record.numRows;
+      const opAt = record.schema.fields.findIndex((f) => f.name === META_OP);
+      const ops = record.data.children[opAt]!.values as Uint8Array;
+      const stay: number[] = [];
+      for (let row = 0; row < record.numRows; row++) if (ops[row] !== Op.delete) stay.push(row);
+      if (stay.length === record.numRows) live.push({ ...template, record });
+      else if (stay.length > 0) live.push({ ...template, record: takeRecord(record, Int32Array.from(stay)) });
+    }
+    const split = { live, keys, keyRows };
+    this.splits.set(batches, split);
+    return split;
   }
 
   async stage(target: WriteTarget, refs: readonly ObjectRef[]): Promise<PendingCommit | undefined> {
     if (target.tableFormat !== 'iceberg' || refs.length === 0) return undefined;
+    const keysRef = refs.find(isKeysRef);
+    const dataRefs = refs.filter((r) => !isKeysRef(r));
+    const pending = dataRefs.length > 0 ? await this.stageData(target, dataRefs) : undefined;
+    if (!keysRef) return pending;
+    const { keys } = keysRef;
+    if (pending) return { ...pending, keys };
+    // Deletes only: no data manifest, the commit named as its keys file is.
+    const name = keys.uri.slice(keys.uri.lastIndexOf('/') + 1);
+    return {
+      table: target.table,
+      writer: target.writer,
+      commitId: name.slice(0, -STAGED_KEYS_SUFFIX.length),
+      ...(keysRef.startPosition === undefined ? {} : { position: keysRef.startPosition }),
+      manifest: '',
+      manifestLength: 0,
+      dataFiles: 0,
+      records: 0,
+      filesSize: 0,
+      partitions: [],
+      keys,
+    };
+  }
+
+  private stageData(target: WriteTarget, refs: readonly ObjectRef[]): Promise<PendingCommit> {
     const beside = refs.length === 1 ? this.stagedBeside.get(refs[0]!.uri) : undefined;
     if (beside) {
       this.stagedBeside.delete(refs[0]!.uri);
@@ -207,11 +350,24 @@ export class LakeSink implements Sink, SinkProbe {
     const { ident, folder } = await this.filesAt(pending.table);
     const base = this.lastCommitted.get(pending.table);
     this.lastCommitted.delete(pending.table);
-    const result = await applyAppend(catalog, ident, folder, stagedOf(pending), {
+    const options = {
       nowMs: this.nowMs,
       ...(Object.keys(this.tableProperties).length > 0 ? { properties: this.tableProperties } : {}),
       ...(base ? { base } : {}),
-    });
+    };
+    const result = pending.keys
+      ? await applyCurrentState(
+          catalog,
+          ident,
+          folder,
+          {
+            commit: stagedOf(pending).commit,
+            ...(pending.dataFiles > 0 ? { data: stagedOf(pending) } : {}),
+            keys: pending.keys,
+          },
+          options,
+        )
+      : await applyAppend(catalog, ident, folder, stagedOf(pending), options);
     this.lastCommitted.set(pending.table, result.table);
     if (result.cleanupError !== undefined) {
       // The commit stands; what it left unreferenced stays for maintenance.
@@ -239,8 +395,10 @@ export class LakeSink implements Sink, SinkProbe {
     const doomed: string[] = [];
     for (const o of await store.list(`${dir}${target.writer}.`)) {
       const name = o.key.slice(dir.length);
-      if (!name.endsWith(STAGED_MANIFEST_SUFFIX)) continue;
-      const parsed = parseObjectName(name.slice(0, -STAGED_MANIFEST_SUFFIX.length) + PARQUET_SUFFIX);
+      // Staged manifests and staged keys files, named by their commit id.
+      const suffix = [STAGED_MANIFEST_SUFFIX, STAGED_KEYS_SUFFIX].find((x) => name.endsWith(x));
+      if (suffix === undefined) continue;
+      const parsed = parseObjectName(name.slice(0, -suffix.length) + PARQUET_SUFFIX);
       if (parsed?.kind !== 'plain' || parsed.writer !== target.writer) continue;
       if (parsed.position[0] === scheme && compareStrings(parsed.position, committed) >= 0)
         doomed.push(o.key);
@@ -312,9 +470,9 @@ export class LakeSink implements Sink, SinkProbe {
    * is in it. A first write creates the table; a schema the table does not have yet is added in
    * its own catalog commit, before any file of it is written.
    */
-  private async icebergTarget(target: WriteTarget, schema: Schema): Promise<IcebergTarget> {
+  private async icebergTarget(target: WriteTarget, schema: Schema, kind: TableKind): Promise<IcebergTarget> {
     const known = this.tables.get(target.table);
-    if (known?.lake === schema) return known;
+    if (known?.lake === schema && known.kind === kind) return known;
     const { catalog, placesTables } = this.requireCatalog(target.table);
     const { ident, folder } = this.location(target.table);
     let loaded = await catalog.loadTable(ident);
@@ -330,7 +488,7 @@ export class LakeSink implements Sink, SinkProbe {
           schema: first.schema,
           lastColumnId: first.lastColumnId,
           partitionSpec: partitionSpecOf(first.schema, partitioned, asked, { tableName: target.table }).spec,
-          properties: { ...TIDEMARK_TABLE_PROPERTIES, ...this.tableProperties },
+          properties: { ...TIDEMARK_TABLE_PROPERTIES, ...this.tableProperties, [TABLE_KIND_PROPERTY]: kind },
           uuid: randomUUID(),
           nowMs: this.nowMs(),
         }),
@@ -344,7 +502,10 @@ export class LakeSink implements Sink, SinkProbe {
         );
     }
     const placed = placesTables ? this.placedFolder(target.table, loaded) : undefined;
+    await this.withKind(loaded, target, kind);
     const current = await this.withSchema(loaded, target, schema);
+    if (kind === 'current-state')
+      requireLookupKey(target.table, identText(ident), current, schema.primaryKey);
     // Every tidemark table is a change log: each row version is a row of its own, never rewritten.
     const wanted = partitionSpecOf(current, partitioned, asked, { tableName: target.table }).spec;
     const spec = partitionSpecIn(loaded.metadata, target.table, identText(ident), current, wanted);
@@ -358,9 +519,43 @@ export class LakeSink implements Sink, SinkProbe {
         ...(placed ? { folder: placed } : {}),
       },
       spec,
+      kind,
     };
     this.tables.set(target.table, resolved);
     return resolved;
+  }
+
+  /**
+   * Makes sure the table holds what `kind` writes. A table of the other kind is refused, never
+   * reinterpreted: a change log (every version a row, deletes as `__op = d` rows) read as a current
+   * state would show ghosts and stale versions, and the reverse loses history. An empty table
+   * (no rows yet) takes the kind in a commit of its own; a table from before the property is a
+   * change log.
+   *
+   * @throws SinkError `ICEBERG_TABLE_KIND_MISMATCH` naming the way out.
+   */
+  private async withKind(loaded: LoadedTable, target: WriteTarget, kind: TableKind): Promise<void> {
+    const has = tableKindOf(loaded.metadata);
+    if (has === kind) return;
+    const { catalog } = this.requireCatalog(target.table);
+    const { ident } = this.location(target.table);
+    const rows = Number(currentSnapshot(loaded.metadata)?.summary['total-records'] ?? '0');
+    if (rows === 0) {
+      await commitWithRetry(
+        catalog,
+        ident,
+        { writerId: target.writer, commitId: `kind-${randomUUID()}` },
+        (t) => {
+          const now = tableKindOf(t.metadata);
+          if (now === kind) return 'already-committed';
+          if (Number(currentSnapshot(t.metadata)?.summary['total-records'] ?? '0') > 0)
+            throw kindMismatch(target.table, identText(ident), now ?? 'change-log', kind);
+          return setProperties(t.metadata, { [TABLE_KIND_PROPERTY]: kind }, { nowMs: this.nowMs() });
+        },
+      );
+      return;
+    }
+    throw kindMismatch(target.table, identText(ident), has ?? 'change-log', kind);
   }
 
   /** The table's current schema once it holds `schema` (a schema commit when it did not). */
@@ -474,6 +669,37 @@ function partitionSpecIn(
     table,
     `${table}: the Iceberg table ${ident} is partitioned by ${text(fields)}, but partitionBy asks for ${text(wanted.fields)}; a table's partitioning is fixed when it is created. Set partitionBy to the table's, or to repartition: tidemark reset --table ${table} --delete-objects, then drop the table in its catalog (file catalog: delete its metadata/ folder) so the next run creates it anew; nothing was written`,
   );
+}
+
+function kindMismatch(table: string, ident: string, has: TableKind, wants: TableKind): SinkError {
+  const fix =
+    wants === 'current-state'
+      ? `convert it once: tidemark convert --table ${table} (docs/iceberg.md "Current-state tables"), or set writeMode: append to keep it a change log`
+      : `set writeMode: upsert again, or write the change log elsewhere: tidemark reset --table ${table} --delete-objects, then drop the table in its catalog`;
+  const what = (k: TableKind) =>
+    k === 'current-state' ? 'a current-state table (one row per key)' : 'a change log (every change a row)';
+  return new SinkError(
+    'ICEBERG_TABLE_KIND_MISMATCH',
+    table,
+    `${table}: the Iceberg table ${ident} is ${what(has)}, but writeMode ${wants === 'current-state' ? 'upsert' : 'append'} writes ${what(wants)}; ${fix}; nothing was written`,
+  );
+}
+
+/**
+ * @throws SinkError `ICEBERG_KEY_UNSUPPORTED` when a key column of a current-state table has a
+ *   type its rows cannot be found by (./../iceberg/key-lookup.ts `LOOKUP_KEY_KINDS`).
+ */
+function requireLookupKey(table: string, ident: string, schema: IcebergSchema, key: readonly string[]): void {
+  for (const name of key) {
+    const field = schema.fields.find((f) => f.name === name);
+    const type = field ? primitiveOf(field.type) : undefined;
+    if (type && LOOKUP_KEY_KINDS.has(type.kind)) continue;
+    throw new SinkError(
+      'ICEBERG_KEY_UNSUPPORTED',
+      table,
+      `${table}: key column ${name} of ${ident} is ${typeof field?.type === 'string' ? field.type : 'not a primitive'}, and a current-state table (writeMode upsert) finds its rows by keys of type int, long, string, decimal, date or uuid; key the table by such columns (tables[].primaryKey), or set writeMode: append; nothing was written`,
+    );
+  }
 }
 
 /** The state's form of a staged append. */

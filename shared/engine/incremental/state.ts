@@ -166,6 +166,12 @@ function parsePending(v: unknown): PendingCommit | undefined {
     typeof p.manifest !== 'string' ||
     typeof p.manifestLength !== 'number' ||
     (p.position !== undefined && typeof p.position !== 'string') ||
+    (p.keys !== undefined &&
+      (typeof p.keys !== 'object' ||
+        p.keys === null ||
+        typeof p.keys.uri !== 'string' ||
+        typeof p.keys.length !== 'number' ||
+        !Array.isArray(p.keys.columns))) ||
     !Array.isArray(p.partitions)
   )
     throw new TidemarkError(
