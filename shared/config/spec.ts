@@ -444,6 +444,12 @@ const tableFields = {
       'a partition field is listed twice',
     )
     .optional(),
+  /**
+   * An upsert table's full change log kept beside its current state, as a second Iceberg table
+   * `<target>_history` partitioned by day(`__commit_ts`): every committed change once, with its
+   * `__op`, `__pos` and `__commit_ts` (docs/iceberg.md "History tables"). Default false.
+   */
+  history: z.boolean().optional(),
 };
 
 const incrementalTableSchema = z
@@ -665,6 +671,23 @@ export function parseSpec(raw: unknown, opts: { baseDir?: string; env?: NodeJS.P
     if (targets.has(target))
       problems.push({ path: `tables[${i}].target`, message: `two tables write to lake table "${target}"` });
     targets.add(target);
+    if (t.history && t.writeMode !== 'upsert')
+      problems.push({
+        path: `tables[${i}].history`,
+        message:
+          'history keeps the change log beside a current-state table, so it needs writeMode: upsert; an append table is a change log already: remove history',
+      });
+  });
+  spec.tables.forEach((t, i) => {
+    const history = historyTarget(t);
+    if (history !== undefined && targets.has(history))
+      problems.push({
+        path: `tables[${i}].history`,
+        message: `the history table "${history}" is also another table's target; give one of them another target`,
+      });
+    if (history !== undefined) targets.add(history);
+  });
+  spec.tables.forEach((t, i) => {
     if (isCdc(t) && t.insertOnly && t.snapshot === 'initial')
       problems.push({
         path: `tables[${i}].snapshot`,
@@ -795,6 +818,11 @@ export function cdcTables(spec: Spec): CdcTableSpec[] {
 /** The lake table name of a spec table: `target` or the lowercased source `table`. */
 export function tableTarget(t: TableSpecConfig): string {
   return t.target ?? t.table.toLowerCase();
+}
+
+/** The lake table an upsert table's history goes to (`<target>_history`), when it keeps one. */
+export function historyTarget(t: TableSpecConfig): string | undefined {
+  return t.history ? `${tableTarget(t)}_history` : undefined;
 }
 
 /** Finds a table by its source name or target; a ConfigError lists the known names. */

@@ -93,6 +93,11 @@ export interface PendingCommit {
     readonly rows: number;
     readonly columns: readonly string[];
   };
+  /**
+   * A current-state commit's history table commit (`tables[].history`): staged in the same write,
+   * recorded by the same state commit, applied first (shared/sink/lake-sink.ts `apply`).
+   */
+  readonly history?: PendingCommit;
 }
 
 /** One durable object in the lake. */

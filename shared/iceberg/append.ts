@@ -37,6 +37,7 @@ import {
   type CommitIdentity,
   currentSnapshot,
   newSnapshotId,
+  recordCommit,
 } from './metadata.js';
 import type {
   IcebergPartitionSpec,
@@ -174,8 +175,8 @@ export interface SnapshotAdds {
 /**
  * One snapshot on `main` through `commitWithRetry`, for every kind of tidemark snapshot that adds
  * staged manifests: per attempt, `adds` says what this base gets (it may throw to refuse the
- * base, or return undefined when the commit changes nothing there: no snapshot is made, and the
- * result is `already-committed`); then the parent's live manifests carried on, small manifests merged, a manifest list of
+ * base, or return undefined when the commit changes nothing there: the commit is then recorded
+ * in the table's properties with no snapshot, `metadata.ts` `recordCommit`); then the parent's live manifests carried on, small manifests merged, a manifest list of
  * the attempt's own, the snapshot and its summary, expiry; after the commit, the clean-up.
  */
 export async function commitSnapshot(
@@ -199,7 +200,11 @@ export async function commitSnapshot(
       const sequenceNumber = base['last-sequence-number'] + 1;
       const parentList = parent ? await parentManifests(folder, ident, parent['manifest-list']) : [];
       const add = await adds({ base, parent, parentManifests: parentList, snapshotId, sequenceNumber });
-      if (add === undefined) return 'already-committed';
+      if (add === undefined)
+        return recordCommit(base, commit, {
+          nowMs: options.nowMs(),
+          ...(options.properties ? { properties: options.properties } : {}),
+        });
       const merged = await mergeOnAppend(folder, base, {
         ours: add.ours,
         inherited: [...(add.besides ?? []), ...carriedOn(parentList)],

@@ -18,7 +18,8 @@
  * Invariants: position delete files are named by commit id AND attempt (the snapshot id the
  * attempt would create), under `deletes/` in the table's folder, written only-if-absent; a commit
  * that finds no live row adds its data file alone (an `append`), and one that adds nothing and
- * deletes nothing makes no snapshot at all. Never deletes a file an attempt that may have
+ * deletes nothing makes no snapshot: it is recorded in the table's properties, through the same
+ * compare-and-swap (so "nothing to delete" is never decided on a stale base). Never deletes a file an attempt that may have
  * committed wrote: only those of attempts a later attempt replaced.
  */
 import type { RecordBatch } from 'apache-arrow';

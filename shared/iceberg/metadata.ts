@@ -314,6 +314,23 @@ export function appendSnapshot(base: IcebergTableMetadata, options: AppendOption
   };
 }
 
+/**
+ * `base` recording `commit` as its writer's last applied one, with no snapshot: a commit that
+ * changes no row (a current-state commit of deletes of keys the table does not hold). Committed
+ * through the catalog's compare-and-swap like any other, so it is decided on the table as it is.
+ */
+export function recordCommit(
+  base: IcebergTableMetadata,
+  commit: CommitIdentity,
+  options: { readonly properties?: Readonly<Record<string, string>>; readonly nowMs: number },
+): IcebergTableMetadata {
+  return {
+    ...base,
+    'last-updated-ms': notBefore(base, options.nowMs),
+    properties: withWriterCommit({ ...base.properties, ...options.properties }, commit),
+  };
+}
+
 /** `properties` naming `commit` as its writer's last applied one (and its position, or none). */
 function withWriterCommit(
   properties: Record<string, string>,

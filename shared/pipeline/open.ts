@@ -9,7 +9,7 @@
  * Owns wiring only. Never holds sync logic; the engine does.
  */
 import { resolveSourceUrl } from '../config/secrets.js';
-import { type IncrementalTableSpec, type Spec, tableTarget } from '../config/spec.js';
+import { historyTarget, type IncrementalTableSpec, type Spec, tableTarget } from '../config/spec.js';
 import type { ClosableIncrementalSource } from '../contracts/driver.js';
 import { TidemarkError } from '../contracts/errors.js';
 import type { Sink, SinkProbe } from '../contracts/sink.js';
@@ -122,11 +122,14 @@ export function openLake(spec: Spec, logger?: Logger): Sink & SinkProbe {
     catalog: openLakeCatalog(spec.lake.catalog, {
       store: lake.store,
       prefix: lake.prefix,
-      targets: spec.tables.map(tableTarget),
+      targets: spec.tables.flatMap((t) => [tableTarget(t), ...(historyTarget(t) ? [historyTarget(t)!] : [])]),
       openFolder: (location) => openLocation(location, options),
     }),
     partitionBy: Object.fromEntries(
       spec.tables.flatMap((t) => (t.partitionBy?.length ? [[tableTarget(t), t.partitionBy]] : [])),
+    ),
+    history: Object.fromEntries(
+      spec.tables.flatMap((t) => (historyTarget(t) ? [[tableTarget(t), historyTarget(t)!]] : [])),
     ),
   });
 }

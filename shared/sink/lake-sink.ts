@@ -90,7 +90,16 @@ export interface LakeSinkOptions {
    * not delete): the run's logger; default `process.emitWarning`.
    */
   readonly warn?: (message: string, fields: Readonly<Record<string, unknown>>) => void;
+  /**
+   * Per upsert table (by target name), the Iceberg table its full change log goes to beside its
+   * current state (the spec's `tables[].history`: `<target>_history`). Written in the same write,
+   * staged in the same pending commit (`PendingCommit.history`), applied before the current state.
+   */
+  readonly history?: Readonly<Record<string, string>>;
 }
+
+/** A history table's partitioning unless the spec says otherwise: a day of commits per partition. */
+const HISTORY_PARTITION: readonly PartitionFieldRequest[] = [{ column: '__commit_ts', transform: 'day' }];
 
 /** What an Iceberg table writes with: its current schema, that schema's field ids, its partition spec. */
 interface IcebergTarget {
@@ -120,6 +129,17 @@ interface CurrentStateSplit {
   readonly live: readonly Batch[];
   readonly keys: readonly RecordBatch[];
   readonly keyRows: number;
+  /** The write's every change, uncollapsed, as its history table's change log takes them. */
+  readonly history: readonly Batch[];
+}
+
+/** A data file of a current-state write's history table. */
+interface HistoryRef extends ObjectRef {
+  readonly history: string;
+}
+
+function isHistoryRef(ref: ObjectRef): ref is HistoryRef {
+  return (ref as Partial<HistoryRef>).history !== undefined;
 }
 
 export class LakeSink implements Sink, SinkProbe {
@@ -129,6 +149,7 @@ export class LakeSink implements Sink, SinkProbe {
   private readonly tableProperties: Readonly<Record<string, string>>;
   private readonly partitionBy: Readonly<Record<string, readonly PartitionFieldRequest[]>>;
   private readonly warn: NonNullable<LakeSinkOptions['warn']>;
+  private readonly history: Readonly<Record<string, string>>;
   /** Per table: the Iceberg schema its writes carry, for the lake schema it was resolved for. */
   private readonly tables = new Map<string, IcebergTarget>();
   /**
@@ -151,6 +172,7 @@ export class LakeSink implements Sink, SinkProbe {
     this.tableProperties = options.tableProperties ?? {};
     this.partitionBy = options.partitionBy ?? {};
     this.warn = options.warn ?? ((message) => process.emitWarning(message));
+    this.history = options.history ?? {};
   }
 
   warm(target: WriteTarget, schema: Schema): void {
@@ -173,11 +195,23 @@ export class LakeSink implements Sink, SinkProbe {
     if (known?.lake !== schema) return;
     let rows = batches;
     if (known.kind === 'current-state') {
+      let split: CurrentStateSplit;
       try {
-        rows = this.split(batches, schema, known).live;
+        split = this.split(batches, schema, known);
       } catch {
         return; // the write reports it
       }
+      rows = split.live;
+      const history = this.history[target.table];
+      const h = history === undefined ? undefined : this.tables.get(history);
+      if (h?.lake === schema)
+        this.parquet.prepare(
+          { ...target, table: history!, iceberg: h.iceberg },
+          schema,
+          startPosition,
+          split.history,
+          recorded,
+        );
       if (rows.length === 0) return;
     }
     this.parquet.prepare({ ...target, iceberg: known.iceberg }, schema, startPosition, rows, recorded);
@@ -207,12 +241,13 @@ export class LakeSink implements Sink, SinkProbe {
     const { iceberg } = resolved;
     // The manifest is staged while the data file is stored (its entry is known from the bytes):
     // `stage` then returns it instead of writing it after the data file.
-    const beside = async (ref: DataFileRef) => {
-      const staging = this.stageRefs(target, [ref]);
+    const besideOf = (t: WriteTarget) => async (ref: DataFileRef) => {
+      const staging = this.stageRefs(t, [ref]);
       this.stagedBeside.set(ref.uri, staging);
       staging.catch(() => this.stagedBeside.delete(ref.uri));
       await staging;
     };
+    const beside = besideOf(target);
     if (kind === 'change-log')
       return this.parquet.write(
         { ...target, iceberg: { ...iceberg, beside } },
@@ -221,11 +256,16 @@ export class LakeSink implements Sink, SinkProbe {
         batches,
         recorded,
       );
-    // A current-state write: the rows that stay as data, every touched key in the keys file.
-    const { live, keys, keyRows } = this.split(batches, schema, resolved);
+    // A current-state write: the rows that stay as data, every touched key in the keys file,
+    // and every change in the history table when the table keeps one.
+    const split = this.split(batches, schema, resolved);
+    const { live, keys, keyRows } = split;
+    const historyTable = this.history[target.table];
+    const historyTarget = historyTable === undefined ? undefined : { ...target, table: historyTable };
+    const historyResolved = historyTarget && (await this.icebergTarget(historyTarget, schema, 'change-log'));
     const { folder } = await this.filesAt(target.table);
     const commitId = pageStem(objectName(target.table, target.writer, startPosition, target.fence).name);
-    const [data, staged] = await Promise.allSettled([
+    const [data, staged, history] = await Promise.allSettled([
       live.length > 0
         ? this.parquet.write(
             { ...target, iceberg: { ...iceberg, beside } },
@@ -236,9 +276,20 @@ export class LakeSink implements Sink, SinkProbe {
           )
         : Promise.resolve([]),
       stageKeys(folder, commitId, encodeKeys(keys), keyRows, schema.primaryKey),
+      historyTarget && historyResolved
+        ? this.parquet.write(
+            { ...historyTarget, iceberg: { ...historyResolved.iceberg, beside: besideOf(historyTarget) } },
+            schema,
+            startPosition,
+            split.history,
+            recorded,
+          )
+        : Promise.resolve([]),
     ]);
     if (data.status === 'rejected') throw data.reason;
     if (staged.status === 'rejected') throw staged.reason;
+    if (history.status === 'rejected') throw history.reason;
+    const historyRefs: HistoryRef[] = history.value.map((r) => ({ ...r, history: historyTable! }));
     const keysRef: KeysRef = {
       uri: staged.value.uri,
       bytes: staged.value.length,
@@ -248,7 +299,7 @@ export class LakeSink implements Sink, SinkProbe {
       fence: target.fence,
       keys: staged.value,
     };
-    return [...data.value, keysRef];
+    return [...data.value, keysRef, ...historyRefs];
   }
 
   /**
@@ -279,7 +330,13 @@ export class LakeSink implements Sink, SinkProbe {
       if (stay.length === record.numRows) live.push({ ...template, record });
       else if (stay.length > 0) live.push({ ...template, record: takeRecord(record, Int32Array.from(stay)) });
     }
-    const split = { live, keys, keyRows };
+    // The history keeps every change: as a change log's rows (no collapse), in arrival order.
+    const historyTable = this.history[template.table];
+    const history =
+      historyTable === undefined
+        ? []
+        : nonEmpty.map((b) => ({ ...b, table: historyTable, writeMode: 'append' as const }));
+    const split = { live, keys, keyRows, history };
     this.splits.set(batches, split);
     return split;
   }
@@ -287,14 +344,20 @@ export class LakeSink implements Sink, SinkProbe {
   async stage(target: WriteTarget, refs: readonly ObjectRef[]): Promise<PendingCommit | undefined> {
     if (target.tableFormat !== 'iceberg' || refs.length === 0) return undefined;
     const keysRef = refs.find(isKeysRef);
-    const dataRefs = refs.filter((r) => !isKeysRef(r));
+    const historyRefs = refs.filter(isHistoryRef);
+    const dataRefs = refs.filter((r) => !isKeysRef(r) && !isHistoryRef(r));
     const pending = dataRefs.length > 0 ? await this.stageData(target, dataRefs) : undefined;
     if (!keysRef) return pending;
     const { keys } = keysRef;
-    if (pending) return { ...pending, keys };
+    const history =
+      historyRefs.length > 0
+        ? { history: await this.stageData({ ...target, table: historyRefs[0]!.history }, historyRefs) }
+        : {};
+    if (pending) return { ...pending, keys, ...history };
     // Deletes only: no data manifest, the commit named as its keys file is.
     const name = keys.uri.slice(keys.uri.lastIndexOf('/') + 1);
     return {
+      ...history,
       table: target.table,
       writer: target.writer,
       commitId: name.slice(0, -STAGED_KEYS_SUFFIX.length),
@@ -345,7 +408,14 @@ export class LakeSink implements Sink, SinkProbe {
     return pendingOf(target, staged);
   }
 
+  /**
+   * Applies a pending commit to its table's catalog, once however often it is called. A commit
+   * with a history applies the history table's commit first: a reader may see the history a
+   * commit ahead of the current state (until this call, or recovery's, applies the second),
+   * never a change in the current state that its history lacks.
+   */
   async apply(pending: PendingCommit): Promise<void> {
+    if (pending.history) await this.apply(pending.history);
     const { catalog } = this.requireCatalog(pending.table);
     const { ident, folder } = await this.filesAt(pending.table);
     const base = this.lastCommitted.get(pending.table);
@@ -386,6 +456,14 @@ export class LakeSink implements Sink, SinkProbe {
    * deleted), and only the lake's own folder (a plain table's objects) is recovered.
    */
   async recover(target: LakeTable, committed: Position): Promise<ObjectRef[]> {
+    const removed = await this.recoverTable(target, committed);
+    const history = this.history[target.table];
+    if (history === undefined) return removed;
+    // The history table's files of a write are named from the same position as the table's.
+    return [...removed, ...(await this.recoverTable({ ...target, table: history }, committed))];
+  }
+
+  private async recoverTable(target: LakeTable, committed: Position): Promise<ObjectRef[]> {
     const removed = await this.parquet.recover(target, committed);
     if (this.lakeCatalog === undefined || this.lakeCatalog.placesTables) return removed;
     const { folder } = this.location(target.table);
@@ -425,6 +503,13 @@ export class LakeSink implements Sink, SinkProbe {
    * sidecars). A plain table (none in the catalog) is the Parquet sink's discard.
    */
   async discard(target: LakeTable): Promise<ObjectRef[]> {
+    const removed = await this.discardTable(target);
+    const history = this.history[target.table];
+    if (history === undefined) return removed;
+    return [...removed, ...(await this.discardTable({ ...target, table: history }))];
+  }
+
+  private async discardTable(target: LakeTable): Promise<ObjectRef[]> {
     this.tables.delete(target.table);
     this.lastCommitted.delete(target.table);
     this.placed.delete(target.table);
@@ -476,7 +561,7 @@ export class LakeSink implements Sink, SinkProbe {
     const { catalog, placesTables } = this.requireCatalog(target.table);
     const { ident, folder } = this.location(target.table);
     let loaded = await catalog.loadTable(ident);
-    const asked = this.partitionBy[target.table] ?? [];
+    const asked = this.partitionBy[target.table] ?? (this.isHistory(target.table) ? HISTORY_PARTITION : []);
     const partitioned = { primaryKey: schema.primaryKey, rows: 'versions' as const };
     if (loaded === undefined) {
       const first = icebergSchemaOf(schema, undefined, { table: target.table });
@@ -587,6 +672,11 @@ export class LakeSink implements Sink, SinkProbe {
       },
     );
     return evolve(result.table).schema;
+  }
+
+  /** Whether `table` is some upsert table's history table. */
+  private isHistory(table: string): boolean {
+    return Object.values(this.history).includes(table);
   }
 
   private requireCatalog(table: string): LakeCatalog {

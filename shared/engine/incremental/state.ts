@@ -178,6 +178,7 @@ function parsePending(v: unknown): PendingCommit | undefined {
       'STATE_CORRUPT',
       `stored incremental state has a pending Iceberg commit that is not valid (${JSON.stringify(v).slice(0, 200)}); inspect it with tidemark status`,
     );
+  parsePending(p.history);
   return p as PendingCommit;
 }
 
