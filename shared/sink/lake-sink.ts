@@ -620,7 +620,8 @@ export class LakeSink implements Sink, SinkProbe {
    * @throws SinkError `ICEBERG_TABLE_KIND_MISMATCH` naming the way out.
    */
   private async withKind(loaded: LoadedTable, target: WriteTarget, kind: TableKind): Promise<void> {
-    const has = tableKindOf(loaded.metadata);
+    // A table from before the property is a change log.
+    const has = tableKindOf(loaded.metadata) ?? 'change-log';
     if (has === kind) return;
     const { catalog } = this.requireCatalog(target.table);
     const { ident } = this.location(target.table);
@@ -640,7 +641,7 @@ export class LakeSink implements Sink, SinkProbe {
       );
       return;
     }
-    throw kindMismatch(target.table, identText(ident), has ?? 'change-log', kind);
+    throw kindMismatch(target.table, identText(ident), has, kind);
   }
 
   /** The table's current schema once it holds `schema` (a schema commit when it did not). */
@@ -787,7 +788,7 @@ function requireLookupKey(table: string, ident: string, schema: IcebergSchema, k
     throw new SinkError(
       'ICEBERG_KEY_UNSUPPORTED',
       table,
-      `${table}: key column ${name} of ${ident} is ${typeof field?.type === 'string' ? field.type : 'not a primitive'}, and a current-state table (writeMode upsert) finds its rows by keys of type int, long, string, decimal, date or uuid; key the table by such columns (tables[].primaryKey), or set writeMode: append; nothing was written`,
+      `${table}: key column ${name} of ${ident} is ${typeof field?.type === 'string' ? field.type : 'not a primitive'}, and a current-state table (writeMode upsert) finds its rows by keys of type int, long, string, decimal, date or uuid; set writeMode: append (a change log), or give the source table a primary key of such columns; nothing was written`,
     );
   }
 }
