@@ -1,7 +1,7 @@
 /**
  * The `tidemark` command line: validate a spec, check everything a run needs, run tables locally
  * until caught up, capture the change-stream sources (`cdc`), invoke the BUNDLED Lambda handler in a fresh process (our `sam local invoke`),
- * show status, reset a table, and the embedded demo behind `npm start`. One file per command in
+ * show status, reset a table, convert an old change-log upsert table, and the embedded demo behind `npm start`. One file per command in
  * commands/.
  *
  * A thin shell over shared/: parse arguments, call, print. Exit 0 on success; on error a headline
@@ -23,6 +23,7 @@ import { repoRoot } from '../root.js';
 import { errorLines, exitCodeOf, UsageError } from './args.js';
 import { cmdCdc } from './commands/cdc.js';
 import { cmdCheck } from './commands/check.js';
+import { cmdConvert } from './commands/convert.js';
 import { cmdInvoke } from './commands/invoke.js';
 import { cmdReset } from './commands/reset.js';
 import { cmdRun } from './commands/run.js';
@@ -77,6 +78,13 @@ commands:
                                         change (MODE_CHANGED): retires the incremental state of a
                                         table now mode: cdc; takes a table now mode: incremental
                                         out of the CDC state (--delete-objects)
+  convert -c FILE [--table T] [--json]  convert once the upsert Iceberg tables a release before
+                                        current-state tables wrote as change logs: older versions
+                                        and deleted keys are deleted by position (no data file is
+                                        rewritten), the table marked current-state; run it while
+                                        no writer of the table runs. Per table: rows scanned and
+                                        deleted, delete files, the snapshot, or already
+                                        current-state
   schema accept -c FILE --table T       after a schema change stopped a table (SCHEMA_CHANGED):
                                         record its current schema as the one it writes; the
                                         next run continues from its cursor with new objects
@@ -117,6 +125,8 @@ async function main(argv: string[]): Promise<void> {
       return cmdUnlock(rest);
     case 'schema':
       return cmdSchema(rest);
+    case 'convert':
+      return cmdConvert(rest);
     case 'demo': {
       const { runDemo } = await import('./demo.js');
       return runDemo();

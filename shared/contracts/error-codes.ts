@@ -150,6 +150,9 @@ export const CODES_BY_AREA = {
     ICEBERG_TABLE_KIND_MISMATCH: error(
       "an upsert table's Iceberg table is a change log (or an append table's a current-state table), and is never reinterpreted",
     ),
+    ICEBERG_CONVERT_REFUSED: error(
+      'tidemark convert was asked for a table it cannot convert (not an upsert Iceberg table tidemark wrote, or one without key columns)',
+    ),
     ICEBERG_KEY_UNSUPPORTED: error(
       "a current-state table's key column has a type its rows cannot be found by (int, long, string, decimal, date, uuid only)",
     ),

@@ -10,7 +10,10 @@
  * the object store: the footer, then the key columns' chunks, one row group at a time), the
  * exclusion of positions deleted by the table's position delete files (content 1) whose sequence
  * number is not below the data file's, and the account of what was read (`KeyLookupStats`), for
- * a bench to measure.
+ * a bench to measure. Its pieces are exported for a scan of the whole table
+ * (./convert-current-state.ts): the live files of a snapshot (`liveFilesOf`), the positions
+ * delete files delete (`deletedPositionsOf`), and the raw read of given field ids of a data file
+ * (`readFieldsRaw`).
  *
  * Invariants: a file is matched by field id (Parquet `field_id`), never by column name; key values
  * compare in their Iceberg single-value form (./single-value.ts): int/date `number`, long
@@ -45,7 +48,7 @@ import {
   primitiveOf,
   type SingleValue,
 } from './single-value.js';
-import type { IcebergField, IcebergSchema } from './spec.js';
+import type { IcebergField, IcebergSchema, IcebergTableMetadata } from './spec.js';
 import { keyInFolder, type TableFolder } from './table-folder.js';
 
 /** Field ids of a position delete file's columns (spec "Position Delete Files"). */
@@ -93,7 +96,7 @@ export interface KeyLookupResult {
 }
 
 /** A resolved key column: its field, type and position in a key tuple. */
-interface KeyColumn {
+export interface KeyColumn {
   readonly field: IcebergField;
   readonly type: PrimitiveType;
 }
@@ -146,8 +149,8 @@ export function keyText(values: readonly SingleValue[]): string {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** A raw Parquet value (no logical-type conversion) of a key column as its canonical value. */
-function parquetValueOf(t: PrimitiveType, raw: unknown): SingleValue | undefined {
+/** A raw Parquet value (no logical-type conversion) of a key column as its canonical value; undefined for NULL. */
+export function parquetValueOf(t: PrimitiveType, raw: unknown): SingleValue | undefined {
   if (raw === null || raw === undefined) return undefined;
   switch (t.kind) {
     case 'int':
@@ -305,6 +308,238 @@ async function eachGroup(
   }
 }
 
+/** A live file of a snapshot with its (inherited) data sequence number. */
+export interface LiveFile {
+  readonly file: IcebergDataFile;
+  readonly seq: number;
+}
+
+/** The live data and position delete files of a table's current snapshot, in manifest order. */
+export interface LiveFiles {
+  readonly data: readonly LiveFile[];
+  readonly deletes: readonly LiveFile[];
+  /** Manifests read. */
+  readonly manifestsRead: number;
+}
+
+/** Reads only files under the table's folder: the key of `uri` there, or a SinkError. */
+function keyIn(folder: TableFolder, ident: TableIdent, uri: string, what: string): string {
+  const key = keyInFolder(folder, uri);
+  if (key === undefined)
+    throw new SinkError(
+      'ICEBERG_METADATA_INVALID',
+      identText(ident),
+      `${identText(ident)} names ${what} ${uri}, outside the table's folder: tidemark reads files only there`,
+    );
+  return key;
+}
+
+function missingLiveFile(ident: TableIdent, uri: string): SinkError {
+  return new SinkError(
+    'ICEBERG_METADATA_INVALID',
+    identText(ident),
+    `${uri}, a live file of ${identText(ident)}'s current snapshot, is missing: restore it, or reset the table`,
+  );
+}
+
+function requireParquet(ident: TableIdent, file: IcebergDataFile): void {
+  if (file.file_format.toUpperCase() !== 'PARQUET')
+    throw new Error(
+      `${file.file_path} of ${identText(ident)} is ${file.file_format}: the key lookup reads Parquet files only`,
+    );
+}
+
+/**
+ * The live files of `metadata`'s current snapshot (none without one), data files in the order
+ * their manifests list them.
+ * @throws SinkError `ICEBERG_METADATA_INVALID` when a manifest is outside the folder or missing;
+ *   Error when the table has equality delete files.
+ */
+export async function liveFilesOf(
+  folder: TableFolder,
+  ident: TableIdent,
+  metadata: IcebergTableMetadata,
+): Promise<LiveFiles> {
+  const data: LiveFile[] = [];
+  const deletes: LiveFile[] = [];
+  let manifestsRead = 0;
+  const snapshot = currentSnapshot(metadata);
+  if (!snapshot) return { data, deletes, manifestsRead };
+  for (const m of await parentManifests(folder, ident, snapshot['manifest-list'])) {
+    const bytes = await folder.store.get(keyIn(folder, ident, m.manifest_path, 'the manifest'));
+    if (bytes === undefined)
+      throw new SinkError(
+        'ICEBERG_METADATA_INVALID',
+        identText(ident),
+        `the manifest ${m.manifest_path} of ${identText(ident)} is missing`,
+      );
+    manifestsRead++;
+    for (const e of readManifest(bytes).entries) {
+      if (e.status === EntryStatus.DELETED) continue;
+      const live = inheritFromManifest(e, m);
+      const item = { file: live.data_file, seq: live.sequence_number ?? 0 };
+      if (m.content === ManifestContent.DATA) data.push(item);
+      else if (live.data_file.content === FileContent.POSITION_DELETES) deletes.push(item);
+      else
+        throw new Error(
+          `${identText(ident)} has equality delete files (${live.data_file.file_path}): the key lookup applies position deletes only`,
+        );
+    }
+  }
+  return { data, deletes, manifestsRead };
+}
+
+/** What `deletedPositionsOf` read. */
+export interface DeletedPositions {
+  /** Deleted positions per data file path. */
+  readonly positions: ReadonlyMap<string, ReadonlySet<number>>;
+  readonly deleteFilesRead: number;
+  readonly deleteBytesRead: number;
+}
+
+/**
+ * The positions of the data files `dataSeq` (path -> data sequence number) that the position
+ * delete files `deletes` delete: a delete applies to a data file whose sequence number is not
+ * above its own. A delete file whose `referenced_data_file` or `file_path` bounds reach none of
+ * the files is not read.
+ * @throws SinkError `ICEBERG_METADATA_INVALID` when a delete file is missing, outside the folder,
+ *   or lacks the file_path/pos columns.
+ */
+export async function deletedPositionsOf(
+  folder: TableFolder,
+  ident: TableIdent,
+  deletes: readonly LiveFile[],
+  dataSeq: ReadonlyMap<string, number>,
+): Promise<DeletedPositions> {
+  const deleted = new Map<string, Set<number>>();
+  let deleteFilesRead = 0;
+  let deleteBytesRead = 0;
+  const pathType: PrimitiveType = { kind: 'string' };
+  const pathField = {
+    id: POSITION_DELETE_FILE_PATH_ID,
+    name: 'file_path',
+    required: true,
+    type: 'string',
+  } as const;
+  for (const { file: del, seq } of deletes) {
+    if (del.referenced_data_file !== undefined && !dataSeq.has(del.referenced_data_file)) continue;
+    const reaches = [...dataSeq.keys()].some((p) =>
+      withinBounds(del, { field: pathField, type: pathType }, p),
+    );
+    if (!reaches) continue;
+    requireParquet(ident, del);
+    deleteFilesRead++;
+    const pq = await openParquet(
+      folder.store,
+      keyIn(folder, ident, del.file_path, 'the position delete file'),
+      del.file_size_in_bytes,
+      [POSITION_DELETE_FILE_PATH_ID, POSITION_DELETE_POS_ID],
+      (n) => {
+        deleteBytesRead += n;
+      },
+      () => missingLiveFile(ident, del.file_path),
+    );
+    const pathName = pq.names.get(POSITION_DELETE_FILE_PATH_ID);
+    const posName = pq.names.get(POSITION_DELETE_POS_ID);
+    if (pathName === undefined || posName === undefined)
+      throw new SinkError(
+        'ICEBERG_METADATA_INVALID',
+        identText(ident),
+        `the position delete file ${del.file_path} of ${identText(ident)} has no file_path/pos columns (field ids ${POSITION_DELETE_FILE_PATH_ID}, ${POSITION_DELETE_POS_ID})`,
+      );
+    const paths: string[] = [];
+    await eachGroup(pq, pathName, (values) => {
+      for (let i = 0; i < values.length; i++) paths.push(parquetValueOf(pathType, values[i]) as string);
+    });
+    let at = 0;
+    await eachGroup(pq, posName, (values) => {
+      for (let i = 0; i < values.length; i++, at++) {
+        const path = paths[at]!;
+        const fileSeq = dataSeq.get(path);
+        if (fileSeq === undefined || seq < fileSeq) continue;
+        const set = deleted.get(path) ?? new Set<number>();
+        deleted.set(path, set);
+        set.add(Number(values[i]));
+      }
+    });
+  }
+  return { positions: deleted, deleteFilesRead, deleteBytesRead };
+}
+
+/**
+ * Reads the columns with field ids `fieldIds` (top-level primitives) of the live data file `file`,
+ * raw (no logical-type conversion: strings as UTF-8 bytes, decimals as their unscaled bytes),
+ * one row group at a time: `each(groupStart, columns)` gets the group's first row position and
+ * its values per field id. Only the footer and those columns' chunks are fetched. Returns the
+ * bytes fetched.
+ * @throws SinkError `ICEBERG_METADATA_INVALID` when the file is missing, outside the table's
+ *   folder, or has no column of a wanted field id.
+ */
+export async function readFieldsRaw(
+  folder: TableFolder,
+  ident: TableIdent,
+  file: IcebergDataFile,
+  fieldIds: readonly number[],
+  each: (groupStart: number, columns: ReadonlyMap<number, readonly unknown[]>) => void,
+): Promise<number> {
+  requireParquet(ident, file);
+  let bytesRead = 0;
+  const pq = await openParquet(
+    folder.store,
+    keyIn(folder, ident, file.file_path, 'the data file'),
+    file.file_size_in_bytes,
+    fieldIds,
+    (n) => {
+      bytesRead += n;
+    },
+    () => missingLiveFile(ident, file.file_path),
+  );
+  const names = fieldIds.map((id) => {
+    const name = pq.names.get(id);
+    if (name === undefined)
+      throw new SinkError(
+        'ICEBERG_METADATA_INVALID',
+        identText(ident),
+        `the data file ${file.file_path} of ${identText(ident)} has no column with field id ${id}`,
+      );
+    return name;
+  });
+  // Column by column per row group, so only one group's values are held at a time.
+  let groupStart = 0;
+  for (const rg of pq.metadata.row_groups) {
+    const n = Number(rg.num_rows);
+    if (n > 0) {
+      const columns = new Map<number, readonly unknown[]>();
+      for (let c = 0; c < fieldIds.length; c++)
+        columns.set(fieldIds[c]!, await readColumn(pq, names[c]!, groupStart, groupStart + n));
+      each(groupStart, columns);
+    }
+    groupStart += n;
+  }
+  return bytesRead;
+}
+
+/**
+ * The key columns `keyColumns` of `schema`, each of a type the lookup takes (`LOOKUP_KEY_KINDS`).
+ * @throws TypeError when one is unknown or of another type.
+ */
+export function lookupKeyColumns(
+  ident: TableIdent,
+  schema: IcebergSchema,
+  keyColumns: readonly string[],
+): KeyColumn[] {
+  if (keyColumns.length === 0) throw new TypeError('a key lookup needs at least one key column');
+  return keyColumns.map((name) => {
+    const field = schema.fields.find((f) => f.name === name);
+    const type = field ? primitiveOf(field.type) : undefined;
+    if (!field || !type || !LOOKUP_KEY_KINDS.has(type.kind))
+      throw new TypeError(
+        `${identText(ident)} has no key column ${name} of type int, long, string, decimal, date or uuid`,
+      );
+    return { field, type };
+  });
+}
+
 /**
  * The live rows of `keys` (tuples in the order of `keyColumns`) in `table`'s current snapshot.
  * @throws SinkError `ICEBERG_METADATA_INVALID` when a manifest or file the snapshot names is
@@ -327,16 +562,7 @@ export async function lookupKeys(
       identText(ident),
       `${identText(ident)} has no current schema`,
     );
-  if (keyColumns.length === 0) throw new TypeError('a key lookup needs at least one key column');
-  const columns: KeyColumn[] = keyColumns.map((name) => {
-    const field = schema.fields.find((f) => f.name === name);
-    const type = field ? primitiveOf(field.type) : undefined;
-    if (!field || !type || !LOOKUP_KEY_KINDS.has(type.kind))
-      throw new TypeError(
-        `${identText(ident)} has no key column ${name} of type int, long, string, decimal, date or uuid`,
-      );
-    return { field, type };
-  });
+  const columns = lookupKeyColumns(ident, schema, keyColumns);
   const wanted = new Map<string, SingleValue[]>();
   for (const k of keys) {
     if (k.length !== columns.length)
@@ -358,57 +584,11 @@ export async function lookupKeys(
   };
   const rows = new Map<string, RowLocation[]>();
   const files = new Map<string, IcebergDataFile>();
-  const snapshot = currentSnapshot(meta);
-  if (!snapshot || wanted.size === 0) return { rows, files, stats };
-
-  const keyOf = (uri: string, what: string) => {
-    const key = keyInFolder(folder, uri);
-    if (key === undefined)
-      throw new SinkError(
-        'ICEBERG_METADATA_INVALID',
-        identText(ident),
-        `${identText(ident)} names ${what} ${uri}, outside the table's folder: tidemark reads files only there`,
-      );
-    return key;
-  };
-
-  const missingFile = (uri: string) =>
-    new SinkError(
-      'ICEBERG_METADATA_INVALID',
-      identText(ident),
-      `${uri}, a live file of ${identText(ident)}'s current snapshot, is missing: restore it, or reset the table`,
-    );
-  const parquetOnly = (file: IcebergDataFile) => {
-    if (file.file_format.toUpperCase() !== 'PARQUET')
-      throw new Error(
-        `${file.file_path} of ${identText(ident)} is ${file.file_format}: the key lookup reads Parquet files only`,
-      );
-  };
+  if (!currentSnapshot(meta) || wanted.size === 0) return { rows, files, stats };
 
   // The current snapshot's live files, with their inherited sequence numbers.
-  const data: { file: IcebergDataFile; seq: number }[] = [];
-  const deletes: { file: IcebergDataFile; seq: number }[] = [];
-  for (const m of await parentManifests(folder, ident, snapshot['manifest-list'])) {
-    const bytes = await folder.store.get(keyOf(m.manifest_path, 'the manifest'));
-    if (bytes === undefined)
-      throw new SinkError(
-        'ICEBERG_METADATA_INVALID',
-        identText(ident),
-        `the manifest ${m.manifest_path} of ${identText(ident)} is missing`,
-      );
-    stats.manifestsRead++;
-    for (const e of readManifest(bytes).entries) {
-      if (e.status === EntryStatus.DELETED) continue;
-      const live = inheritFromManifest(e, m);
-      const item = { file: live.data_file, seq: live.sequence_number ?? 0 };
-      if (m.content === ManifestContent.DATA) data.push(item);
-      else if (live.data_file.content === FileContent.POSITION_DELETES) deletes.push(item);
-      else
-        throw new Error(
-          `${identText(ident)} has equality delete files (${live.data_file.file_path}): the key lookup applies position deletes only`,
-        );
-    }
-  }
+  const { data, deletes, manifestsRead } = await liveFilesOf(folder, ident, meta);
+  stats.manifestsRead = manifestsRead;
   stats.dataFiles = data.length;
   stats.deleteFiles = deletes.length;
 
@@ -423,96 +603,24 @@ export async function lookupKeys(
 
   // Positions deleted per candidate file (by delete files whose sequence number is not below the file's).
   const candidateSeq = new Map(candidates.map(({ file, seq }) => [file.file_path, seq]));
-  const deleted = new Map<string, Set<number>>();
-  for (const { file: del, seq } of deletes) {
-    if (del.referenced_data_file !== undefined && !candidateSeq.has(del.referenced_data_file)) continue;
-    const pathType: PrimitiveType = { kind: 'string' };
-    const pathField = {
-      id: POSITION_DELETE_FILE_PATH_ID,
-      name: 'file_path',
-      required: true,
-      type: 'string',
-    } as const;
-    const reaches = [...candidateSeq.keys()].some((p) =>
-      withinBounds(del, { field: pathField, type: pathType }, p),
-    );
-    if (!reaches) continue;
-    parquetOnly(del);
-    stats.deleteFilesRead++;
-    const pq = await openParquet(
-      folder.store,
-      keyOf(del.file_path, 'the position delete file'),
-      del.file_size_in_bytes,
-      [POSITION_DELETE_FILE_PATH_ID, POSITION_DELETE_POS_ID],
-      (n) => {
-        stats.deleteBytesRead += n;
-      },
-      () => missingFile(del.file_path),
-    );
-    const pathName = pq.names.get(POSITION_DELETE_FILE_PATH_ID);
-    const posName = pq.names.get(POSITION_DELETE_POS_ID);
-    if (pathName === undefined || posName === undefined)
-      throw new SinkError(
-        'ICEBERG_METADATA_INVALID',
-        identText(ident),
-        `the position delete file ${del.file_path} of ${identText(ident)} has no file_path/pos columns (field ids ${POSITION_DELETE_FILE_PATH_ID}, ${POSITION_DELETE_POS_ID})`,
-      );
-    const paths: string[] = [];
-    await eachGroup(pq, pathName, (values) => {
-      for (let i = 0; i < values.length; i++) paths.push(parquetValueOf(pathType, values[i]) as string);
-    });
-    let at = 0;
-    await eachGroup(pq, posName, (values) => {
-      for (let i = 0; i < values.length; i++, at++) {
-        const path = paths[at]!;
-        const dataSeq = candidateSeq.get(path);
-        if (dataSeq === undefined || seq < dataSeq) continue;
-        const set = deleted.get(path) ?? new Set<number>();
-        deleted.set(path, set);
-        set.add(Number(values[i]));
-      }
-    });
-  }
+  const deleted = await deletedPositionsOf(folder, ident, deletes, candidateSeq);
+  stats.deleteFilesRead = deleted.deleteFilesRead;
+  stats.deleteBytesRead = deleted.deleteBytesRead;
 
   // Read the key columns of each candidate; a row matches when its tuple is wanted.
+  const ids = columns.map((c) => c.field.id);
   for (const { file } of candidates) {
-    parquetOnly(file);
     stats.dataFilesRead++;
     files.set(file.file_path, file);
-    const pq = await openParquet(
-      folder.store,
-      keyOf(file.file_path, 'the data file'),
-      file.file_size_in_bytes,
-      columns.map((c) => c.field.id),
-      (n) => {
-        stats.dataBytesRead += n;
-      },
-      () => missingFile(file.file_path),
-    );
-    const gone = deleted.get(file.file_path);
-    // Column by column per row group, so only one group's key values are held at a time.
-    let groupStart = 0;
-    for (const rg of pq.metadata.row_groups) {
-      const n = Number(rg.num_rows);
-      const tuples: SingleValue[][] = Array.from({ length: n }, () => []);
-      for (const c of columns) {
-        const name = pq.names.get(c.field.id);
-        if (name === undefined)
-          throw new SinkError(
-            'ICEBERG_METADATA_INVALID',
-            identText(ident),
-            `the data file ${file.file_path} of ${identText(ident)} has no column with field id ${c.field.id} (${c.field.name})`,
-          );
-        if (n === 0) continue;
-        const values = await readColumn(pq, name, groupStart, groupStart + n);
-        for (let i = 0; i < n; i++) tuples[i]!.push(parquetValueOf(c.type, values[i]) as SingleValue);
-      }
+    const gone = deleted.positions.get(file.file_path);
+    stats.dataBytesRead += await readFieldsRaw(folder, ident, file, ids, (groupStart, values) => {
+      const n = values.get(ids[0]!)!.length;
       for (let i = 0; i < n; i++) {
-        const pos = groupStart + i;
-        const tuple = tuples[i]!;
+        const tuple = columns.map((c) => parquetValueOf(c.type, values.get(c.field.id)![i]));
         if (tuple.some((v) => v === undefined)) continue;
-        const text = keyText(tuple);
+        const text = keyText(tuple as SingleValue[]);
         if (!wanted.has(text)) continue;
+        const pos = groupStart + i;
         if (gone?.has(pos)) {
           stats.positionsDeleted++;
           continue;
@@ -522,8 +630,7 @@ export async function lookupKeys(
         list.push({ file_path: file.file_path, pos });
       }
       stats.rowsScanned += n;
-      groupStart += n;
-    }
+    });
   }
   return { rows, files, stats };
 }
