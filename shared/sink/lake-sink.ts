@@ -765,7 +765,7 @@ function partitionSpecIn(
 function kindMismatch(table: string, ident: string, has: TableKind, wants: TableKind): SinkError {
   const fix =
     wants === 'current-state'
-      ? `convert it once: tidemark convert --table ${table} (docs/iceberg.md "Current-state tables"), or set writeMode: append to keep it a change log`
+      ? `convert it once: tidemark convert -c <config> --table ${table} (docs/iceberg.md "Current-state tables"), or set writeMode: append to keep it a change log`
       : `set writeMode: upsert again, or write the change log elsewhere: tidemark reset --table ${table} --delete-objects, then drop the table in its catalog`;
   const what = (k: TableKind) =>
     k === 'current-state' ? 'a current-state table (one row per key)' : 'a change log (every change a row)';

@@ -290,7 +290,7 @@ export async function crashRun<D, F>(
       const landed = lines.length === generations ? lines.at(-1) : undefined;
       if (r.signal !== 'SIGKILL')
         problems.push(
-          `generation ${i}: expected a SIGKILL at ${kill.point}#${kill.nth}, the child exited ${r.code ?? r.signal}: ${child.stderr().slice(-600)}`,
+          `generation ${i}: expected a SIGKILL at ${kill.point}#${kill.nth}, the child exited ${r.code ?? r.signal}: ${child.stderr().slice(-2500)}`,
         );
       else if (!landed || landed.point !== kill.point || landed.nth !== kill.nth)
         problems.push(
