@@ -31,11 +31,14 @@
  *                       (file catalog), a simulated minute per flush: commit latency p50/p99 and
  *                       metadata bytes [--plans 100x100,1x10000] [--quick: 20x100,1x300] [--report N]
  *                       [--retention-minutes N] [--time-limit S]
+ *   current-state       bench/current-state.ts: issue 31's key lookup per current-state commit vs the
+ *                       same flushes written as a change log, serial and UUID keys [--rows N]
+ *                       [--flushes F] [--keys serial|uuid|both] [--quick] [--node PATH]
  *   iceberg-metadata-json  bench/iceberg-metadata-json.ts <vN.metadata.json>: parse / serialize /
  *                       fsynced write of one metadata.json, as every commit does
  *
  * Owns dispatch only. encoder, text-append, mysql-numbers, parquet-writer, cold-start,
- * iceberg-commits, iceberg-cdc and iceberg-metadata-json are standalone scripts that read their own argv, so they run as child
+ * iceberg-commits, iceberg-cdc, current-state and iceberg-metadata-json are standalone scripts that read their own argv, so they run as child
  * processes, unchanged.
  */
 import { spawn } from 'node:child_process';
@@ -50,6 +53,7 @@ const SCRIPTS: Readonly<Record<string, string>> = {
   'cold-start': 'cold-start.ts',
   'iceberg-commits': 'iceberg-commits.ts',
   'iceberg-cdc': 'iceberg-cdc.ts',
+  'current-state': 'current-state.ts',
   'iceberg-metadata-json': 'iceberg-metadata-json.ts',
 };
 const MODULES: Readonly<Record<string, () => Promise<{ main(argv: readonly string[]): Promise<void> }>>> = {

@@ -34,10 +34,17 @@ import { toLakeRecordWithIds } from '../dataplane/lake.js';
 import { META_OP, Op } from '../dataplane/metadata.js';
 import type { Schema } from '../dataplane/schema.js';
 import type { StoredSchema } from '../dataplane/schema-rules.js';
-import { applyAppend, STAGED_MANIFEST_SUFFIX, type StagedAppend, stageAppend } from '../iceberg/append.js';
+import {
+  type AppendResult,
+  applyAppend,
+  STAGED_MANIFEST_SUFFIX,
+  type StagedAppend,
+  stageAppend,
+} from '../iceberg/append.js';
 import { commitWithRetry, identText, type LoadedTable, type TableIdent } from '../iceberg/catalog.js';
 import {
   applyCurrentState,
+  type CurrentStateResult,
   encodeKeys,
   STAGED_KEYS_SUFFIX,
   type StagedKeys,
@@ -96,6 +103,12 @@ export interface LakeSinkOptions {
    * staged in the same pending commit (`PendingCommit.history`), applied before the current state.
    */
   readonly history?: Readonly<Record<string, string>>;
+  /**
+   * Called after each `apply` with the catalog commit's result (a current-state commit's carries
+   * its key lookup's account, `lookup`): a window for a bench (bench/current-state.ts); changes
+   * nothing the sink does. Must not throw. Default none.
+   */
+  readonly onApplied?: (table: string, result: AppendResult | CurrentStateResult) => void;
 }
 
 /** A history table's partitioning unless the spec says otherwise: a day of commits per partition. */
@@ -150,6 +163,7 @@ export class LakeSink implements Sink, SinkProbe {
   private readonly partitionBy: Readonly<Record<string, readonly PartitionFieldRequest[]>>;
   private readonly warn: NonNullable<LakeSinkOptions['warn']>;
   private readonly history: Readonly<Record<string, string>>;
+  private readonly onApplied: LakeSinkOptions['onApplied'];
   /** Per table: the Iceberg schema its writes carry, for the lake schema it was resolved for. */
   private readonly tables = new Map<string, IcebergTarget>();
   /**
@@ -173,6 +187,7 @@ export class LakeSink implements Sink, SinkProbe {
     this.partitionBy = options.partitionBy ?? {};
     this.warn = options.warn ?? ((message) => process.emitWarning(message));
     this.history = options.history ?? {};
+    this.onApplied = options.onApplied;
   }
 
   warm(target: WriteTarget, schema: Schema): void {
@@ -439,6 +454,7 @@ export class LakeSink implements Sink, SinkProbe {
         )
       : await applyAppend(catalog, ident, folder, stagedOf(pending), options);
     this.lastCommitted.set(pending.table, result.table);
+    this.onApplied?.(pending.table, result);
     if (result.cleanupError !== undefined) {
       // The commit stands; what it left unreferenced stays for maintenance.
       this.warn(`${identText(ident)}: metadata files left after a commit could not be deleted`, {

@@ -4,7 +4,8 @@
  * retention as its properties; a commit applied twice is one snapshot; a column added between two
  * writes is a schema commit before the data (its id new, the old ids kept, older rows NULL); and
  * recovery removes a staged manifest and data file at or past the committed position, never one
- * before it. icebird (npm), a third reader, reads the table too.
+ * before it. icebird (npm), a third reader, reads the table too. The `onApplied` observer gets
+ * each commit's result (a current-state commit's key lookup account).
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,6 +15,7 @@ import { icebergRead } from 'icebird';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { WriteTarget } from '../../shared/contracts/sink.js';
 import { newBatch } from '../../shared/dataplane/batch.js';
+import { Op, type OpCode } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { resetIncremental } from '../../shared/engine/incremental/reset.js';
 import { commitWithRetry } from '../../shared/iceberg/catalog.js';
@@ -292,5 +294,66 @@ describe('the lake sink on an Iceberg table, read by icebird (npm)', () => {
       ['2', 'b', null, 'u'],
       ['3', 'c', 7, 'u'],
     ]);
+  });
+});
+
+describe("the lake sink's onApplied observer", () => {
+  it("hands each catalog commit's result to the observer: a current-state commit's key lookup and rows deleted, none for a change log", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tidemark-lakesink-observer-'));
+    dirs.push(dir);
+    const store = new FileObjectStore(dir);
+    const seen: { table: string; lookup?: unknown; positionDeletes?: number; status: string }[] = [];
+    const sink = new LakeSink({
+      parquet: new ParquetSink({ store }),
+      catalog: openLakeCatalog({ type: 'file' }, { store, prefix: '' }),
+      onApplied: (table, result) => {
+        const r = result as { lookup?: unknown; positionDeletes?: number; status: string };
+        seen.push({ table, lookup: r.lookup, positionDeletes: r.positionDeletes, status: r.status });
+      },
+    });
+    const commit = async (
+      t: WriteTarget,
+      seq: number,
+      mode: 'upsert' | 'append',
+      changes: [OpCode, number][],
+    ) => {
+      const posPrefix = `j${String(seq).padStart(12, '0')}`;
+      const batches = changes.map(([op, id], i) =>
+        newBatch({
+          table: t.table,
+          record: wireRecord(V1, [{ id: BigInt(id), name: `n${id}` }], { posPrefix: `${posPrefix}${i}`, op }),
+          watermark: undefined,
+          writeMode: mode,
+        }),
+      );
+      await sink.apply((await sink.stage(t, await sink.write(t, V1, posPrefix, batches)))!);
+    };
+    const current: WriteTarget = { ...target, table: 'public.current' };
+    const log: WriteTarget = { ...target, table: 'public.log' };
+    await commit(current, 1, 'upsert', [
+      [Op.create, 1],
+      [Op.create, 2],
+      [Op.create, 3],
+    ]);
+    await commit(current, 2, 'upsert', [
+      [Op.update, 2],
+      [Op.delete, 3],
+      [Op.create, 4],
+    ]);
+    await commit(log, 1, 'append', [[Op.create, 1]]);
+    // The first commit had no snapshot to look keys up in; the second found keys 2 and 3 in the one data file.
+    expect(seen.map((s) => [s.table, s.status, s.positionDeletes])).toEqual([
+      ['public.current', 'committed', 0],
+      ['public.current', 'committed', 2],
+      ['public.log', 'committed', undefined],
+    ]);
+    expect(seen[0]!.lookup).toBeUndefined();
+    expect(seen[1]!.lookup).toMatchObject({
+      dataFiles: 1,
+      dataFilesRead: 1,
+      dataFilesPruned: 0,
+      rowsScanned: 3,
+    });
+    expect(seen[2]!.lookup).toBeUndefined();
   });
 });
