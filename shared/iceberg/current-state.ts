@@ -33,7 +33,13 @@ import {
 } from './append.js';
 import type { AvroValue } from './avro-schema.js';
 import { type Catalog, identText, type TableIdent } from './catalog.js';
-import { type KeyLookupStats, type KeyValue, lookupKeys, readKeyTuples } from './key-lookup.js';
+import {
+  type KeyLookupCache,
+  type KeyLookupStats,
+  type KeyValue,
+  lookupKeys,
+  readKeyTuples,
+} from './key-lookup.js';
 import { EntryStatus, type IcebergDataFile, writeManifest } from './manifest.js';
 import { manifestFileOf } from './manifest-list.js';
 import type { CommitIdentity } from './metadata.js';
@@ -147,7 +153,10 @@ export async function applyCurrentState(
   ident: TableIdent,
   folder: TableFolder,
   staged: StagedCurrentState,
-  options: SnapshotCommitOptions,
+  options: SnapshotCommitOptions & {
+    /** What earlier lookups of this writer read of the table's immutable files (./key-lookup.ts). */
+    readonly cache?: KeyLookupCache;
+  },
 ): Promise<CurrentStateResult> {
   const { commit, data, keys } = staged;
   // Key values read from a key column of a lookup type: int, long, string, decimal, date, uuid.
@@ -182,6 +191,7 @@ export async function applyCurrentState(
       { metadata: at.base, metadataLocation: '', version: '' },
       keys.columns,
       tuples,
+      options.cache,
     );
     lookup = found.stats;
     // Position deletes per partition of the data files they name (the spec scopes them so).

@@ -34,6 +34,7 @@ import {
   EntryStatus,
   FileContent,
   type IcebergDataFile,
+  type IcebergManifestEntry,
   inheritFromManifest,
   readManifest,
 } from './manifest.js';
@@ -314,6 +315,101 @@ export interface LiveFile {
   readonly seq: number;
 }
 
+/** A data file's key index: key text -> its row positions (one number when there is one). */
+type FileKeys = Map<string, number | number[]>;
+
+/**
+ * What lookups of one writer have read of a table's immutable files, kept for the next lookup:
+ * manifests' entries, position delete files' rows, data files' key indexes. Sound because those
+ * files never change: each is written once, only-if-absent, under a name unique to its attempt
+ * (a data file's writer, position and fence; a manifest's or delete file's commit id and
+ * attempt), so a name always means the same bytes. Which files are live is never cached: each
+ * lookup reads the snapshot's manifest list. Bounded by `maxEntries` (rows of data and delete
+ * files held); the least recently used files go first. A lost or cold cache costs reads, never
+ * a wrong answer.
+ */
+export class KeyLookupCache {
+  private readonly manifests = new Map<string, readonly IcebergManifestEntry[]>();
+  private readonly deleteRows = new Map<string, { readonly paths: string[]; readonly pos: number[] }>();
+  private readonly dataKeys = new Map<string, FileKeys>();
+  private readonly sizes = new Map<string, number>();
+  private entries = 0;
+
+  /** @param maxEntries rows of data and delete files held at most (about 100 bytes each). */
+  constructor(readonly maxEntries = 1_000_000) {}
+
+  /** Rows held now. */
+  get size(): number {
+    return this.entries;
+  }
+
+  manifest(path: string): readonly IcebergManifestEntry[] | undefined {
+    return this.touch(this.manifests, `m${path}`, path);
+  }
+
+  setManifest(path: string, entries: readonly IcebergManifestEntry[]): void {
+    // Entries are few per manifest (files, not rows): counted as one row each.
+    this.remember(this.manifests, `m${path}`, path, entries, entries.length);
+  }
+
+  deletes(path: string): { readonly paths: string[]; readonly pos: number[] } | undefined {
+    return this.touch(this.deleteRows, `d${path}`, path);
+  }
+
+  setDeletes(path: string, rows: { readonly paths: string[]; readonly pos: number[] }): void {
+    this.remember(this.deleteRows, `d${path}`, path, rows, rows.pos.length);
+  }
+
+  keys(path: string, ids: readonly number[]): FileKeys | undefined {
+    return this.touch(this.dataKeys, `k${path}`, `${path}\u0000${ids.join(',')}`);
+  }
+
+  setKeys(path: string, ids: readonly number[], index: FileKeys, rows: number): void {
+    this.remember(this.dataKeys, `k${path}`, `${path}\u0000${ids.join(',')}`, index, rows);
+  }
+
+  /** Forgets everything (a table's files were deleted: names may come back with other bytes). */
+  clear(): void {
+    this.manifests.clear();
+    this.deleteRows.clear();
+    this.dataKeys.clear();
+    this.sizes.clear();
+    this.entries = 0;
+  }
+
+  private touch<V>(map: Map<string, V>, sizeKey: string, key: string): V | undefined {
+    const v = map.get(key);
+    if (v === undefined) return undefined;
+    // Most recently used last: Map iteration order is insertion order.
+    map.delete(key);
+    map.set(key, v);
+    const n = this.sizes.get(sizeKey);
+    if (n !== undefined) {
+      this.sizes.delete(sizeKey);
+      this.sizes.set(sizeKey, n);
+    }
+    return v;
+  }
+
+  private remember<V>(map: Map<string, V>, sizeKey: string, key: string, value: V, rows: number): void {
+    if (rows > this.maxEntries) return;
+    if (!map.has(key)) {
+      map.set(key, value);
+      this.sizes.set(sizeKey, (this.sizes.get(sizeKey) ?? 0) + rows);
+      this.entries += rows;
+    }
+    for (const [oldest, n] of this.sizes) {
+      if (this.entries <= this.maxEntries) break;
+      this.sizes.delete(oldest);
+      this.entries -= n;
+      const path = oldest.slice(1);
+      if (oldest[0] === 'm') this.manifests.delete(path);
+      else if (oldest[0] === 'd') this.deleteRows.delete(path);
+      else for (const k of this.dataKeys.keys()) if (k.startsWith(`${path}\u0000`)) this.dataKeys.delete(k);
+    }
+  }
+}
+
 /** The live data and position delete files of a table's current snapshot, in manifest order. */
 export interface LiveFiles {
   readonly data: readonly LiveFile[];
@@ -359,6 +455,7 @@ export async function liveFilesOf(
   folder: TableFolder,
   ident: TableIdent,
   metadata: IcebergTableMetadata,
+  cache?: KeyLookupCache,
 ): Promise<LiveFiles> {
   const data: LiveFile[] = [];
   const deletes: LiveFile[] = [];
@@ -366,15 +463,20 @@ export async function liveFilesOf(
   const snapshot = currentSnapshot(metadata);
   if (!snapshot) return { data, deletes, manifestsRead };
   for (const m of await parentManifests(folder, ident, snapshot['manifest-list'])) {
-    const bytes = await folder.store.get(keyIn(folder, ident, m.manifest_path, 'the manifest'));
-    if (bytes === undefined)
-      throw new SinkError(
-        'ICEBERG_METADATA_INVALID',
-        identText(ident),
-        `the manifest ${m.manifest_path} of ${identText(ident)} is missing`,
-      );
-    manifestsRead++;
-    for (const e of readManifest(bytes).entries) {
+    let entries = cache?.manifest(m.manifest_path);
+    if (entries === undefined) {
+      const bytes = await folder.store.get(keyIn(folder, ident, m.manifest_path, 'the manifest'));
+      if (bytes === undefined)
+        throw new SinkError(
+          'ICEBERG_METADATA_INVALID',
+          identText(ident),
+          `the manifest ${m.manifest_path} of ${identText(ident)} is missing`,
+        );
+      manifestsRead++;
+      entries = readManifest(bytes).entries;
+      cache?.setManifest(m.manifest_path, entries);
+    }
+    for (const e of entries) {
       if (e.status === EntryStatus.DELETED) continue;
       const live = inheritFromManifest(e, m);
       const item = { file: live.data_file, seq: live.sequence_number ?? 0 };
@@ -410,6 +512,7 @@ export async function deletedPositionsOf(
   ident: TableIdent,
   deletes: readonly LiveFile[],
   dataSeq: ReadonlyMap<string, number>,
+  cache?: KeyLookupCache,
 ): Promise<DeletedPositions> {
   const deleted = new Map<string, Set<number>>();
   let deleteFilesRead = 0;
@@ -427,6 +530,21 @@ export async function deletedPositionsOf(
       withinBounds(del, { field: pathField, type: pathType }, p),
     );
     if (!reaches) continue;
+    const apply = (rows: { readonly paths: string[]; readonly pos: number[] }) => {
+      for (let i = 0; i < rows.pos.length; i++) {
+        const path = rows.paths[i]!;
+        const fileSeq = dataSeq.get(path);
+        if (fileSeq === undefined || seq < fileSeq) continue;
+        const set = deleted.get(path) ?? new Set<number>();
+        deleted.set(path, set);
+        set.add(rows.pos[i]!);
+      }
+    };
+    const known = cache?.deletes(del.file_path);
+    if (known) {
+      apply(known);
+      continue;
+    }
     requireParquet(ident, del);
     deleteFilesRead++;
     const pq = await openParquet(
@@ -451,17 +569,13 @@ export async function deletedPositionsOf(
     await eachGroup(pq, pathName, (values) => {
       for (let i = 0; i < values.length; i++) paths.push(parquetValueOf(pathType, values[i]) as string);
     });
-    let at = 0;
+    const pos: number[] = [];
     await eachGroup(pq, posName, (values) => {
-      for (let i = 0; i < values.length; i++, at++) {
-        const path = paths[at]!;
-        const fileSeq = dataSeq.get(path);
-        if (fileSeq === undefined || seq < fileSeq) continue;
-        const set = deleted.get(path) ?? new Set<number>();
-        deleted.set(path, set);
-        set.add(Number(values[i]));
-      }
+      for (let i = 0; i < values.length; i++) pos.push(Number(values[i]));
     });
+    const rows = { paths, pos };
+    cache?.setDeletes(del.file_path, rows);
+    apply(rows);
   }
   return { positions: deleted, deleteFilesRead, deleteBytesRead };
 }
@@ -553,6 +667,7 @@ export async function lookupKeys(
   table: LoadedTable,
   keyColumns: readonly string[],
   keys: readonly (readonly KeyValue[])[],
+  cache?: KeyLookupCache,
 ): Promise<KeyLookupResult> {
   const meta = table.metadata;
   const schema = meta.schemas.find((s) => s['schema-id'] === meta['current-schema-id']);
@@ -587,7 +702,7 @@ export async function lookupKeys(
   if (!currentSnapshot(meta) || wanted.size === 0) return { rows, files, stats };
 
   // The current snapshot's live files, with their inherited sequence numbers.
-  const { data, deletes, manifestsRead } = await liveFilesOf(folder, ident, meta);
+  const { data, deletes, manifestsRead } = await liveFilesOf(folder, ident, meta, cache);
   stats.manifestsRead = manifestsRead;
   stats.dataFiles = data.length;
   stats.deleteFiles = deletes.length;
@@ -603,31 +718,65 @@ export async function lookupKeys(
 
   // Positions deleted per candidate file (by delete files whose sequence number is not below the file's).
   const candidateSeq = new Map(candidates.map(({ file, seq }) => [file.file_path, seq]));
-  const deleted = await deletedPositionsOf(folder, ident, deletes, candidateSeq);
+  const deleted = await deletedPositionsOf(folder, ident, deletes, candidateSeq, cache);
   stats.deleteFilesRead = deleted.deleteFilesRead;
   stats.deleteBytesRead = deleted.deleteBytesRead;
 
   // Read the key columns of each candidate; a row matches when its tuple is wanted.
   const ids = columns.map((c) => c.field.id);
+  const found = (text: string, file: IcebergDataFile, pos: number, gone: ReadonlySet<number> | undefined) => {
+    if (gone?.has(pos)) {
+      stats.positionsDeleted++;
+      return;
+    }
+    const list = rows.get(text) ?? [];
+    rows.set(text, list);
+    list.push({ file_path: file.file_path, pos });
+  };
   for (const { file } of candidates) {
-    stats.dataFilesRead++;
     files.set(file.file_path, file);
     const gone = deleted.positions.get(file.file_path);
+    if (cache) {
+      // The file's whole key index, read once per cache: then a wanted key costs a map lookup.
+      let index = cache.keys(file.file_path, ids);
+      if (index === undefined) {
+        stats.dataFilesRead++;
+        const built: FileKeys = new Map();
+        let n = 0;
+        stats.dataBytesRead += await readFieldsRaw(folder, ident, file, ids, (groupStart, values) => {
+          const count = values.get(ids[0]!)!.length;
+          for (let i = 0; i < count; i++) {
+            const tuple = columns.map((c) => parquetValueOf(c.type, values.get(c.field.id)![i]));
+            if (tuple.some((v) => v === undefined)) continue;
+            const text = keyText(tuple as SingleValue[]);
+            const pos = groupStart + i;
+            const had = built.get(text);
+            if (had === undefined) built.set(text, pos);
+            else if (typeof had === 'number') built.set(text, [had, pos]);
+            else had.push(pos);
+          }
+          n += count;
+          stats.rowsScanned += count;
+        });
+        cache.setKeys(file.file_path, ids, built, n);
+        index = built;
+      }
+      for (const text of wanted.keys()) {
+        const at = index.get(text);
+        if (at === undefined) continue;
+        if (typeof at === 'number') found(text, file, at, gone);
+        else for (const pos of at) found(text, file, pos, gone);
+      }
+      continue;
+    }
+    stats.dataFilesRead++;
     stats.dataBytesRead += await readFieldsRaw(folder, ident, file, ids, (groupStart, values) => {
       const n = values.get(ids[0]!)!.length;
       for (let i = 0; i < n; i++) {
         const tuple = columns.map((c) => parquetValueOf(c.type, values.get(c.field.id)![i]));
         if (tuple.some((v) => v === undefined)) continue;
         const text = keyText(tuple as SingleValue[]);
-        if (!wanted.has(text)) continue;
-        const pos = groupStart + i;
-        if (gone?.has(pos)) {
-          stats.positionsDeleted++;
-          continue;
-        }
-        const list = rows.get(text) ?? [];
-        rows.set(text, list);
-        list.push({ file_path: file.file_path, pos });
+        if (wanted.has(text)) found(text, file, groupStart + i, gone);
       }
       stats.rowsScanned += n;
     });

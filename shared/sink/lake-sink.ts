@@ -55,7 +55,7 @@ import {
 } from '../iceberg/current-state.js';
 import { deleteWriterFiles, stagedManifestKeys } from '../iceberg/delete-files.js';
 import { TIDEMARK_TABLE_PROPERTIES } from '../iceberg/expire.js';
-import { LOOKUP_KEY_KINDS } from '../iceberg/key-lookup.js';
+import { KeyLookupCache, LOOKUP_KEY_KINDS } from '../iceberg/key-lookup.js';
 import type { IcebergManifestFile } from '../iceberg/manifest-list.js';
 import {
   currentSnapshot,
@@ -176,6 +176,11 @@ export class LakeSink implements Sink, SinkProbe {
   private readonly stagedBeside = new Map<string, Promise<PendingCommit>>();
   /** Per table, when the catalog places tables: the folder of the location it assigned. */
   private readonly placed = new Map<string, TableFolder>();
+  /**
+   * What current-state commits' key lookups read of tables' immutable files, kept for the next
+   * commit (a long-running writer looks up only what changed since; ../iceberg/key-lookup.ts).
+   */
+  private readonly lookupCache = new KeyLookupCache();
   /** A current-state write's split, by its batches (`prepare` and `write` get the same array). */
   private readonly splits = new WeakMap<readonly Batch[], CurrentStateSplit>();
 
@@ -450,7 +455,7 @@ export class LakeSink implements Sink, SinkProbe {
             ...(pending.dataFiles > 0 ? { data: stagedOf(pending) } : {}),
             keys: pending.keys,
           },
-          options,
+          { ...options, cache: this.lookupCache },
         )
       : await applyAppend(catalog, ident, folder, stagedOf(pending), options);
     this.lastCommitted.set(pending.table, result.table);
@@ -527,6 +532,7 @@ export class LakeSink implements Sink, SinkProbe {
 
   private async discardTable(target: LakeTable): Promise<ObjectRef[]> {
     this.tables.delete(target.table);
+    this.lookupCache.clear();
     this.lastCommitted.delete(target.table);
     this.placed.delete(target.table);
     if (this.lakeCatalog === undefined) return this.parquet.discard(target);
