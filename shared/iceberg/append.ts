@@ -152,6 +152,9 @@ export function applyAppend(
   }));
 }
 
+/** What `commitSnapshot`'s `adds` returns for a commit that changes no row: recorded, no snapshot. */
+export const RECORD_ONLY = Symbol('record the commit only');
+
 /** The base a snapshot is built on, and the ids the new snapshot takes there. */
 export interface SnapshotBase {
   readonly base: IcebergTableMetadata;
@@ -175,8 +178,9 @@ export interface SnapshotAdds {
 /**
  * One snapshot on `main` through `commitWithRetry`, for every kind of tidemark snapshot that adds
  * staged manifests: per attempt, `adds` says what this base gets (it may throw to refuse the
- * base, or return undefined when the commit changes nothing there: the commit is then recorded
- * in the table's properties with no snapshot, `metadata.ts` `recordCommit`); then the parent's live manifests carried on, small manifests merged, a manifest list of
+ * base; or `RECORD_ONLY` when the commit changes no row there: it is then recorded in the table's
+ * properties with no snapshot, `metadata.ts` `recordCommit`, through the same compare-and-swap;
+ * or undefined when there is nothing to commit at all: no commit, `already-committed`); then the parent's live manifests carried on, small manifests merged, a manifest list of
  * the attempt's own, the snapshot and its summary, expiry; after the commit, the clean-up.
  */
 export async function commitSnapshot(
@@ -185,7 +189,9 @@ export async function commitSnapshot(
   folder: TableFolder,
   commit: CommitIdentity,
   options: SnapshotCommitOptions,
-  adds: (at: SnapshotBase) => SnapshotAdds | undefined | Promise<SnapshotAdds | undefined>,
+  adds: (
+    at: SnapshotBase,
+  ) => SnapshotAdds | typeof RECORD_ONLY | undefined | Promise<SnapshotAdds | typeof RECORD_ONLY | undefined>,
 ): Promise<AppendResult> {
   // The expired manifest lists of the attempt that was last built: the committed one, if any.
   let expiredLists: readonly string[] = [];
@@ -200,7 +206,8 @@ export async function commitSnapshot(
       const sequenceNumber = base['last-sequence-number'] + 1;
       const parentList = parent ? await parentManifests(folder, ident, parent['manifest-list']) : [];
       const add = await adds({ base, parent, parentManifests: parentList, snapshotId, sequenceNumber });
-      if (add === undefined)
+      if (add === undefined) return 'already-committed';
+      if (add === RECORD_ONLY)
         return recordCommit(base, commit, {
           nowMs: options.nowMs(),
           ...(options.properties ? { properties: options.properties } : {}),

@@ -28,6 +28,7 @@ import { encodeParquet } from '../sink/parquet-writer.js';
 import {
   type AppendResult,
   commitSnapshot,
+  RECORD_ONLY,
   type SnapshotCommitOptions,
   type StagedAppend,
 } from './append.js';
@@ -175,7 +176,7 @@ export async function applyCurrentState(
       ? { dataFiles: data.dataFiles, records: data.records, filesSize: data.filesSize }
       : { dataFiles: 0, records: 0, filesSize: 0 };
     positionDeletes = 0;
-    if (at.parent === undefined) return dataManifest ? { ours: dataManifest, added: addedData } : undefined;
+    if (at.parent === undefined) return dataManifest ? { ours: dataManifest, added: addedData } : RECORD_ONLY;
     const schema = currentSchemaOf(at.base);
     tuples ??= (await readKeyTuples(
       folder,
@@ -207,7 +208,7 @@ export async function applyCurrentState(
         groups.set(k, group);
         group.rows.push({ filePath: file_path, pos });
       }
-    if (groups.size === 0) return dataManifest ? { ours: dataManifest, added: addedData } : undefined;
+    if (groups.size === 0) return dataManifest ? { ours: dataManifest, added: addedData } : RECORD_ONLY;
     const attempt = `${commit.commitId}.s${at.snapshotId.toString(16)}`;
     const deleteFiles: IcebergDataFile[] = [];
     let i = 0;

@@ -310,6 +310,25 @@ async function eachGroup(
 }
 
 /** A live file of a snapshot with its (inherited) data sequence number. */
+/** Files read at once by a lookup: on S3 each read is a GET or two, and they are independent. */
+const READ_CONCURRENCY = 8;
+
+/** Runs `each` over `items`, at most `limit` at once; rejects with the first failure. */
+async function forEachLimit<T>(
+  items: readonly T[],
+  limit: number,
+  each: (item: T, index: number) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      await each(items[i]!, i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
 export interface LiveFile {
   readonly file: IcebergDataFile;
   readonly seq: number;
@@ -462,7 +481,10 @@ export async function liveFilesOf(
   let manifestsRead = 0;
   const snapshot = currentSnapshot(metadata);
   if (!snapshot) return { data, deletes, manifestsRead };
-  for (const m of await parentManifests(folder, ident, snapshot['manifest-list'])) {
+  const manifests = await parentManifests(folder, ident, snapshot['manifest-list']);
+  // Read at once, taken in list order (data files keep their manifest order).
+  const read: (readonly IcebergManifestEntry[])[] = [];
+  await forEachLimit(manifests, READ_CONCURRENCY, async (m, i) => {
     let entries = cache?.manifest(m.manifest_path);
     if (entries === undefined) {
       const bytes = await folder.store.get(keyIn(folder, ident, m.manifest_path, 'the manifest'));
@@ -476,7 +498,10 @@ export async function liveFilesOf(
       entries = readManifest(bytes).entries;
       cache?.setManifest(m.manifest_path, entries);
     }
-    for (const e of entries) {
+    read[i] = entries;
+  });
+  for (const [i, m] of manifests.entries()) {
+    for (const e of read[i]!) {
       if (e.status === EntryStatus.DELETED) continue;
       const live = inheritFromManifest(e, m);
       const item = { file: live.data_file, seq: live.sequence_number ?? 0 };
@@ -524,12 +549,12 @@ export async function deletedPositionsOf(
     required: true,
     type: 'string',
   } as const;
-  for (const { file: del, seq } of deletes) {
-    if (del.referenced_data_file !== undefined && !dataSeq.has(del.referenced_data_file)) continue;
+  await forEachLimit(deletes, READ_CONCURRENCY, async ({ file: del, seq }) => {
+    if (del.referenced_data_file !== undefined && !dataSeq.has(del.referenced_data_file)) return;
     const reaches = [...dataSeq.keys()].some((p) =>
       withinBounds(del, { field: pathField, type: pathType }, p),
     );
-    if (!reaches) continue;
+    if (!reaches) return;
     const apply = (rows: { readonly paths: string[]; readonly pos: number[] }) => {
       for (let i = 0; i < rows.pos.length; i++) {
         const path = rows.paths[i]!;
@@ -543,7 +568,7 @@ export async function deletedPositionsOf(
     const known = cache?.deletes(del.file_path);
     if (known) {
       apply(known);
-      continue;
+      return;
     }
     requireParquet(ident, del);
     deleteFilesRead++;
@@ -576,7 +601,7 @@ export async function deletedPositionsOf(
     const rows = { paths, pos };
     cache?.setDeletes(del.file_path, rows);
     apply(rows);
-  }
+  });
   return { positions: deleted, deleteFilesRead, deleteBytesRead };
 }
 
@@ -733,7 +758,7 @@ export async function lookupKeys(
     rows.set(text, list);
     list.push({ file_path: file.file_path, pos });
   };
-  for (const { file } of candidates) {
+  await forEachLimit(candidates, READ_CONCURRENCY, async ({ file }) => {
     files.set(file.file_path, file);
     const gone = deleted.positions.get(file.file_path);
     if (cache) {
@@ -767,7 +792,7 @@ export async function lookupKeys(
         if (typeof at === 'number') found(text, file, at, gone);
         else for (const pos of at) found(text, file, pos, gone);
       }
-      continue;
+      return;
     }
     stats.dataFilesRead++;
     stats.dataBytesRead += await readFieldsRaw(folder, ident, file, ids, (groupStart, values) => {
@@ -780,7 +805,11 @@ export async function lookupKeys(
       }
       stats.rowsScanned += n;
     });
-  }
+  });
+  // Files were read at once: each key's rows in file (manifest) order, then by position.
+  const order = new Map(candidates.map(({ file }, i) => [file.file_path, i]));
+  for (const list of rows.values())
+    list.sort((a, b) => order.get(a.file_path)! - order.get(b.file_path)! || a.pos - b.pos);
   return { rows, files, stats };
 }
 
