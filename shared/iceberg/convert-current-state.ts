@@ -31,9 +31,14 @@ import { randomUUID } from 'node:crypto';
 import { SinkError } from '../contracts/errors.js';
 import { META_OP, META_POS } from '../dataplane/metadata.js';
 import { commitSnapshot, type SnapshotAdds } from './append.js';
-import type { AvroValue } from './avro-schema.js';
 import { type Catalog, commitWithRetry, identText, type RetryOptions, type TableIdent } from './catalog.js';
-import { TABLE_KIND_PROPERTY, tableKindOf } from './current-state.js';
+import {
+  attemptName,
+  type RowToDelete,
+  TABLE_KIND_PROPERTY,
+  tableKindOf,
+  writeAttemptDeletes,
+} from './current-state.js';
 import {
   deletedPositionsOf,
   keyText,
@@ -42,13 +47,11 @@ import {
   parquetValueOf,
   readFieldsRaw,
 } from './key-lookup.js';
-import { EntryStatus, type IcebergDataFile, writeManifest } from './manifest.js';
-import { manifestFileOf } from './manifest-list.js';
+import type { IcebergDataFile } from './manifest.js';
 import { type CommitIdentity, currentSnapshot, setProperties } from './metadata.js';
-import { type PositionDelete, writePositionDeletes } from './position-deletes.js';
 import type { SingleValue } from './single-value.js';
-import type { IcebergPartitionSpec, IcebergSchema, IcebergTableMetadata } from './spec.js';
-import { folderPath, type TableFolder } from './table-folder.js';
+import type { IcebergSchema, IcebergTableMetadata } from './spec.js';
+import type { TableFolder } from './table-folder.js';
 
 /** The writer id a conversion commits as (its commit ids are `convert-<uuid>`). */
 export const CONVERT_WRITER_ID = 'tidemark-convert';
@@ -131,19 +134,6 @@ function currentSchemaOf(ident: TableIdent, meta: IcebergTableMetadata): Iceberg
       `${identText(ident)} has no current schema`,
     );
   return schema;
-}
-
-function defaultSpecOf(meta: IcebergTableMetadata): IcebergPartitionSpec {
-  const spec = meta['partition-specs'].find((s) => s['spec-id'] === meta['default-spec-id']);
-  if (!spec) throw new Error(`table metadata has no default partition spec ${meta['default-spec-id']}`);
-  return spec;
-}
-
-/** A partition tuple as a map key (bigints spelled out, byte arrays as hex). */
-function partitionKey(partition: Readonly<Record<string, AvroValue>>): string {
-  return JSON.stringify(partition, (_k, v: unknown) =>
-    typeof v === 'bigint' ? `${v}n` : v instanceof Uint8Array ? Buffer.from(v).toString('hex') : v,
-  );
 }
 
 /**
@@ -288,51 +278,30 @@ export async function convertToCurrentState(
         last = await scan(folder, ident, at.base, options.keyColumns, options.onProgress);
         scannedSnapshot = at.parent?.['snapshot-id'];
         if (last.deletes.length === 0) return undefined;
-        // Position deletes per partition of the data files they name (the spec scopes them so).
-        const groups = new Map<
-          string,
-          { partition: Readonly<Record<string, AvroValue>>; rows: PositionDelete[] }
-        >();
-        for (const { file, positions } of last.deletes) {
-          const k = partitionKey(file.partition);
-          const group = groups.get(k) ?? { partition: file.partition, rows: [] };
-          groups.set(k, group);
-          for (const pos of positions) group.rows.push({ filePath: file.file_path, pos });
-        }
-        const attempt = `${commit.commitId}.s${at.snapshotId.toString(16)}`;
-        const deleteFiles: IcebergDataFile[] = [];
-        let i = 0;
-        for (const { partition, rows } of groups.values()) {
-          const key = folderPath(folder, `deletes/${attempt}.${i++}.parquet`);
-          written.push(key);
-          deleteFiles.push(await writePositionDeletes(folder, key, rows, partition));
-          rowsDeleted += rows.length;
-        }
-        deleteFileCount = deleteFiles.length;
-        const { bytes, summary } = writeManifest({
-          schema: currentSchemaOf(ident, at.base),
-          spec: defaultSpecOf(at.base),
-          content: 'deletes',
-          entries: deleteFiles.map((data_file) => ({ status: EntryStatus.ADDED, data_file })),
-        });
-        const manifestKey = folderPath(folder, `metadata/${attempt}-d.avro`);
-        written.push(manifestKey);
-        if ((await folder.store.putIfAbsent(manifestKey, bytes)) === 'exists')
-          throw new SinkError(
-            'SINK_OBJECT_EXISTS',
-            identText(ident),
-            `refused to overwrite the delete manifest ${folder.store.uri(manifestKey)}: its name is unique per attempt (a bug: report it)`,
-          );
+        const rows: RowToDelete[] = [];
+        for (const { file, positions } of last.deletes)
+          for (const pos of positions)
+            rows.push({ filePath: file.file_path, pos, partition: file.partition });
+        const d = await writeAttemptDeletes(
+          folder,
+          ident,
+          at,
+          attemptName(commit.commitId, at),
+          rows,
+          written,
+        );
+        rowsDeleted = d.rows;
+        deleteFileCount = d.files;
         return {
-          ours: manifestFileOf(folder.store.uri(manifestKey), bytes.length, summary, at),
+          ours: d.manifest,
           operation: 'delete',
           added: {
             dataFiles: 0,
             records: 0,
-            filesSize: deleteFiles.reduce((n, f) => n + f.file_size_in_bytes, 0),
-            deleteFiles: deleteFiles.length,
-            positionDeleteFiles: deleteFiles.length,
-            positionDeletes: rowsDeleted,
+            filesSize: d.bytes,
+            deleteFiles: d.files,
+            positionDeleteFiles: d.files,
+            positionDeletes: d.rows,
           },
         };
       },

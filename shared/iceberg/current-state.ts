@@ -29,6 +29,7 @@ import {
   type AppendResult,
   commitSnapshot,
   RECORD_ONLY,
+  type SnapshotBase,
   type SnapshotCommitOptions,
   type StagedAppend,
 } from './append.js';
@@ -42,7 +43,7 @@ import {
   readKeyTuples,
 } from './key-lookup.js';
 import { EntryStatus, type IcebergDataFile, writeManifest } from './manifest.js';
-import { manifestFileOf } from './manifest-list.js';
+import { type IcebergManifestFile, manifestFileOf } from './manifest-list.js';
 import type { CommitIdentity } from './metadata.js';
 import { type PositionDelete, writePositionDeletes } from './position-deletes.js';
 import type { IcebergPartitionSpec, IcebergSchema, IcebergTableMetadata } from './spec.js';
@@ -121,6 +122,80 @@ export async function stageKeys(
   return { uri: folder.store.uri(key), length: bytes.length, rows, columns };
 }
 
+/** A row to delete by position, with the partition of the data file it is in. */
+export interface RowToDelete {
+  readonly filePath: string;
+  readonly pos: number;
+  readonly partition: Readonly<Record<string, AvroValue>>;
+}
+
+/** An attempt's position deletes, staged: the delete manifest's list entry and what it adds. */
+export interface AttemptDeletes {
+  readonly manifest: IcebergManifestFile;
+  readonly files: number;
+  readonly rows: number;
+  readonly bytes: number;
+}
+
+/**
+ * Writes `rows` as position delete files of one attempt, one per partition of the data files they
+ * name (the spec scopes position deletes so), `deletes/<attempt>.<n>.parquet`, and their delete
+ * manifest `metadata/<attempt>-d.avro`, all only-if-absent; each key written is pushed on
+ * `written` before it is written (the caller deletes a superseded attempt's). `attempt` is unique
+ * to the attempt: a commit id and the snapshot id the attempt would create.
+ */
+export async function writeAttemptDeletes(
+  folder: TableFolder,
+  ident: TableIdent,
+  at: SnapshotBase,
+  attempt: string,
+  rows: readonly RowToDelete[],
+  written: string[],
+): Promise<AttemptDeletes> {
+  const groups = new Map<
+    string,
+    { partition: Readonly<Record<string, AvroValue>>; rows: PositionDelete[] }
+  >();
+  for (const { filePath, pos, partition } of rows) {
+    const k = partitionKey(partition);
+    const group = groups.get(k) ?? { partition, rows: [] };
+    groups.set(k, group);
+    group.rows.push({ filePath, pos });
+  }
+  const deleteFiles: IcebergDataFile[] = [];
+  let i = 0;
+  for (const group of groups.values()) {
+    const key = folderPath(folder, `deletes/${attempt}.${i++}.parquet`);
+    written.push(key);
+    deleteFiles.push(await writePositionDeletes(folder, key, group.rows, group.partition));
+  }
+  const { bytes, summary } = writeManifest({
+    schema: currentSchemaOf(at.base),
+    spec: defaultSpecOf(at.base),
+    content: 'deletes',
+    entries: deleteFiles.map((data_file) => ({ status: EntryStatus.ADDED, data_file })),
+  });
+  const manifestKey = folderPath(folder, `metadata/${attempt}-d.avro`);
+  written.push(manifestKey);
+  if ((await folder.store.putIfAbsent(manifestKey, bytes)) === 'exists')
+    throw new SinkError(
+      'SINK_OBJECT_EXISTS',
+      identText(ident),
+      `refused to overwrite the delete manifest ${folder.store.uri(manifestKey)}: its name is unique per attempt (a bug: report it)`,
+    );
+  return {
+    manifest: manifestFileOf(folder.store.uri(manifestKey), bytes.length, summary, at),
+    files: deleteFiles.length,
+    rows: rows.length,
+    bytes: deleteFiles.reduce((n, f) => n + f.file_size_in_bytes, 0),
+  };
+}
+
+/** The name of an attempt's files: the commit id and the snapshot id the attempt would create. */
+export function attemptName(commitId: string, at: SnapshotBase): string {
+  return `${commitId}.s${at.snapshotId.toString(16)}`;
+}
+
 function currentSchemaOf(meta: IcebergTableMetadata): IcebergSchema {
   const schema = meta.schemas.find((s) => s['schema-id'] === meta['current-schema-id']);
   if (!schema) throw new Error(`table metadata has no current schema ${meta['current-schema-id']}`);
@@ -195,54 +270,23 @@ export async function applyCurrentState(
       options.cache,
     );
     lookup = found.stats;
-    // Position deletes per partition of the data files they name (the spec scopes them so).
-    const groups = new Map<
-      string,
-      { partition: Readonly<Record<string, AvroValue>>; rows: PositionDelete[] }
-    >();
+    const rows: RowToDelete[] = [];
     for (const locations of found.rows.values())
-      for (const { file_path, pos } of locations) {
-        const partition = found.files.get(file_path)?.partition ?? {};
-        const k = partitionKey(partition);
-        const group = groups.get(k) ?? { partition, rows: [] };
-        groups.set(k, group);
-        group.rows.push({ filePath: file_path, pos });
-      }
-    if (groups.size === 0) return dataManifest ? { ours: dataManifest, added: addedData } : RECORD_ONLY;
-    const attempt = `${commit.commitId}.s${at.snapshotId.toString(16)}`;
-    const deleteFiles: IcebergDataFile[] = [];
-    let i = 0;
-    for (const { partition, rows } of groups.values()) {
-      const key = folderPath(folder, `deletes/${attempt}.${i++}.parquet`);
-      written.push(key);
-      deleteFiles.push(await writePositionDeletes(folder, key, rows, partition));
-      positionDeletes += rows.length;
-    }
-    const { bytes, summary } = writeManifest({
-      schema,
-      spec: defaultSpecOf(at.base),
-      content: 'deletes',
-      entries: deleteFiles.map((data_file) => ({ status: EntryStatus.ADDED, data_file })),
-    });
-    const manifestKey = folderPath(folder, `metadata/${attempt}-d.avro`);
-    written.push(manifestKey);
-    if ((await folder.store.putIfAbsent(manifestKey, bytes)) === 'exists')
-      throw new SinkError(
-        'SINK_OBJECT_EXISTS',
-        identText(ident),
-        `refused to overwrite the delete manifest ${folder.store.uri(manifestKey)}: its name is unique per attempt (a bug: report it)`,
-      );
-    const deletes = manifestFileOf(folder.store.uri(manifestKey), bytes.length, summary, at);
-    const deleteBytes = deleteFiles.reduce((n, f) => n + f.file_size_in_bytes, 0);
+      for (const { file_path, pos } of locations)
+        rows.push({ filePath: file_path, pos, partition: found.files.get(file_path)?.partition ?? {} });
+    if (rows.length === 0) return dataManifest ? { ours: dataManifest, added: addedData } : RECORD_ONLY;
+    const d = await writeAttemptDeletes(folder, ident, at, attemptName(commit.commitId, at), rows, written);
+    positionDeletes = d.rows;
+    const deletes = d.manifest;
     return {
       ours: dataManifest ?? deletes,
       besides: dataManifest ? [deletes] : [],
       operation: dataManifest ? 'overwrite' : 'delete',
       added: {
         ...addedData,
-        filesSize: addedData.filesSize + deleteBytes,
-        deleteFiles: deleteFiles.length,
-        positionDeleteFiles: deleteFiles.length,
+        filesSize: addedData.filesSize + d.bytes,
+        deleteFiles: d.files,
+        positionDeleteFiles: d.files,
         positionDeletes,
       },
     };
