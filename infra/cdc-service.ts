@@ -26,7 +26,7 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { stringify as toYaml } from 'yaml';
-import { cdcSettings, cdcTables, type Spec, tableTarget } from '../shared/config/spec.js';
+import { cdcSettings, cdcTables, lakeTargets, type Spec } from '../shared/config/spec.js';
 import type { LakeCatalog } from './lake-catalog.js';
 import { acknowledge, LAKE_OBJECTS_REASON, lakeObjectsFinding } from './nag.js';
 
@@ -288,7 +288,7 @@ export class CdcServices extends Construct {
       role,
       cdcTables(spec)
         .filter((t) => t.source === source)
-        .map(tableTarget),
+        .flatMap(lakeTargets),
     );
     const secretArn = spec.sources[source]?.secretArn;
     if (secretArn) {

@@ -47,6 +47,7 @@ import {
   findTable,
   type IncrementalTableSpec,
   incrementalTables,
+  lakeTargets,
   type Spec,
   tableTarget,
 } from '../shared/config/spec.js';
@@ -181,7 +182,7 @@ export class TidemarkStack extends Stack {
       spec,
       importDatabase: contextFlag(this.node, CONTEXT.importGlueDatabase),
     });
-    this.catalog.grant(fn.role!, incremental.map(tableTarget));
+    this.catalog.grant(fn.role!, incremental.flatMap(lakeTargets));
     // Self-continuation needs lambda:InvokeFunction on the function itself. On the role's default
     // policy that is a cycle (the function waits for its policy, the policy needs the function's
     // ARN), so it lives in a separate policy created after the function.

@@ -32,7 +32,7 @@ import * as glue from 'aws-cdk-lib/aws-glue';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as s3tables from 'aws-cdk-lib/aws-s3tables';
 import { Construct } from 'constructs';
-import { type Spec, tableTarget } from '../shared/config/spec.js';
+import { lakeTargets, type Spec } from '../shared/config/spec.js';
 import { ConfigError } from '../shared/contracts/errors.js';
 import { glueNamesOf } from '../shared/iceberg/glue-names.js';
 import { acknowledge } from './nag.js';
@@ -192,7 +192,7 @@ export class LakeCatalog extends Construct {
     this.databaseName = catalog.database;
     // Every target of the spec lands in the one database: two that map to one Glue table are
     // refused here (GLUE_NAME_COLLISION), before anything deploys.
-    const idents = glueNamesOf(spec.tables.map(tableTarget), { database: catalog.database });
+    const idents = glueNamesOf(spec.tables.flatMap(lakeTargets), { database: catalog.database });
     this.#glueTables = new Map([...idents].map(([target, ident]) => [target, ident.name]));
     const account = stack.account;
     if (!props.importDatabase && !Token.isUnresolved(account) && this.#catalogAccount !== account) {

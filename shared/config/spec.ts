@@ -825,6 +825,12 @@ export function historyTarget(t: TableSpecConfig): string | undefined {
   return t.history ? `${tableTarget(t)}_history` : undefined;
 }
 
+/** Every lake table a table writes: its target, and its history table when it keeps one. */
+export function lakeTargets(t: TableSpecConfig): string[] {
+  const history = historyTarget(t);
+  return history === undefined ? [tableTarget(t)] : [tableTarget(t), history];
+}
+
 /** Finds a table by its source name or target; a ConfigError lists the known names. */
 export function findTable(spec: Spec, name: string): TableSpecConfig {
   const t = spec.tables.find((x) => x.table === name || tableTarget(x) === name);

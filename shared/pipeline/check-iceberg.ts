@@ -13,7 +13,7 @@
  * the conditional-write probe, deleted again. Never creates a Glue database or table. Returns
  * items, not lines: check.ts says where each belongs.
  */
-import { type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js';
+import { lakeTargets, type Spec, type TableSpecConfig, tableTarget } from '../config/spec.js';
 import { type CheckItem, failed, passed } from '../contracts/check.js';
 import { TidemarkError } from '../contracts/errors.js';
 import type { CursorStore } from '../contracts/state.js';
@@ -253,7 +253,7 @@ async function glueDatabaseItem(spec: Spec): Promise<CheckItem> {
 function glueNamesItem(spec: Spec): CheckItem {
   const config = spec.lake.catalog;
   if (config.type !== 'glue') throw new Error('glueNamesItem: not a glue catalog');
-  const targets = [...new Set(spec.tables.map(tableTarget))];
+  const targets = [...new Set(spec.tables.flatMap(lakeTargets))];
   const collisions = glueNameCollisions(targets, { database: config.database });
   const [first, ...more] = collisions;
   if (first) return failed('glueNames', glueNameCollisionError(first, more.length));

@@ -9,7 +9,13 @@
  * Owns wiring only. Never holds sync logic; the engine does.
  */
 import { resolveSourceUrl } from '../config/secrets.js';
-import { historyTarget, type IncrementalTableSpec, type Spec, tableTarget } from '../config/spec.js';
+import {
+  historyTarget,
+  type IncrementalTableSpec,
+  lakeTargets,
+  type Spec,
+  tableTarget,
+} from '../config/spec.js';
 import type { ClosableIncrementalSource } from '../contracts/driver.js';
 import { TidemarkError } from '../contracts/errors.js';
 import type { Sink, SinkProbe } from '../contracts/sink.js';
@@ -122,7 +128,7 @@ export function openLake(spec: Spec, logger?: Logger): Sink & SinkProbe {
     catalog: openLakeCatalog(spec.lake.catalog, {
       store: lake.store,
       prefix: lake.prefix,
-      targets: spec.tables.flatMap((t) => [tableTarget(t), ...(historyTarget(t) ? [historyTarget(t)!] : [])]),
+      targets: spec.tables.flatMap(lakeTargets),
       openFolder: (location) => openLocation(location, options),
     }),
     partitionBy: Object.fromEntries(

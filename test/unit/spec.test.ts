@@ -7,7 +7,9 @@ import {
   defaultCdcName,
   findIncrementalTable,
   findTable,
+  historyTarget,
   incrementalTables,
+  lakeTargets,
   loadSpecFile,
   parseSpec,
   redactSpec,
@@ -196,6 +198,30 @@ describe('pipeline spec', () => {
     const dup = base();
     dup.tables.push({ ...dup.tables[0]! });
     expect(errorOf(dup).message).toContain('two tables write to lake table "public.orders"');
+  });
+
+  it('a history table needs writeMode upsert and a name no other table takes; lakeTargets lists it', () => {
+    const append = base();
+    Object.assign(append.tables[0]!, { history: true });
+    expect(errorOf(append).message).toContain(
+      'tables[0].history: history keeps the change log beside a current-state table, so it needs writeMode: upsert',
+    );
+    const taken = base();
+    Object.assign(taken.tables[0]!, { history: true, writeMode: 'upsert' });
+    taken.tables.push({
+      ...taken.tables[0]!,
+      history: false,
+      target: 'public.orders_history',
+    } as (typeof taken.tables)[0]);
+    expect(errorOf(taken).message).toContain(
+      'the history table "public.orders_history" is also another table\'s target',
+    );
+    const ok = base();
+    Object.assign(ok.tables[0]!, { history: true, writeMode: 'upsert' });
+    const spec = parseSpec(ok, { env: {} });
+    expect(lakeTargets(spec.tables[0]!)).toEqual(['public.orders', 'public.orders_history']);
+    expect(historyTarget(spec.tables[0]!)).toBe('public.orders_history');
+    expect(lakeTargets(parseSpec(base(), { env: {} }).tables[0]!)).toEqual(['public.orders']);
   });
 
   it('redacts passwords wherever a spec is printed', () => {
