@@ -3,7 +3,8 @@
  * driver's part): a spec capturing tables of a fresh database into a temp dir, a capture running
  * in this process (the CDC runner over the real driver) until a condition holds, its failure,
  * the committed state, and the lake read back with DuckDB (latest version per key, every
- * version, every (key, __pos), the typed columns).
+ * version, every (key, __pos), the typed columns); an upsert Iceberg table's latest versions are
+ * its current state as pyiceberg reads it (./current-state-read.ts), with no dedupe.
  *
  * A capture only counts as started once the driver's stream is really streaming (the `streams`
  * check the driver's helper passes): a change made before that may precede the stream's start
@@ -20,6 +21,7 @@ import { type CdcState, parseCdcState } from '../../shared/engine/cdc/state.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { runCdcSources } from '../../shared/pipeline/cdc-runner.js';
 import { openStateStore } from '../../shared/pipeline/open.js';
+import { currentStateProblems, readCurrentState } from './current-state-read.js';
 import { lakeScan, type TestTableFormat } from './lake-scan.js';
 
 /** The state key of the specs built here: pipeline `p`, source `src`. */
@@ -191,7 +193,11 @@ async function readLake<T>(
 const asText = (columns: readonly string[]) =>
   columns.map((c) => `CAST("${c}" AS VARCHAR) AS "${c}"`).join(', ');
 
-/** Latest version per key of a lake table (rows whose `__op` is 'd' dropped), as JSON-ish text. */
+/**
+ * Latest version per key of a lake table (rows whose `__op` is 'd' dropped), as JSON-ish text.
+ * An Iceberg table (written with writeMode upsert: a current state, decision 0026) is read as it
+ * is by pyiceberg: a `__op = d` row or a key with two rows throws, nothing is deduplicated.
+ */
 export async function lakeLatest(
   dir: string,
   table: string,
@@ -200,6 +206,24 @@ export async function lakeLatest(
   tableFormat: TestTableFormat = 'plain',
 ): Promise<Map<string, Record<string, unknown>>> {
   const out = new Map<string, Record<string, unknown>>();
+  if (tableFormat === 'iceberg') {
+    const rows = await readCurrentState(join(dir, 'lake', table), 'pyiceberg');
+    const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
+    // Only the shape of a current state: the caller compares the values with its source.
+    const broken = currentStateProblems(`${table} (pyiceberg)`, rows, {
+      key,
+      columns: [key],
+      rows: new Map(rows.map((r) => [String(text(r[key])), [text(r[key])]])),
+    });
+    if (broken.length > 0) throw new Error(broken.join('; '));
+    for (const r of rows)
+      out.set(String(text(r[key])), {
+        k: text(r[key]),
+        ...Object.fromEntries(columns.map((c) => [c, text(r[c])])),
+        __op: r.__op,
+      });
+    return out;
+  }
   return readLake(
     dir,
     table,

@@ -23,6 +23,19 @@ export interface LakeScan {
 
 const quote = (p: string) => `'${p.replace(/'/g, "''")}'`;
 
+/**
+ * The newest `v<N>.metadata.json` of the `file` catalog's table in folder `tableDir` (a local
+ * path), or undefined before the table's first commit.
+ */
+export function newestMetadataFile(tableDir: string): string | undefined {
+  const hint = join(tableDir, 'metadata', 'version-hint.text');
+  if (!existsSync(hint)) return undefined;
+  // The hint may lag a commit (it is written after the swap): the newest version file wins.
+  let version = Number(readFileSync(hint, 'utf8').trim());
+  while (existsSync(join(tableDir, 'metadata', `v${version + 1}.metadata.json`))) version++;
+  return join(tableDir, 'metadata', `v${version}.metadata.json`);
+}
+
 /** The table in folder `tableDir` (a file:// lake's table folder) as a DuckDB scan. */
 export async function lakeScan(tableDir: string, format: TestTableFormat = 'plain'): Promise<LakeScan> {
   if (format === 'plain') {
@@ -40,12 +53,8 @@ export async function lakeScan(tableDir: string, format: TestTableFormat = 'plai
       problems: [],
     };
   }
-  const hint = join(tableDir, 'metadata', 'version-hint.text');
-  if (!existsSync(hint)) return { from: undefined, files: [], problems: [] };
-  // The hint may lag a commit (it is written after the swap): the newest version file wins.
-  let version = Number(readFileSync(hint, 'utf8').trim());
-  while (existsSync(join(tableDir, 'metadata', `v${version + 1}.metadata.json`))) version++;
-  const metadata = join(tableDir, 'metadata', `v${version}.metadata.json`);
+  const metadata = newestMetadataFile(tableDir);
+  if (metadata === undefined) return { from: undefined, files: [], problems: [] };
   let answer: { files: { path: string }[]; missing: string[] };
   try {
     answer = await runReaderScript('table_files.py', [

@@ -8,7 +8,10 @@
  * where "after capture started" begins (pgbench_history's rows at that moment are kept in
  * `hist_before`). At the end (DuckDB over the lake) every pgbench_history row inserted after
  * capture started is in the lake exactly once, and every changed account's, teller's and
- * branch's latest lake version (by __pos) equals the source. pgbench comes from PATH or Debian's
+ * branch's latest lake version (by __pos) equals the source. With Iceberg tables the accounts,
+ * tellers and branches are current states (writeMode upsert, decision 0026), read as they are,
+ * with no dedupe, by pyiceberg, icebird and Spark (when the suite has a session): no `__op = d`
+ * row, one row per key, every changed key there, each equal to the source. pgbench comes from PATH or Debian's
  * postgresql-client: the suite FAILS without it (CI installs it).
  * TIDEMARK_PGCRASH_KEEP=1 keeps each run's directory (state, lake, kills, child logs).
  */
@@ -20,10 +23,12 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import type postgres from 'postgres';
 import { parseLsn } from '../../../shared/position/position.js';
 import { CRASH_RENEW_EVERY_MS, type CrashMutation } from '../../harness/cdc-crash-config.js';
+import { checkCurrentState, checkSampledSnapshots } from '../../harness/current-state-read.js';
 import { lakeScan, type TestTableFormat } from '../../harness/lake-scan.js';
 import { type FreshDatabase, freshPgDatabase } from '../../harness/pg.js';
 import { pgClient } from '../../harness/pg-cdc.js';
 import type { PgChildConfig } from '../../harness/pg-cdc-crash-config.js';
+import type { SparkSession } from '../../harness/readers.js';
 import {
   AFTER_COMMIT_KILLS,
   AFTER_WRITE_KILLS,
@@ -154,6 +159,7 @@ async function slotConfirmed(
 async function openPgbench(
   mutation?: CrashMutation,
   tableFormat: TestTableFormat = 'plain',
+  spark?: SparkSession,
 ): Promise<CrashSource<SlotPair, PgbenchFacts>> {
   const pgbench = findPgbench();
   const db: FreshDatabase = await freshPgDatabase('pgcrash');
@@ -214,7 +220,7 @@ async function openPgbench(
         problems.push(
           `after the clean stop the slot is at ${slotAfter.confirmed}, past the state's ${finalPos}`,
         );
-      const checked = await checkLake(dir, sql, startLsn, tableFormat);
+      const checked = await checkLake(dir, sql, startLsn, tableFormat, spark);
       problems.push(...checked.problems);
       return {
         problems,
@@ -236,6 +242,7 @@ async function checkLake(
   sql: postgres.Sql,
   startLsn: string,
   tableFormat: TestTableFormat,
+  spark?: SparkSession,
 ): Promise<{ problems: string[]; historyRows: number; accounts: number }> {
   const problems: string[] = [];
   const duck = await DuckDBInstance.create(':memory:');
@@ -292,8 +299,9 @@ async function checkLake(
     if (historyRows === 0)
       problems.push('pgbench_history: pgbench inserted nothing (the workload did not run)');
 
-    // Accounts, tellers, branches: latest lake version by __pos equals the source, for every
-    // row the history says changed (and every row the lake holds).
+    // Accounts, tellers, branches: every row the history says changed is in the lake and equals
+    // the source (and so does every row the lake holds): plain tables by their latest lake
+    // version by __pos, Iceberg tables (current states) as they are.
     let accounts = 0;
     for (const [table, key, col] of [
       ['pgbench_accounts', 'aid', 'abalance'],
@@ -314,16 +322,39 @@ async function checkLake(
           >`SELECT ${sql(key)}::text AS k, ${sql(col)}::text AS v FROM ${sql(table)}`
         ).map((r) => [r.k, r.v]),
       );
+      if (table === 'pgbench_accounts') accounts = changed.size;
+      if (tableFormat === 'iceberg') {
+        const checked = await checkCurrentState(
+          table,
+          join(dir, 'lake', `public.${table}`),
+          {
+            key,
+            columns: [key, col],
+            rows: new Map([...srcRows].map(([k, v]) => [k, [k, v]])),
+            required: changed,
+          },
+          spark,
+        );
+        problems.push(...checked.problems);
+        // Earlier snapshots, sampled: each the shape of a current state (the source's state then
+        // is not known here).
+        problems.push(
+          ...(await checkSampledSnapshots(table, join(dir, 'lake', `public.${table}`), key)).problems,
+        );
+      }
       const latest = new Map<string, string>();
       if (await hasFiles(table)) {
-        const rows = (
-          await conn.runAndReadAll(
-            `SELECT CAST("${key}" AS VARCHAR), CAST("${col}" AS VARCHAR), CAST(__op AS VARCHAR) FROM (
-               SELECT *, row_number() OVER (PARTITION BY "${key}" ORDER BY __pos DESC) AS rn
-               FROM ${scans.get(table)}) WHERE rn = 1`,
-          )
-        ).getRows();
-        for (const [k, v, op] of rows) if (String(op) !== 'd') latest.set(String(k), String(v));
+        if (tableFormat === 'plain') {
+          const rows = (
+            await conn.runAndReadAll(
+              `SELECT CAST("${key}" AS VARCHAR), CAST("${col}" AS VARCHAR), CAST(__op AS VARCHAR) FROM (
+                 SELECT *, row_number() OVER (PARTITION BY "${key}" ORDER BY __pos DESC) AS rn
+                 FROM ${scans.get(table)}) WHERE rn = 1`,
+            )
+          ).getRows();
+          for (const [k, v, op] of rows) if (String(op) !== 'd') latest.set(String(k), String(v));
+        }
+        // Every version each file holds, once (an Iceberg table's deleted rows included).
         const dup = Number(
           (
             await conn.runAndReadAll(
@@ -333,13 +364,13 @@ async function checkLake(
         );
         if (dup > 0) problems.push(`${table}: ${dup} duplicate (key, __pos) lake rows`);
       }
+      if (tableFormat === 'iceberg') continue;
       let wrong = 0;
       let absent = 0;
       for (const k of changed) if (!latest.has(k)) absent++;
       for (const [k, v] of latest) if (srcRows.get(k) !== v) wrong++;
       if (absent > 0) problems.push(`${table}: ${absent} changed rows have no lake version`);
       if (wrong > 0) problems.push(`${table}: ${wrong} rows' latest lake ${col} differs from the source`);
-      if (table === 'pgbench_accounts') accounts = changed.size;
     }
     if (startLsn === '') problems.push('no start LSN');
     return { problems, historyRows, accounts };
@@ -408,14 +439,14 @@ export const postgresIcebergCrashFixture: CrashFixture<SlotPair, PgbenchFacts> =
     // kill between the state commit and the catalog commit loses that commit's rows.
     'noop-recover': {
       kills: AFTER_COMMIT_KILLS,
-      detectedBy: /are missing from the lake|have no lake version/,
+      detectedBy: /are missing from the lake|have no lake row|differ from the source/,
     },
     // Catalog first, then the state, with today's delete-from-`next` recovery: a kill between
     // the two commits leaves a snapshot whose files the next start deletes (or whose rows it
     // writes again).
     'catalog-first': {
       kills: AFTER_WRITE_KILLS,
-      detectedBy: /is gone|cannot be read|more than once|duplicate \(key, __pos\)/,
+      detectedBy: /is gone|cannot be read|more than once|duplicate \(key, __pos\)|more than one row/,
     },
   },
 );

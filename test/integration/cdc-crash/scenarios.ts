@@ -34,6 +34,7 @@ import {
   type KillLine,
 } from '../../harness/cdc-crash-config.js';
 import type { TestTableFormat } from '../../harness/lake-scan.js';
+import type { SparkSession } from '../../harness/readers.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const POINTS: readonly CdcPoint[] = ['before-write', 'after-write', 'after-commit', 'after-ack', 'renewal'];
@@ -126,14 +127,21 @@ export interface CrashFixture<D, F> {
   readonly mutants: Readonly<Partial<Record<CrashMutation, { kills: readonly Kill[]; detectedBy: RegExp }>>>;
   /** The protocol points the 20 kills cycle through (default: POINTS). */
   readonly points?: readonly CdcPoint[];
-  /** `tableFormat` `iceberg`: the captured tables are Iceberg tables (the lake check reads them as such). */
-  open(mutation?: CrashMutation, tableFormat?: TestTableFormat): Promise<CrashSource<D, F>>;
+  /**
+   * `tableFormat` `iceberg`: the captured tables are Iceberg tables (the lake check reads them as
+   * such: the upsert tables as current states, by pyiceberg, icebird and `spark` when given).
+   */
+  open(
+    mutation?: CrashMutation,
+    tableFormat?: TestTableFormat,
+    spark?: SparkSession,
+  ): Promise<CrashSource<D, F>>;
 }
 
 /**
  * `fx` with its tables written as Iceberg tables (a `file` catalog in the child's lake): the
- * same workload, kills and checks, the lake read as each table's current snapshot (by pyiceberg's
- * scan plan), a kill point more (after the catalog commit, before the ack) and the mutants that
+ * same workload, kills and checks, the lake read as each table's current snapshot (an upsert
+ * table as it is, a current state: by pyiceberg, icebird and Spark), a kill point more (after the catalog commit, before the ack) and the mutants that
  * break the Iceberg commit order (docs/decisions/0024-iceberg-commits.md).
  */
 export function icebergVariant<D, F>(
@@ -146,7 +154,7 @@ export function icebergVariant<D, F>(
     title: `Iceberg tables: ${fx.title}; no file a snapshot references is ever deleted`,
     points: [...POINTS.slice(0, 3), 'after-apply', ...POINTS.slice(3)],
     mutants,
-    open: (mutation) => fx.open(mutation, 'iceberg'),
+    open: (mutation, _format, spark) => fx.open(mutation, 'iceberg', spark),
   };
 }
 
@@ -219,8 +227,9 @@ export async function crashRun<D, F>(
   fx: CrashFixture<D, F>,
   kills: readonly Kill[],
   mutation?: CrashMutation,
+  spark?: SparkSession,
 ): Promise<Outcome<D, F>> {
-  const src = await fx.open(mutation);
+  const src = await fx.open(mutation, undefined, spark);
   const base = src.config;
   const dir = base.dir;
   const problems: string[] = [];
@@ -374,14 +383,18 @@ export const AFTER_COMMIT_KILLS: readonly Kill[] = [
 
 /**
  * The scenarios every driver runs, registered in the caller's `describe`: the 20-kill run, and one
- * mutation self-check per broken protocol step.
+ * mutation self-check per broken protocol step. `spark`: the file's Spark session, when it has one
+ * (Iceberg tables are then read by Spark too).
  */
-export function cdcCrashScenarios<D, F>(fx: CrashFixture<D, F>): void {
+export function cdcCrashScenarios<D, F>(
+  fx: CrashFixture<D, F>,
+  spark: () => SparkSession | undefined = () => undefined,
+): void {
   afterAll(runCleanups);
 
   it(fx.title, { timeout: 15 * 60_000 }, async () => {
     const started = Date.now();
-    const outcome = await crashRun(fx, schedule(20, fx.points));
+    const outcome = await crashRun(fx, schedule(20, fx.points), undefined, spark());
     process.stdout.write(
       `[${fx.tag}] ${((Date.now() - started) / 1000).toFixed(1)} s, ${fx.report(outcome)}\n`,
     );
@@ -397,7 +410,7 @@ export function cdcCrashScenarios<D, F>(fx: CrashFixture<D, F>): void {
     { kills: readonly Kill[]; detectedBy: RegExp },
   ][]) {
     it(`detects a broken protocol: ${mutation}`, { timeout: 10 * 60_000 }, async () => {
-      const outcome = await crashRun(fx, kills, mutation);
+      const outcome = await crashRun(fx, kills, mutation, spark());
       process.stdout.write(
         `[${fx.tag}, mutation ${mutation}] detected ${outcome.problems.length} problem(s), the first: ${String(outcome.problems[0]).slice(0, 300)}\n`,
       );
