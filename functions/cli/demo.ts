@@ -5,21 +5,27 @@
  * times (local state dir, local Parquet lake). Then it checks the lake against the table with
  * DuckDB and prints the query it used. Then CDC: a `shop.customers` table with inserts, updates
  * and deletes is captured live from the server's log (pgoutput, a permanent slot) through the
- * CDC engine, and checked against the table the same way. It stops everything it started and
+ * CDC engine into a current-state table (writeMode upsert), and checked against the table with
+ * DuckDB reading its current snapshot's data files minus the rows its position delete files name
+ * (what an Iceberg reader does). It stops everything it started and
  * ends by itself in < 1 min.
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Context } from 'aws-lambda';
 import postgres from 'postgres';
 import { parseSpec } from '../../shared/config/spec.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
+import { liveFilesOf } from '../../shared/iceberg/key-lookup.js';
+import { openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
 import { startEmbeddedPostgres } from '../../shared/local/embedded-postgres.js';
 import { createLogger } from '../../shared/observability/log.js';
 import { redact } from '../../shared/observability/redact.js';
 import { runCdcSources } from '../../shared/pipeline/cdc-runner.js';
 import { openStateStore } from '../../shared/pipeline/open.js';
 import { parseLsn } from '../../shared/position/position.js';
+import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { handler, type IncrementalResponse, shutdown } from '../incremental/handler.js';
 
 const RUNS = 4;
@@ -283,12 +289,19 @@ async function cdcDemo(sql: postgres.Sql, demoSpec: unknown, lakeDir: string): P
     stop.abort();
     await capture.catch(() => undefined);
   }
+  // A current-state table (writeMode upsert): its current snapshot's data files minus the rows
+  // its position delete files name, which is what an Iceberg reader does.
+  const { data, deletes } = await currentFiles(lakeDir, 'shop.customers');
+  const list = (files: readonly string[]) => `[${files.map((f) => `'${f}'`).join(', ')}]`;
   const query = `
       SELECT count(*) AS customers, count(*) FILTER (WHERE tier = 'gold') AS gold, sum(credit) AS credit
-      FROM (
-        SELECT * FROM read_parquet('${lakeDir}/shop.customers/*.parquet', union_by_name = true)
-        QUALIFY row_number() OVER (PARTITION BY id ORDER BY __pos DESC) = 1
-      ) WHERE __op <> 'd'`;
+      FROM read_parquet(${list(data)}, filename = true, file_row_number = true, union_by_name = true) AS d${
+        deletes.length === 0
+          ? ''
+          : `
+      WHERE NOT EXISTS (SELECT 1 FROM read_parquet(${list(deletes)}) AS x
+                        WHERE x.file_path = 'file://' || d.filename AND x.pos = d.file_row_number)`
+      }`;
   const { DuckDBInstance } = await import('@duckdb/node-api');
   const db = await DuckDBInstance.create(':memory:');
   const conn = await db.connect();
@@ -297,11 +310,35 @@ async function cdcDemo(sql: postgres.Sql, demoSpec: unknown, lakeDir: string): P
   const [src] = await sql.unsafe<{ n: string; gold: string; credit: string }[]>(
     `SELECT count(*)::text AS n, count(*) FILTER (WHERE tier = 'gold')::text AS gold, sum(credit)::text AS credit FROM shop.customers`,
   );
-  line('  latest version of each row, deletes dropped, read with DuckDB:');
-  line(query.replace(/^\n/, '').replace(/\n\s*$/, ''));
+  line(
+    `  the table as it is (an upsert table: one row per key, deletes applied), its ${data.length} data and ${deletes.length} position delete files read with DuckDB:`,
+  );
+  line(
+    query
+      .replace(/^\n/, '')
+      .replace(/\n\s*$/, '')
+      .replace(/\[('[^']*'(, )?){4,}\]/g, '[...files...]'),
+  );
   line(`  lake:   ${lake[0]} customers, ${lake[1]} gold, credit ${lake[2]}`);
   line(`  source: ${src!.n} customers, ${src!.gold} gold, credit ${src!.credit}`);
   const ok = lake[0] === src!.n && lake[1] === src!.gold && Number(lake[2]) === Number(src!.credit);
   line(ok ? '  the lake matches the table.' : '  MISMATCH between lake and table');
   return ok;
+}
+
+/**
+ * The local paths of the live data files and position delete files of `table`'s current snapshot
+ * (a `file` catalog lake at `lakeDir`).
+ */
+async function currentFiles(lakeDir: string, table: string): Promise<{ data: string[]; deletes: string[] }> {
+  const catalog = openLakeCatalog({ type: 'file' }, { store: new FileObjectStore(lakeDir), prefix: '' });
+  const { ident, folder } = catalog.table(table);
+  const loaded = await catalog.catalog.loadTable(ident);
+  if (loaded === undefined) return { data: [], deletes: [] };
+  const live = await liveFilesOf(folder, ident, loaded.metadata);
+  const path = (uri: string) => fileURLToPath(uri);
+  return {
+    data: live.data.map((f) => path(f.file.file_path)),
+    deletes: live.deletes.map((f) => path(f.file.file_path)),
+  };
 }
