@@ -15,7 +15,8 @@
  * in the table as it is then; there is no window in which positions found in one snapshot are
  * applied to another. Recovery applying the state's pending commit later does the same.
  *
- * Invariants: position delete files are named by commit id AND attempt (the snapshot id the
+ * Invariants: the keys file is deleted once the table has the commit (it is read only to build
+ * the commit); position delete files are named by commit id AND attempt (the snapshot id the
  * attempt would create), under `deletes/` in the table's folder, written only-if-absent; a commit
  * that finds no live row adds its data file alone (an `append`), and one that adds nothing and
  * deletes nothing makes no snapshot: it is recorded in the table's properties, through the same
@@ -47,7 +48,7 @@ import { type IcebergManifestFile, manifestFileOf } from './manifest-list.js';
 import type { CommitIdentity } from './metadata.js';
 import { type PositionDelete, writePositionDeletes } from './position-deletes.js';
 import type { IcebergPartitionSpec, IcebergSchema, IcebergTableMetadata } from './spec.js';
-import { folderPath, type TableFolder } from './table-folder.js';
+import { folderPath, keyInFolder, type TableFolder } from './table-folder.js';
 
 /** How a staged keys file's name ends: `metadata/<commit id>-k0.parquet`. */
 export const STAGED_KEYS_SUFFIX = '-k0.parquet';
@@ -292,8 +293,14 @@ export async function applyCurrentState(
     };
   });
   // Attempts a later attempt replaced never committed; the last one may have (even when the
-  // catalog's reply was lost), so its files stay.
+  // catalog's reply was lost), so its files stay. The keys file has served once the table has the
+  // commit (a later apply of it finds the commit and reads no keys); a catalog that owns its
+  // folder removes unreferenced files itself.
   const superseded = attempts.slice(0, -1).flat();
+  if (!folder.catalogOwnsFiles) {
+    const key = keyInFolder(folder, keys.uri);
+    if (key !== undefined) superseded.push(key);
+  }
   let cleanupError = result.cleanupError;
   if (superseded.length > 0) {
     try {
