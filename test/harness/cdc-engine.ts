@@ -18,6 +18,7 @@ import { cdcStateKey } from '../../shared/engine/cdc/state.js';
 import { silentLogger } from '../../shared/observability/log.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { ParquetSink } from '../../shared/sink/parquet-sink.js';
+import { lakeScan } from './lake-scan.js';
 import type { Script, ScriptedServer, TableRecord } from './scripted-source.js';
 import { ackCheckedStreamer, withMember } from './wrap.js';
 
@@ -176,18 +177,14 @@ export async function duckLakeRows(
   const out = new Map<string, [string, string, string][]>();
   try {
     for (const t of tables) {
-      const glob = join(dir, 'lake', t, '*.parquet');
-      const files = Number(
-        (await conn.runAndReadAll(`SELECT count(*) FROM glob('${glob}')`)).getRows()[0]![0],
-      );
-      if (files === 0) {
+      // The rows an Iceberg reader returns (a current-state table's position deletes applied).
+      const { current } = await lakeScan(join(dir, 'lake', t));
+      if (current === undefined) {
         out.set(t, []);
         continue;
       }
       const rows = (
-        await conn.runAndReadAll(
-          `SELECT CAST(id AS VARCHAR), __pos, CAST(__op AS VARCHAR) FROM read_parquet('${glob}', union_by_name = true)`,
-        )
+        await conn.runAndReadAll(`SELECT CAST(id AS VARCHAR), __pos, CAST(__op AS VARCHAR) FROM ${current}`)
       ).getRows();
       out.set(
         t,

@@ -13,10 +13,22 @@ import { runReaderScript } from './readers.js';
 export type TestTableFormat = 'plain' | 'iceberg';
 
 export interface LakeScan {
-  /** `read_parquet([...], union_by_name = true)`; undefined when the table has no file. */
+  /**
+   * `read_parquet([...], union_by_name = true)`: every row of every file read, rows a position
+   * delete file deletes included (every version a current-state table's files ever held);
+   * undefined when the table has no file.
+   */
   readonly from: string | undefined;
+  /**
+   * The rows an Iceberg reader returns: `from` minus the rows the snapshot's position delete
+   * files delete (a current-state table, decision 0026); `from` itself for a change log or a
+   * plain table. Undefined when the table has no file.
+   */
+  readonly current: string | undefined;
   /** The files read (local paths). */
   readonly files: readonly string[];
+  /** The position delete files the current snapshot applies (local paths; Iceberg only). */
+  readonly deletes?: readonly string[];
   /** What is wrong with the table itself (referenced files missing). */
   readonly problems: readonly string[];
 }
@@ -36,7 +48,23 @@ export function newestMetadataFile(tableDir: string): string | undefined {
   return join(tableDir, 'metadata', `v${version}.metadata.json`);
 }
 
-/** The table in folder `tableDir` (a file:// lake's table folder) as a DuckDB scan. */
+/**
+ * `files` read as DuckDB rows minus the rows the position delete files `deletes` (local paths)
+ * name: what an Iceberg reader returns. The columns are the files' own.
+ */
+export function withoutDeleted(files: readonly string[], deletes: readonly string[]): string {
+  const data = `read_parquet([${files.map(quote).join(', ')}], union_by_name = true, filename = true, file_row_number = true)`;
+  if (deletes.length === 0) return `(SELECT * EXCLUDE (filename, file_row_number) FROM ${data})`;
+  return `(SELECT * EXCLUDE (filename, file_row_number) FROM ${data} AS d
+    WHERE NOT EXISTS (SELECT 1 FROM read_parquet([${deletes.map(quote).join(', ')}]) AS x
+      WHERE x.file_path = 'file://' || d.filename AND x.pos = d.file_row_number))`;
+}
+
+/**
+ * The table in folder `tableDir` (a file:// lake's table folder) as a DuckDB scan. `plain` reads
+ * every object of the folder; on a table that is an Iceberg table all the same (the lake's default
+ * table format), `current` then also applies its current snapshot's position deletes.
+ */
 export async function lakeScan(tableDir: string, format: TestTableFormat = 'plain'): Promise<LakeScan> {
   if (format === 'plain') {
     const files = existsSync(tableDir)
@@ -44,18 +72,20 @@ export async function lakeScan(tableDir: string, format: TestTableFormat = 'plai
           .filter((f) => f.endsWith('.parquet') && !f.startsWith('_'))
           .map((f) => join(tableDir, f))
       : [];
-    return {
-      from:
-        files.length > 0
-          ? `read_parquet(${quote(join(tableDir, '*.parquet'))}, union_by_name = true)`
-          : undefined,
-      files,
-      problems: [],
-    };
+    const from =
+      files.length > 0
+        ? `read_parquet(${quote(join(tableDir, '*.parquet'))}, union_by_name = true)`
+        : undefined;
+    // An Iceberg table read as objects: its deletes still apply to what a reader sees.
+    const hasDeletes = existsSync(join(tableDir, 'deletes')) && newestMetadataFile(tableDir) !== undefined;
+    if (!hasDeletes || from === undefined) return { from, current: from, files, problems: [] };
+    const planned = await lakeScan(tableDir, 'iceberg');
+    const deletes = planned.deletes ?? [];
+    return { from, current: withoutDeleted(files, deletes), files, problems: [] };
   }
   const metadata = newestMetadataFile(tableDir);
-  if (metadata === undefined) return { from: undefined, files: [], problems: [] };
-  let answer: { files: { path: string }[]; missing: string[] };
+  if (metadata === undefined) return { from: undefined, current: undefined, files: [], problems: [] };
+  let answer: { files: { path: string }[]; deletes?: string[]; missing: string[] };
   try {
     answer = await runReaderScript('table_files.py', [
       '--catalog',
@@ -65,17 +95,26 @@ export async function lakeScan(tableDir: string, format: TestTableFormat = 'plai
     ]);
   } catch (e) {
     // A manifest list or manifest the current snapshot names is gone, or does not parse.
-    return { from: undefined, files: [], problems: [`the table cannot be read: ${(e as Error).message}`] };
+    return {
+      from: undefined,
+      current: undefined,
+      files: [],
+      problems: [`the table cannot be read: ${(e as Error).message}`],
+    };
   }
   const files = answer.files.map((f) => (f.path.startsWith('file:') ? fileURLToPath(f.path) : f.path));
   const problems = answer.missing.map((p) => `${p}: a file the table's current snapshot references is gone`);
   const present = files.filter((f) => existsSync(f));
+  const local = (p: string) => (p.startsWith('file:') ? fileURLToPath(p) : p);
+  const deletes = (answer.deletes ?? []).map(local).filter((f) => existsSync(f));
   return {
     from:
       present.length > 0
         ? `read_parquet([${present.map(quote).join(', ')}], union_by_name = true)`
         : undefined,
+    current: present.length > 0 ? withoutDeleted(present, deletes) : undefined,
     files: present,
+    deletes,
     problems,
   };
 }

@@ -32,6 +32,7 @@ import { defaultCdcName } from '../../shared/config/spec.js';
 import { type CdcState, parseCdcState } from '../../shared/engine/cdc/state.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { CdcProcess, LINE_DEADLINE_MS } from '../harness/cdc-cli.js';
+import { lakeScan } from '../harness/lake-scan.js';
 import { freshMysqlDatabase } from '../harness/mysql.js';
 import { mysqlClient } from '../harness/mysql-cdc.js';
 import { freshPgDatabase } from '../harness/pg.js';
@@ -232,7 +233,11 @@ async function checkLake(s: Scenario): Promise<{ problems: string[]; missing: nu
     return { problems: ['the lake has no objects'], missing: src.size, sourceRows: src.size };
   const duck = await DuckDBInstance.create(':memory:');
   const conn = await duck.connect();
-  const from = `read_parquet('${folder}/**/*.parquet', union_by_name = true)`;
+  // Every object (each (id, __pos) once), and the rows an Iceberg reader returns (a current-state
+  // table's position deletes applied) for the latest version per id.
+  const scan = await lakeScan(folder);
+  const from = scan.from ?? `read_parquet('${folder}/*.parquet', union_by_name = true)`;
+  const current = scan.current ?? from;
   const problems: string[] = [];
   try {
     const dup = Number(
@@ -245,7 +250,7 @@ async function checkLake(s: Scenario): Promise<{ problems: string[]; missing: nu
     const rows = (
       await conn.runAndReadAll(
         `SELECT CAST(id AS VARCHAR), CAST(v AS VARCHAR), CAST(note AS VARCHAR), CAST(__op AS VARCHAR) FROM (
-           SELECT *, row_number() OVER (PARTITION BY id ORDER BY __pos DESC) AS rn FROM ${from}) WHERE rn = 1`,
+           SELECT *, row_number() OVER (PARTITION BY id ORDER BY __pos DESC) AS rn FROM ${current}) WHERE rn = 1`,
       )
     ).getRows();
     for (const [id, v, note, op] of rows)
@@ -334,7 +339,7 @@ async function lakeHasSentinel(s: Scenario): Promise<boolean> {
   try {
     const n = (
       await conn.runAndReadAll(
-        `SELECT count(*) FROM read_parquet('${folder}/**/*.parquet', union_by_name = true) WHERE id = -1`,
+        `SELECT count(*) FROM read_parquet('${folder}/*.parquet', union_by_name = true) WHERE id = -1`,
       )
     ).getRows()[0]![0];
     return Number(n) > 0;

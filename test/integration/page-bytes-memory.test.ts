@@ -119,9 +119,11 @@ async function lakeMd5s(lakeDir: string): Promise<Map<number, string>> {
   const db = await DuckDBInstance.create(':memory:');
   try {
     const c = await db.connect();
-    const glob = join(lakeDir, '**', '*.parquet').replaceAll("'", "''");
+    // The tables' data files (not an Iceberg table's metadata/ nor deletes/).
+    const files = parquetFiles(lakeDir).filter((f) => !/[/\\](metadata|deletes)[/\\]/.test(f));
+    const list = files.map((f) => `'${f.replaceAll("'", "''")}'`).join(', ');
     const reader = await c.runAndReadAll(
-      `SELECT id::BIGINT, md5(v) FROM read_parquet('${glob}') ORDER BY id`,
+      `SELECT id::BIGINT, md5(v) FROM read_parquet([${list}]) ORDER BY id`,
     );
     const out = new Map(reader.getRows().map((r) => [Number(r[0]), String(r[1])]));
     c.closeSync();

@@ -3,7 +3,8 @@
   .venv-readers/bin/python test/readers/table_files.py --catalog static \
       --metadata file:///tmp/x/lake/public.t/metadata/v7.metadata.json
 
-Output: {"snapshot_id", "files": [{"path", "records", "size"}], "missing": [path]} where
+Output: {"snapshot_id", "files": [{"path", "records", "size"}], "deletes": [path], "missing": [path]}
+where `deletes` lists the position delete files the scan applies, and
 `missing` lists the planned files that do not exist (a file a snapshot references was deleted).
 Exit 1 with {"error": "..."} on stderr.
 """
@@ -35,10 +36,15 @@ def main() -> int:
         {"path": t.file.file_path, "records": t.file.record_count, "size": t.file.file_size_in_bytes}
         for t in tasks
     ]
+    # Position delete files the scan applies (a current-state table's), each once.
+    deletes = sorted({d.file_path for t in tasks for d in (t.delete_files or ())})
     missing = [
         f["path"] for f in files if f["path"].startswith("file:") and not os.path.exists(urlparse(f["path"]).path)
     ]
-    sys.stdout.write(dumps({"snapshot_id": snap.snapshot_id if snap else None, "files": files, "missing": missing}) + "\n")
+    sys.stdout.write(
+        dumps({"snapshot_id": snap.snapshot_id if snap else None, "files": files, "deletes": deletes, "missing": missing})
+        + "\n"
+    )
     return 0
 
 
