@@ -25,7 +25,7 @@
  * the delete snapshot and leaves the files to that removal too (decision 0025 "As built").
  */
 import { randomUUID } from 'node:crypto';
-import type { RecordBatch } from 'apache-arrow';
+import { Schema as ArrowSchema, makeData, RecordBatch, Struct } from 'apache-arrow';
 import { SinkError } from '../contracts/errors.js';
 import type { LakeTable, ObjectRef, PendingCommit, Sink, SinkProbe, WriteTarget } from '../contracts/sink.js';
 import type { Position } from '../contracts/source.js';
@@ -341,7 +341,7 @@ export class LakeSink implements Sink, SinkProbe {
     const keys: RecordBatch[] = [];
     let keyRows = 0;
     for (const record of records) {
-      keys.push(toLakeRecordWithIds(record, resolved.iceberg.ids).select([...schema.primaryKey]));
+      keys.push(selectColumns(toLakeRecordWithIds(record, resolved.iceberg.ids), schema.primaryKey));
       keyRows += record.numRows;
       const opAt = record.schema.fields.findIndex((f) => f.name === META_OP);
       const ops = record.data.children[opAt]!.values as Uint8Array;
@@ -781,6 +781,25 @@ function partitionSpecIn(
     'ICEBERG_PARTITION_MISMATCH',
     table,
     `${table}: the Iceberg table ${ident} is partitioned by ${text(fields)}, but partitionBy asks for ${text(wanted.fields)}; a table's partitioning is fixed when it is created. Set partitionBy to the table's, or to repartition: tidemark reset --table ${table} --delete-objects, then drop the table in its catalog (file catalog: delete its metadata/ folder) so the next run creates it anew; nothing was written`,
+  );
+}
+
+/**
+ * The columns `names` of `record`, in that order, sharing its buffers. Not Arrow's
+ * `RecordBatch.select`: in apache-arrow 21 it pairs the selected fields with the wrong children
+ * when a selected column is not the record's first (a key after an `ADD COLUMN ... FIRST`).
+ */
+function selectColumns(record: RecordBatch, names: readonly string[]): RecordBatch {
+  const at = names.map((name) => {
+    const i = record.schema.fields.findIndex((f) => f.name === name);
+    if (i < 0) throw new Error(`the record has no column ${name}`);
+    return i;
+  });
+  const fields = at.map((i) => record.schema.fields[i]!);
+  const children = at.map((i) => record.data.children[i]!);
+  return new RecordBatch(
+    new ArrowSchema(fields, record.schema.metadata),
+    makeData({ type: new Struct(fields), length: record.numRows, nullCount: 0, children }),
   );
 }
 

@@ -378,4 +378,24 @@ describe('current-state tables (writeMode upsert on Iceberg)', () => {
       { numRuns: 40 },
     );
   }, 600_000);
+
+  it('a key that is not the first column (Arrow select once paired it with the wrong column)', async () => {
+    const l = newLake();
+    const schema: Schema = { columns: [SCHEMA.columns[1]!, SCHEMA.columns[0]!], primaryKey: ['id'] };
+    const put = async (seq: number, op: OpCode, id: number, name: string | null) => {
+      const start = `j${String(seq).padStart(12, '0')}`;
+      const batch = newBatch({
+        table: TABLE,
+        record: wireRecord(schema, [{ name, id: BigInt(id) }], { posPrefix: start, op }),
+        watermark: undefined,
+        writeMode: 'upsert',
+      });
+      await l.sink.apply((await l.sink.stage(target, await l.sink.write(target, schema, start, [batch])))!);
+    };
+    await put(1, Op.create, 1, 'a');
+    await put(2, Op.create, 2, 'b');
+    await put(3, Op.update, 1, 'a2');
+    await put(4, Op.delete, 2, null);
+    await expectState(l, { 1: 'a2' });
+  }, 120_000);
 });
