@@ -9,7 +9,9 @@
  * the store) and SIGKILLs itself, so the parent knows exactly where each kill landed. With
  * `mutation`, one step of the protocol is replaced by a broken one (./mutations.ts: a wrapper
  * injected here, never a switch in production code). SIGTERM drains (flush, commit, ack,
- * release) and exits 0.
+ * release) and exits 0. With Iceberg tables every upsert table keeps a history table
+ * (`<target>_history`); a child to be killed at the harness's own point `between-tables` has its
+ * sink wrapped (`killBetweenTables`) so the kill lands between the two tables' catalog commits.
  *
  * Below it, the run every crash child of the CDC engine shares (`runEngineChild`: also the
  * snapshot crash child's, ./pg-snapshot-child.ts): the file state and lake, the mutation
@@ -19,9 +21,9 @@
 import { join } from 'node:path';
 import type { CdcRuntime, Streamer } from '../../shared/contracts/cdc.js';
 import type { ClosableCdcSource } from '../../shared/contracts/driver.js';
-import type { Sink } from '../../shared/contracts/sink.js';
+import type { PendingCommit, Sink } from '../../shared/contracts/sink.js';
 import type { CursorStore } from '../../shared/contracts/state.js';
-import type { CdcPoint, CdcRunOptions, CdcTableConfig } from '../../shared/engine/cdc/options.js';
+import type { CdcRunOptions, CdcTableConfig } from '../../shared/engine/cdc/options.js';
 import { runCdc } from '../../shared/engine/cdc/run.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { openLakeCatalog } from '../../shared/iceberg/open-catalog.js';
@@ -32,6 +34,7 @@ import { ParquetSink } from '../../shared/sink/parquet-sink.js';
 import { FileCursorStore } from '../../shared/state/file-cursor-store.js';
 import { isProvablyDead, localOwner } from '../../shared/state/lease-owner.js';
 import {
+  type ChildPoint,
   CRASH_LEASE_TTL_MS,
   CRASH_PIPELINE,
   CRASH_RENEW_EVERY_MS,
@@ -49,6 +52,7 @@ import {
   noopRecover,
   record,
 } from './mutations.js';
+import { sinkWith } from './wrap.js';
 
 /** What a driver's child gives the shared body. */
 export interface CrashChildDriver {
@@ -79,7 +83,9 @@ export function runCrashChild<C extends CrashChildConfig>(open: (config: C) => C
     await runEngineChild({
       dir: config.dir,
       mutation: config.mutation,
-      ...(config.tableFormat ? { tableFormat: config.tableFormat } : {}),
+      ...(config.tableFormat
+        ? { tableFormat: config.tableFormat, history: { killBetween: kill?.point === 'between-tables' } }
+        : {}),
       source,
       tables,
       runtime,
@@ -115,8 +121,11 @@ export interface EngineChild {
   readonly runtime: CdcRuntime;
   /** The streamer the engine reads, given the unwrapped store (a mutation wraps it in turn). */
   readonly streamer: (plainStore: CursorStore) => Streamer;
-  /** The engine's fault hook (where the child kills itself), given the unwrapped store. */
-  readonly faults: (plainStore: CursorStore) => Promise<(point: CdcPoint) => Promise<void>>;
+  /**
+   * The fault hook (where the child kills itself), given the unwrapped store: the engine's points,
+   * and `between-tables` (`killBetweenTables`) when the tables keep histories.
+   */
+  readonly faults: (plainStore: CursorStore) => Promise<(point: ChildPoint) => Promise<void>>;
   /** Flush a table at this many pending rows. */
   readonly flushRows: number;
   /** With nothing pending, commit a newer resume position at least this often. */
@@ -127,6 +136,32 @@ export interface EngineChild {
   readonly snapshot?: CdcRunOptions['snapshot'];
   /** `iceberg`: Iceberg tables in a `file` catalog under the lake (default plain). */
   readonly tableFormat?: 'iceberg';
+  /**
+   * With `tableFormat` `iceberg`: every upsert table keeps its history table `<target>_history`
+   * (the LakeSink's `history`). `killBetween`: the sink is wrapped by `killBetweenTables` (only in
+   * a child that is to be killed there: every other child applies both commits as production does).
+   */
+  readonly history?: { readonly killBetween: boolean };
+}
+
+/**
+ * `inner` whose `apply` of a commit with a history applies the history table's commit, then
+ * calls `faults('between-tables')` (where the child may kill itself), then applies the commit
+ * itself as the sink does (its own re-apply of the history is a no-op: each catalog commit is
+ * idempotent by its commit id). A kill there leaves what a crash between the two tables' catalog
+ * commits leaves; recovery must finish it from the state.
+ */
+export function killBetweenTables(inner: Sink, faults: (point: ChildPoint) => Promise<void>): Sink {
+  if (!inner.apply) return inner;
+  return sinkWith(inner, {
+    apply: async (pending: PendingCommit) => {
+      if (pending.history) {
+        await inner.apply!(pending.history);
+        await faults('between-tables');
+      }
+      await inner.apply!(pending);
+    },
+  });
 }
 
 /**
@@ -139,13 +174,23 @@ export async function runEngineChild(child: EngineChild): Promise<void> {
   const { source, mutation } = child;
   const lakeStore = new FileObjectStore(join(child.dir, 'lake'));
   const parquet = new ParquetSink({ store: lakeStore });
+  const history =
+    child.tableFormat === 'iceberg' && child.history
+      ? Object.fromEntries(
+          child.tables.filter((t) => t.writeMode === 'upsert').map((t) => [t.target, `${t.target}_history`]),
+        )
+      : undefined;
+  // Bound below, where the hook is built (after the mutations); the wrapper calls it at applies only.
+  let faults: ((point: ChildPoint) => Promise<void>) | undefined;
   let sink: Sink =
     child.tableFormat === 'iceberg'
       ? new LakeSink({
           parquet,
           catalog: openLakeCatalog({ type: 'file' }, { store: lakeStore, prefix: '' }),
+          ...(history ? { history } : {}),
         })
       : parquet;
+  if (history && child.history?.killBetween) sink = killBetweenTables(sink, (point) => faults!(point));
   let store: CursorStore = new FileCursorStore(join(child.dir, 'state'));
   const plainStore = store;
   let streamer = child.streamer(plainStore);
@@ -154,7 +199,7 @@ export async function runEngineChild(child: EngineChild): Promise<void> {
   if (mutation === 'commit-before-write') ({ sink, store } = commitBeforeWrite(sink, store));
   if (mutation === 'catalog-first') sink = catalogFirst(sink);
   if (mutation === 'eager-range-done') ({ streamer, store } = eagerRangeDone(streamer, store));
-  const faults = await child.faults(plainStore);
+  faults = await child.faults(plainStore);
 
   const stop = new AbortController();
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => stop.abort());

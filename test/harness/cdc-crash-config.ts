@@ -8,6 +8,13 @@
 import type { CdcPoint } from '../../shared/engine/cdc/options.js';
 import { cdcStateKey } from '../../shared/engine/cdc/state.js';
 
+/**
+ * Where a crash child can be killed: the engine's protocol points, and `between-tables`, a point
+ * of the harness's own (./cdc-crash-child.ts `killBetweenTables`, never production's CdcPoint): a
+ * table with a history, its history table's catalog commit applied, its current state's not yet.
+ */
+export type ChildPoint = CdcPoint | 'between-tables';
+
 /** A broken protocol step the crash suites must detect (the wrappers: ./mutations.ts). */
 export type CrashMutation =
   | 'ack-before-commit'
@@ -23,7 +30,7 @@ export type CrashMutation =
  * position).
  */
 export interface CrashKill {
-  readonly point: CdcPoint;
+  readonly point: ChildPoint;
   readonly nth: number;
   readonly moved?: boolean;
 }
@@ -37,7 +44,10 @@ export interface CrashChildConfig {
   readonly flushRows?: number;
   /** With nothing pending, commit a newer resume position at least this often (default 1000). */
   readonly idleCommitMs?: number;
-  /** `iceberg`: the tables are Iceberg tables in a `file` catalog under the lake (default plain). */
+  /**
+   * `iceberg`: the tables are Iceberg tables in a `file` catalog under the lake (default plain),
+   * every upsert table with its history table `<target>_history`.
+   */
   readonly tableFormat?: 'iceberg';
 }
 
@@ -50,7 +60,7 @@ export const CRASH_RENEW_EVERY_MS = 2000;
 
 /** The kill record a child writes right before it SIGKILLs itself. */
 export interface KillLine {
-  readonly point: CdcPoint | 'idle';
+  readonly point: ChildPoint | 'idle';
   readonly nth: number;
   /** The committed state position (the driver's position value) when the child killed itself. */
   readonly committed: string | null;

@@ -4,6 +4,8 @@
  * pyiceberg, a reader we did not write, plans its scan (test/readers/table_files.py) from the
  * newest metadata of the `file` catalog. The answer is a DuckDB `FROM` expression over exactly
  * those files, and the problems found on the way (a file a snapshot references that is gone).
+ * A history table (docs/iceberg.md "History tables") is scanned the same way, and must also have
+ * no delete file and the partition spec day(__commit_ts) (`historyScan`).
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -29,6 +31,8 @@ export interface LakeScan {
   readonly files: readonly string[];
   /** The position delete files the current snapshot applies (local paths; Iceberg only). */
   readonly deletes?: readonly string[];
+  /** How many delete files the scan applies (an Iceberg table's, summed over its data files). */
+  readonly deleteFiles: number;
   /** What is wrong with the table itself (referenced files missing). */
   readonly problems: readonly string[];
 }
@@ -78,14 +82,16 @@ export async function lakeScan(tableDir: string, format: TestTableFormat = 'plai
         : undefined;
     // An Iceberg table read as objects: its deletes still apply to what a reader sees.
     const hasDeletes = existsSync(join(tableDir, 'deletes')) && newestMetadataFile(tableDir) !== undefined;
-    if (!hasDeletes || from === undefined) return { from, current: from, files, problems: [] };
+    if (!hasDeletes || from === undefined)
+      return { from, current: from, files, deleteFiles: 0, problems: [] };
     const planned = await lakeScan(tableDir, 'iceberg');
     const deletes = planned.deletes ?? [];
-    return { from, current: withoutDeleted(files, deletes), files, problems: [] };
+    return { from, current: withoutDeleted(files, deletes), files, deleteFiles: 0, problems: [] };
   }
   const metadata = newestMetadataFile(tableDir);
-  if (metadata === undefined) return { from: undefined, current: undefined, files: [], problems: [] };
-  let answer: { files: { path: string }[]; deletes?: string[]; missing: string[] };
+  if (metadata === undefined)
+    return { from: undefined, current: undefined, files: [], deleteFiles: 0, problems: [] };
+  let answer: { files: { path: string; deletes: number }[]; deletes?: string[]; missing: string[] };
   try {
     answer = await runReaderScript('table_files.py', [
       '--catalog',
@@ -99,6 +105,7 @@ export async function lakeScan(tableDir: string, format: TestTableFormat = 'plai
       from: undefined,
       current: undefined,
       files: [],
+      deleteFiles: 0,
       problems: [`the table cannot be read: ${(e as Error).message}`],
     };
   }
@@ -115,6 +122,43 @@ export async function lakeScan(tableDir: string, format: TestTableFormat = 'plai
     current: present.length > 0 ? withoutDeleted(present, deletes) : undefined,
     files: present,
     deletes,
+    deleteFiles: answer.files.reduce((n, f) => n + f.deletes, 0),
     problems,
   };
+}
+
+/**
+ * The history table in folder `tableDir` (an Iceberg change log beside a current state) as a
+ * DuckDB scan of its current snapshot, with what is wrong with it as a history table among the
+ * problems: a delete file (a history only appends), or a default partition spec other than exactly
+ * one field, day(__commit_ts) (read from the newest metadata JSON).
+ */
+export async function historyScan(tableDir: string): Promise<LakeScan> {
+  const scan = await lakeScan(tableDir, 'iceberg');
+  const problems = [...scan.problems];
+  if (scan.deleteFiles > 0) problems.push(`the history has ${scan.deleteFiles} delete files`);
+  const metadata = newestMetadataFile(tableDir);
+  if (metadata !== undefined) {
+    // Only the spec and the schema are read: no 64-bit id is used.
+    const m = JSON.parse(readFileSync(metadata, 'utf8')) as {
+      'current-schema-id': number;
+      schemas: { 'schema-id': number; fields: { id: number; name: string }[] }[];
+      'default-spec-id': number;
+      'partition-specs': { 'spec-id': number; fields: { 'source-id': number; transform: string }[] }[];
+    };
+    const schema = m.schemas.find((s) => s['schema-id'] === m['current-schema-id']);
+    const commitTs = schema?.fields.find((f) => f.name === '__commit_ts')?.id;
+    const spec = m['partition-specs'].find((s) => s['spec-id'] === m['default-spec-id']);
+    const fields = spec?.fields ?? [];
+    if (
+      commitTs === undefined ||
+      fields.length !== 1 ||
+      fields[0]!.transform !== 'day' ||
+      fields[0]!['source-id'] !== commitTs
+    )
+      problems.push(
+        `the history's partition spec is not day(__commit_ts) once: ${JSON.stringify(fields)} (__commit_ts is field ${commitTs})`,
+      );
+  }
+  return { ...scan, problems };
 }

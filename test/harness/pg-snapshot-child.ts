@@ -16,10 +16,9 @@
  * (./cdc-crash-child.ts `runEngineChild`).
  */
 import { PostgresCdcSource } from '../../shared/drivers/postgres/cdc/source.js';
-import type { CdcPoint } from '../../shared/engine/cdc/options.js';
 import { parseCdcState } from '../../shared/engine/cdc/state.js';
 import { CRASH_SOURCE_NAME, childMain, killSelf, runEngineChild } from './cdc-crash-child.js';
-import { CRASH_STATE_KEY } from './cdc-crash-config.js';
+import { type ChildPoint, CRASH_STATE_KEY } from './cdc-crash-config.js';
 import { record } from './mutations.js';
 import { hookedStreamer } from './pg-snapshot.js';
 
@@ -91,7 +90,7 @@ childMain(async () => {
       let inLanding = false;
       // No flush wrote anything since the last landing: its window is still held.
       let held = false;
-      return async (point: CdcPoint) => {
+      return async (point: ChildPoint) => {
         if (point === 'chunk-landed') {
           landings++;
           inLanding = true;

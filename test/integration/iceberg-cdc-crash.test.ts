@@ -6,7 +6,12 @@
  * once, and every upsert table, a current state (issue 31, docs/decisions/0026-current-state-delete-form.md),
  * read AS IS (no dedupe) by pyiceberg, icebird and Spark (one session for the file; Spark is
  * skipped when it is not installed), holds no `__op = d` row, exactly one row per key, and equals
- * the source. The MariaDB workload deletes rows and changes primary keys (UPDATE ... SET id = ...).
+ * the source. Every upsert table keeps its history table `<target>_history` (docs/iceberg.md
+ * "History tables"), and kills land between the two tables' catalog commits too (the harness's
+ * point `between-tables`); each history's current snapshot has no delete file, is partitioned by
+ * day(__commit_ts), holds every change once (no duplicate (key, __pos), no rolled-back marker)
+ * and its latest version per key equals the source. The MariaDB workload deletes rows and changes
+ * primary keys (UPDATE ... SET id = ...).
  * The mutation self-checks: recovery disabled (the state's pending commit not rolled forward) and
  * the commit order reversed (catalog first) with delete-from-`next` recovery must both FAIL the
  * same checks.

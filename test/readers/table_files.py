@@ -3,9 +3,10 @@
   .venv-readers/bin/python test/readers/table_files.py --catalog static \
       --metadata file:///tmp/x/lake/public.t/metadata/v7.metadata.json
 
-Output: {"snapshot_id", "files": [{"path", "records", "size"}], "deletes": [path], "missing": [path]}
-where `deletes` lists the position delete files the scan applies, and
-`missing` lists the planned files that do not exist (a file a snapshot references was deleted).
+Output: {"snapshot_id", "files": [{"path", "records", "size", "deletes"}], "deletes": [path],
+"missing": [path]} where a file's `deletes` counts the delete files the scan applies to it, the
+top-level `deletes` lists those delete files (each once), and `missing` lists the planned files
+that do not exist (a file a snapshot references was deleted).
 Exit 1 with {"error": "..."} on stderr.
 """
 
@@ -33,7 +34,12 @@ def main() -> int:
         sys.stderr.write(dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")
         return 1
     files = [
-        {"path": t.file.file_path, "records": t.file.record_count, "size": t.file.file_size_in_bytes}
+        {
+            "path": t.file.file_path,
+            "records": t.file.record_count,
+            "size": t.file.file_size_in_bytes,
+            "deletes": len(t.delete_files),
+        }
         for t in tasks
     ]
     # Position delete files the scan applies (a current-state table's), each once.

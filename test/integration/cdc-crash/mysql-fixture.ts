@@ -18,17 +18,20 @@
  * column): plain tables by their latest version per key (max __pos, deletes applied); Iceberg
  * tables, current states (decision 0026), read as they are, with no dedupe, by pyiceberg, icebird
  * and Spark (when the suite has a session): no `__op = d` row, one row per key, equal to the
- * source's rows. TIDEMARK_MYCRASH_KEEP=1 keeps each run's directory.
+ * source's rows; and each table's history table (`<table>_history`) by its current snapshot's data
+ * files: no delete file, partitioned by day(__commit_ts), and the plain tables' checks (each (key,
+ * __pos) once, no rolled-back row, the latest version per key equal to the source: the same code).
+ * TIDEMARK_MYCRASH_KEEP=1 keeps each run's directory.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DuckDBInstance } from '@duckdb/node-api';
+import { type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import type mysql from 'mysql2/promise';
 import { gtidWentBack } from '../../../shared/drivers/mysql/cdc/failover.js';
 import { CRASH_RENEW_EVERY_MS, type CrashMutation } from '../../harness/cdc-crash-config.js';
 import { checkCurrentState, checkSampledSnapshots } from '../../harness/current-state-read.js';
-import { lakeScan, type TestTableFormat } from '../../harness/lake-scan.js';
+import { historyScan, lakeScan, type TestTableFormat } from '../../harness/lake-scan.js';
 import { type FreshDatabase, freshMysqlDatabase } from '../../harness/mysql.js';
 import { mysqlClient } from '../../harness/mysql-cdc.js';
 import {
@@ -302,6 +305,81 @@ async function openTransactional(
 }
 
 /**
+ * Every version the lake rows `from` (a DuckDB FROM) hold of table `label`, once per (key, __pos),
+ * and none a rolled-back transaction wrote (`markers`, a WHERE condition).
+ */
+async function versionProblems(
+  conn: DuckDBConnection,
+  label: string,
+  from: string,
+  key: string,
+  markers: string,
+): Promise<string[]> {
+  const problems: string[] = [];
+  const dup = Number(
+    (
+      await conn.runAndReadAll(`SELECT count(*) - count(DISTINCT ("${key}", __pos)) FROM ${from}`)
+    ).getRows()[0]![0],
+  );
+  if (dup > 0) problems.push(`${label}: ${dup} duplicate (key, __pos) lake rows`);
+  const rolled = Number(
+    (await conn.runAndReadAll(`SELECT count(*) FROM ${from} WHERE ${markers}`)).getRows()[0]![0],
+  );
+  if (rolled > 0) problems.push(`${label}: ${rolled} lake versions were written by rolled-back transactions`);
+  return problems;
+}
+
+/**
+ * The latest version per key of the change rows `from` (max __pos; a key whose latest is a delete
+ * is gone) against the source's rows `src` (key -> the columns' values as JSON), exactly: a plain
+ * table's objects, or a history table's current snapshot.
+ */
+async function latestProblems(
+  conn: DuckDBConnection,
+  label: string,
+  from: string,
+  key: string,
+  cols: readonly string[],
+  src: ReadonlyMap<string, string>,
+): Promise<string[]> {
+  const problems: string[] = [];
+  const latest = new Map<string, string>();
+  const rows = (
+    await conn.runAndReadAll(
+      `SELECT ${cols.map((c) => `CAST("${c}" AS VARCHAR)`).join(', ')}, CAST(__op AS VARCHAR) FROM (
+         SELECT *, row_number() OVER (PARTITION BY "${key}" ORDER BY __pos DESC) AS rn FROM ${from})
+       WHERE rn = 1`,
+    )
+  ).getRows();
+  for (const row of rows) {
+    const op = String(row[cols.length]);
+    if (op === 'd') continue;
+    const values = row.slice(0, cols.length).map((v) => (v === null ? null : String(v)));
+    latest.set(String(values[cols.indexOf(key)]), JSON.stringify(values));
+  }
+  let missing = 0;
+  let wrong = 0;
+  let extra = 0;
+  const samples: string[] = [];
+  for (const [k, v] of src) {
+    const l = latest.get(k);
+    if (l === undefined) missing++;
+    else if (l !== v) {
+      wrong++;
+      if (samples.length < 3) samples.push(`${k}: lake ${l} source ${v}`);
+    }
+  }
+  for (const k of latest.keys()) if (!src.has(k)) extra++;
+  if (missing > 0) problems.push(`${label}: ${missing} source rows have no live latest lake version`);
+  if (wrong > 0)
+    problems.push(
+      `${label}: ${wrong} rows' latest lake version differs from the source (${samples.join('; ')})`,
+    );
+  if (extra > 0) problems.push(`${label}: ${extra} keys are live in the lake but not in the source`);
+  return problems;
+}
+
+/**
  * Every table against the source (plain: its latest lake version per key; Iceberg: its current
  * state as each reader reads it), duplicates and rolled-back rows in every lake version.
  */
@@ -347,18 +425,8 @@ export async function checkLake(
         if (src.size > 0) problems.push(`${t}: the lake has no files, the source ${src.size} rows`);
         continue;
       }
-      const from = scan.from;
-      lakeRows[t] = Number((await conn.runAndReadAll(`SELECT count(*) FROM ${from}`)).getRows()[0]![0]);
-      const dup = Number(
-        (
-          await conn.runAndReadAll(`SELECT count(*) - count(DISTINCT ("${key}", __pos)) FROM ${from}`)
-        ).getRows()[0]![0],
-      );
-      if (dup > 0) problems.push(`${t}: ${dup} duplicate (key, __pos) lake rows`);
-      const rolled = Number(
-        (await conn.runAndReadAll(`SELECT count(*) FROM ${from} WHERE ${markers[t]}`)).getRows()[0]![0],
-      );
-      if (rolled > 0) problems.push(`${t}: ${rolled} lake versions were written by rolled-back transactions`);
+      lakeRows[t] = Number((await conn.runAndReadAll(`SELECT count(*) FROM ${scan.from}`)).getRows()[0]![0]);
+      problems.push(...(await versionProblems(conn, t, scan.from, key, markers[t])));
 
       if (tableFormat === 'iceberg') {
         // A current state, read as it is: one row per key, equal to the source (no dedupe).
@@ -373,41 +441,23 @@ export async function checkLake(
         // is not known here).
         problems.push(...(await checkSampledSnapshots(t, tableDir, key)).problems);
         lakeRows[t] = checked.rows;
+        // Its history: every committed change once, none rolled back, and its latest version
+        // per key is the source's row (as a plain table's is).
+        const h = `${t}_history`;
+        const history = await historyScan(join(dir, 'lake', `${database}.${h}`));
+        problems.push(...history.problems.map((p) => `${h}: ${p}`));
+        if (history.from === undefined) {
+          if (src.size > 0) problems.push(`${h}: the lake has no files, the source ${src.size} rows`);
+          continue;
+        }
+        lakeRows[h] = Number(
+          (await conn.runAndReadAll(`SELECT count(*) FROM ${history.from}`)).getRows()[0]![0],
+        );
+        problems.push(...(await versionProblems(conn, h, history.from, key, markers[t])));
+        problems.push(...(await latestProblems(conn, h, history.from, key, cols, src)));
         continue;
       }
-      const latest = new Map<string, string>();
-      const rows = (
-        await conn.runAndReadAll(
-          `SELECT ${cols.map((c) => `CAST("${c}" AS VARCHAR)`).join(', ')}, CAST(__op AS VARCHAR) FROM (
-             SELECT *, row_number() OVER (PARTITION BY "${key}" ORDER BY __pos DESC) AS rn FROM ${from})
-           WHERE rn = 1`,
-        )
-      ).getRows();
-      for (const row of rows) {
-        const op = String(row[cols.length]);
-        if (op === 'd') continue;
-        const values = row.slice(0, cols.length).map((v) => (v === null ? null : String(v)));
-        latest.set(String(values[cols.indexOf(key)]), JSON.stringify(values));
-      }
-      let missing = 0;
-      let wrong = 0;
-      let extra = 0;
-      const samples: string[] = [];
-      for (const [k, v] of src) {
-        const l = latest.get(k);
-        if (l === undefined) missing++;
-        else if (l !== v) {
-          wrong++;
-          if (samples.length < 3) samples.push(`${k}: lake ${l} source ${v}`);
-        }
-      }
-      for (const k of latest.keys()) if (!src.has(k)) extra++;
-      if (missing > 0) problems.push(`${t}: ${missing} source rows have no live latest lake version`);
-      if (wrong > 0)
-        problems.push(
-          `${t}: ${wrong} rows' latest lake version differs from the source (${samples.join('; ')})`,
-        );
-      if (extra > 0) problems.push(`${t}: ${extra} keys are live in the lake but not in the source`);
+      problems.push(...(await latestProblems(conn, t, scan.from, key, cols, src)));
     }
     if (Object.values(lakeRows).reduce((a, b) => a + b, 0) === 0) problems.push('the lake is empty');
     return { problems, lakeRows, sourceRows };

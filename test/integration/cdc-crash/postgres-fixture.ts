@@ -11,7 +11,10 @@
  * branch's latest lake version (by __pos) equals the source. With Iceberg tables the accounts,
  * tellers and branches are current states (writeMode upsert, decision 0026), read as they are,
  * with no dedupe, by pyiceberg, icebird and Spark (when the suite has a session): no `__op = d`
- * row, one row per key, every changed key there, each equal to the source. pgbench comes from PATH or Debian's
+ * row, one row per key, every changed key there, each equal to the source; and each one's history
+ * table (`<table>_history`) by its current snapshot's data files: no delete file, partitioned by
+ * day(__commit_ts), and the plain tables' checks (each (key, __pos) once, every changed key's latest
+ * version equal to the source: the same code). pgbench comes from PATH or Debian's
  * postgresql-client: the suite FAILS without it (CI installs it).
  * TIDEMARK_PGCRASH_KEEP=1 keeps each run's directory (state, lake, kills, child logs).
  */
@@ -19,12 +22,12 @@ import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DuckDBInstance } from '@duckdb/node-api';
+import { type DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import type postgres from 'postgres';
 import { parseLsn } from '../../../shared/position/position.js';
 import { CRASH_RENEW_EVERY_MS, type CrashMutation } from '../../harness/cdc-crash-config.js';
 import { checkCurrentState, checkSampledSnapshots } from '../../harness/current-state-read.js';
-import { lakeScan, type TestTableFormat } from '../../harness/lake-scan.js';
+import { historyScan, lakeScan, type TestTableFormat } from '../../harness/lake-scan.js';
 import { type FreshDatabase, freshPgDatabase } from '../../harness/pg.js';
 import { pgClient } from '../../harness/pg-cdc.js';
 import type { PgChildConfig } from '../../harness/pg-cdc-crash-config.js';
@@ -237,6 +240,55 @@ function counts(keys: readonly string[]): Map<string, number> {
   return m;
 }
 
+/** Every version the lake rows `from` (a DuckDB FROM) hold of `label`, once per (key, __pos). */
+async function duplicateProblems(
+  conn: DuckDBConnection,
+  label: string,
+  from: string,
+  key: string,
+): Promise<string[]> {
+  // Every version each file holds, once (an Iceberg table's deleted rows included).
+  const dup = Number(
+    (
+      await conn.runAndReadAll(`SELECT count(*) - count(DISTINCT ("${key}", __pos)) FROM ${from}`)
+    ).getRows()[0]![0],
+  );
+  return dup > 0 ? [`${label}: ${dup} duplicate (key, __pos) lake rows`] : [];
+}
+
+/**
+ * The latest version per key of the change rows `from` (max __pos; a key whose latest is a delete
+ * is gone) against the source: every `changed` key there, and every key there equal to the
+ * source's `col` (`srcRows`): a plain table's objects, or a history table's current snapshot.
+ */
+async function latestProblems(
+  conn: DuckDBConnection,
+  label: string,
+  from: string,
+  key: string,
+  col: string,
+  changed: ReadonlySet<string>,
+  srcRows: ReadonlyMap<string, string>,
+): Promise<string[]> {
+  const problems: string[] = [];
+  const latest = new Map<string, string>();
+  const rows = (
+    await conn.runAndReadAll(
+      `SELECT CAST("${key}" AS VARCHAR), CAST("${col}" AS VARCHAR), CAST(__op AS VARCHAR) FROM (
+         SELECT *, row_number() OVER (PARTITION BY "${key}" ORDER BY __pos DESC) AS rn
+         FROM ${from}) WHERE rn = 1`,
+    )
+  ).getRows();
+  for (const [k, v, op] of rows) if (String(op) !== 'd') latest.set(String(k), String(v));
+  let wrong = 0;
+  let absent = 0;
+  for (const k of changed) if (!latest.has(k)) absent++;
+  for (const [k, v] of latest) if (srcRows.get(k) !== v) wrong++;
+  if (absent > 0) problems.push(`${label}: ${absent} changed rows have no lake version`);
+  if (wrong > 0) problems.push(`${label}: ${wrong} rows' latest lake ${col} differs from the source`);
+  return problems;
+}
+
 async function checkLake(
   dir: string,
   sql: postgres.Sql,
@@ -342,35 +394,24 @@ async function checkLake(
           ...(await checkSampledSnapshots(table, join(dir, 'lake', `public.${table}`), key)).problems,
         );
       }
-      const latest = new Map<string, string>();
-      if (await hasFiles(table)) {
-        if (tableFormat === 'plain') {
-          const rows = (
-            await conn.runAndReadAll(
-              `SELECT CAST("${key}" AS VARCHAR), CAST("${col}" AS VARCHAR), CAST(__op AS VARCHAR) FROM (
-                 SELECT *, row_number() OVER (PARTITION BY "${key}" ORDER BY __pos DESC) AS rn
-                 FROM ${scans.get(table)}) WHERE rn = 1`,
-            )
-          ).getRows();
-          for (const [k, v, op] of rows) if (String(op) !== 'd') latest.set(String(k), String(v));
-        }
-        // Every version each file holds, once (an Iceberg table's deleted rows included).
-        const dup = Number(
-          (
-            await conn.runAndReadAll(
-              `SELECT count(*) - count(DISTINCT ("${key}", __pos)) FROM ${scans.get(table)}`,
-            )
-          ).getRows()[0]![0],
-        );
-        if (dup > 0) problems.push(`${table}: ${dup} duplicate (key, __pos) lake rows`);
+      const from = scans.get(table);
+      if (from !== undefined) problems.push(...(await duplicateProblems(conn, table, from, key)));
+      if (tableFormat === 'plain') {
+        if (from !== undefined)
+          problems.push(...(await latestProblems(conn, table, from, key, col, changed, srcRows)));
+        else if (changed.size > 0)
+          problems.push(`${table}: ${changed.size} changed rows have no lake version`);
+        continue;
       }
-      if (tableFormat === 'iceberg') continue;
-      let wrong = 0;
-      let absent = 0;
-      for (const k of changed) if (!latest.has(k)) absent++;
-      for (const [k, v] of latest) if (srcRows.get(k) !== v) wrong++;
-      if (absent > 0) problems.push(`${table}: ${absent} changed rows have no lake version`);
-      if (wrong > 0) problems.push(`${table}: ${wrong} rows' latest lake ${col} differs from the source`);
+      // Its history: every change once, no delete file, day(__commit_ts), and its latest version
+      // per key is the source's (as a plain table's is).
+      const h = `${table}_history`;
+      const history = await historyScan(join(dir, 'lake', `public.${h}`));
+      problems.push(...history.problems.map((p) => `${h}: ${p}`));
+      if (history.from !== undefined) {
+        problems.push(...(await duplicateProblems(conn, h, history.from, key)));
+        problems.push(...(await latestProblems(conn, h, history.from, key, col, changed, srcRows)));
+      } else if (changed.size > 0) problems.push(`${h}: ${changed.size} changed rows have no lake version`);
     }
     if (startLsn === '') problems.push('no start LSN');
     return { problems, historyRows, accounts };

@@ -3,7 +3,8 @@
  * protocol: a workload writes the captured tables while the driver's CDC child process (`runCdc`
  * over the real reader, file state, file lake) is SIGKILLed at ASSERTED points of its commit
  * protocol (before the write, between write and commit, between commit and ack, after the ack,
- * during a lease renewal). Each kill is recorded by the child (fsync'd) right before it dies; a
+ * during a lease renewal; with Iceberg tables also after the catalog commit and between a history
+ * table's catalog commit and its current state's). Each kill is recorded by the child (fsync'd) right before it dies; a
  * kill that did not land is a problem. After every kill the committed state position must not
  * have moved backwards, and the fixture checks it against what the source says (the Postgres
  * slot, the MariaDB binlog end and GTIDs). Afterwards the workload stops, a clean child catches
@@ -23,10 +24,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import type { CdcPoint } from '../../../shared/engine/cdc/options.js';
 import { parseCdcState } from '../../../shared/engine/cdc/state.js';
 import { FileCursorStore } from '../../../shared/state/file-cursor-store.js';
 import {
+  type ChildPoint,
   CRASH_STATE_KEY,
   type CrashChildConfig,
   type CrashKill,
@@ -37,7 +38,7 @@ import type { TestTableFormat } from '../../harness/lake-scan.js';
 import type { SparkSession } from '../../harness/readers.js';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
-const POINTS: readonly CdcPoint[] = ['before-write', 'after-write', 'after-commit', 'after-ack', 'renewal'];
+const POINTS: readonly ChildPoint[] = ['before-write', 'after-write', 'after-commit', 'after-ack', 'renewal'];
 
 /**
  * One child generation: SIGKILLed the `nth` time it reaches `point` (with `moved`, counting only
@@ -126,7 +127,7 @@ export interface CrashFixture<D, F> {
   /** Per mutation, in the order run: the kills, and the problem that must show it. */
   readonly mutants: Readonly<Partial<Record<CrashMutation, { kills: readonly Kill[]; detectedBy: RegExp }>>>;
   /** The protocol points the 20 kills cycle through (default: POINTS). */
-  readonly points?: readonly CdcPoint[];
+  readonly points?: readonly ChildPoint[];
   /**
    * `tableFormat` `iceberg`: the captured tables are Iceberg tables (the lake check reads them as
    * such: the upsert tables as current states, by pyiceberg, icebird and `spark` when given).
@@ -141,8 +142,11 @@ export interface CrashFixture<D, F> {
 /**
  * `fx` with its tables written as Iceberg tables (a `file` catalog in the child's lake): the
  * same workload, kills and checks, the lake read as each table's current snapshot (an upsert
- * table as it is, a current state: by pyiceberg, icebird and Spark), a kill point more (after the catalog commit, before the ack) and the mutants that
- * break the Iceberg commit order (docs/decisions/0024-iceberg-commits.md).
+ * table as it is, a current state: by pyiceberg, icebird and Spark; its history table
+ * `<target>_history` as a change log), two kill points more (`between-tables`: a history table's
+ * catalog commit applied, its current state's not; `after-apply`: after the catalog commit, before
+ * the ack) and the mutants that break the Iceberg commit order
+ * (docs/decisions/0024-iceberg-commits.md).
  */
 export function icebergVariant<D, F>(
   fx: CrashFixture<D, F>,
@@ -152,7 +156,7 @@ export function icebergVariant<D, F>(
     ...fx,
     tag: `${fx.tag} (Iceberg)`,
     title: `Iceberg tables: ${fx.title}; no file a snapshot references is ever deleted`,
-    points: [...POINTS.slice(0, 3), 'after-apply', ...POINTS.slice(3)],
+    points: [...POINTS.slice(0, 3), 'between-tables', 'after-apply', ...POINTS.slice(3)],
     mutants,
     open: (mutation, _format, spark) => fx.open(mutation, 'iceberg', spark),
   };
@@ -239,7 +243,7 @@ export async function crashRun<D, F>(
   /** After a kill: the committed state position, checked against the last one and the source. */
   const checkPair = async (
     generation: number,
-    point: CdcPoint | 'idle',
+    point: ChildPoint | 'idle',
     nth: number,
     committedAtKill: string | null,
   ): Promise<void> => {
@@ -352,7 +356,7 @@ export async function crashRun<D, F>(
 }
 
 /** `n` kills cycling through the protocol points, each at its 1st, 2nd or 3rd reach. */
-export function schedule(n: number, points: readonly CdcPoint[] = POINTS): Kill[] {
+export function schedule(n: number, points: readonly ChildPoint[] = POINTS): Kill[] {
   return Array.from({ length: n }, (_, i) => ({ point: points[i % points.length]!, nth: 1 + (i % 3) }));
 }
 
