@@ -34,12 +34,14 @@ import { commitSnapshot, type SnapshotAdds } from './append.js';
 import { type Catalog, commitWithRetry, identText, type RetryOptions, type TableIdent } from './catalog.js';
 import {
   attemptName,
+  deleteLeftovers,
   type RowToDelete,
   TABLE_KIND_PROPERTY,
   tableKindOf,
   writeAttemptDeletes,
 } from './current-state.js';
 import {
+  currentSchemaOf,
   deletedPositionsOf,
   keyText,
   liveFilesOf,
@@ -50,7 +52,7 @@ import {
 import type { IcebergDataFile } from './manifest.js';
 import { type CommitIdentity, currentSnapshot, setProperties } from './metadata.js';
 import type { SingleValue } from './single-value.js';
-import type { IcebergSchema, IcebergTableMetadata } from './spec.js';
+import type { IcebergTableMetadata } from './spec.js';
 import type { TableFolder } from './table-folder.js';
 
 /** The writer id a conversion commits as (its commit ids are `convert-<uuid>`). */
@@ -123,17 +125,6 @@ function isDeleteOp(raw: unknown): boolean {
 
 function refused(ident: TableIdent, why: string): SinkError {
   return new SinkError('ICEBERG_CONVERT_REFUSED', identText(ident), `${identText(ident)} ${why}`);
-}
-
-function currentSchemaOf(ident: TableIdent, meta: IcebergTableMetadata): IcebergSchema {
-  const schema = meta.schemas.find((s) => s['schema-id'] === meta['current-schema-id']);
-  if (!schema)
-    throw new SinkError(
-      'ICEBERG_METADATA_INVALID',
-      identText(ident),
-      `${identText(ident)} has no current schema`,
-    );
-  return schema;
 }
 
 /**
@@ -307,15 +298,7 @@ export async function convertToCurrentState(
       },
     );
     // Attempts a later attempt replaced never committed; the last one may have, so its files stay.
-    const superseded = attempts.slice(0, -1).flat();
-    let cleanupError = result.cleanupError;
-    if (superseded.length > 0) {
-      try {
-        await folder.store.delete(superseded);
-      } catch (e) {
-        cleanupError ??= e;
-      }
-    }
+    const cleanupError = await deleteLeftovers(folder, attempts.slice(0, -1).flat(), result.cleanupError);
     const cleanup = cleanupError === undefined ? {} : { cleanupError };
     if (already) return { status: 'already-current-state' };
     const scanned = last as Scan | undefined;

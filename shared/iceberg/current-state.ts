@@ -37,6 +37,7 @@ import {
 import type { AvroValue } from './avro-schema.js';
 import { type Catalog, identText, type TableIdent } from './catalog.js';
 import {
+  currentSchemaOf,
   type KeyLookupCache,
   type KeyLookupStats,
   type KeyValue,
@@ -47,7 +48,7 @@ import { EntryStatus, type IcebergDataFile, writeManifest } from './manifest.js'
 import { type IcebergManifestFile, manifestFileOf } from './manifest-list.js';
 import type { CommitIdentity } from './metadata.js';
 import { type PositionDelete, writePositionDeletes } from './position-deletes.js';
-import type { IcebergPartitionSpec, IcebergSchema, IcebergTableMetadata } from './spec.js';
+import type { IcebergPartitionSpec, IcebergTableMetadata } from './spec.js';
 import { folderPath, keyInFolder, type TableFolder } from './table-folder.js';
 
 /** How a staged keys file's name ends: `metadata/<commit id>-k0.parquet`. */
@@ -171,7 +172,7 @@ export async function writeAttemptDeletes(
     deleteFiles.push(await writePositionDeletes(folder, key, group.rows, group.partition));
   }
   const { bytes, summary } = writeManifest({
-    schema: currentSchemaOf(at.base),
+    schema: currentSchemaOf(ident, at.base),
     spec: defaultSpecOf(at.base),
     content: 'deletes',
     entries: deleteFiles.map((data_file) => ({ status: EntryStatus.ADDED, data_file })),
@@ -192,15 +193,27 @@ export async function writeAttemptDeletes(
   };
 }
 
+/**
+ * Deletes `keys` (files of attempts that never committed, a served keys file) after a commit:
+ * returns the clean-up error to report, `previous` first; the commit stands either way.
+ */
+export async function deleteLeftovers(
+  folder: TableFolder,
+  keys: readonly string[],
+  previous: unknown,
+): Promise<unknown> {
+  if (keys.length === 0) return previous;
+  try {
+    await folder.store.delete([...keys]);
+    return previous;
+  } catch (e) {
+    return previous ?? e;
+  }
+}
+
 /** The name of an attempt's files: the commit id and the snapshot id the attempt would create. */
 export function attemptName(commitId: string, at: SnapshotBase): string {
   return `${commitId}.s${at.snapshotId.toString(16)}`;
-}
-
-function currentSchemaOf(meta: IcebergTableMetadata): IcebergSchema {
-  const schema = meta.schemas.find((s) => s['schema-id'] === meta['current-schema-id']);
-  if (!schema) throw new Error(`table metadata has no current schema ${meta['current-schema-id']}`);
-  return schema;
 }
 
 function defaultSpecOf(meta: IcebergTableMetadata): IcebergPartitionSpec {
@@ -253,7 +266,7 @@ export async function applyCurrentState(
       : { dataFiles: 0, records: 0, filesSize: 0 };
     positionDeletes = 0;
     if (at.parent === undefined) return dataManifest ? { ours: dataManifest, added: addedData } : RECORD_ONLY;
-    const schema = currentSchemaOf(at.base);
+    const schema = currentSchemaOf(ident, at.base);
     tuples ??= (await readKeyTuples(
       folder,
       ident,
@@ -301,14 +314,7 @@ export async function applyCurrentState(
     const key = keyInFolder(folder, keys.uri);
     if (key !== undefined) superseded.push(key);
   }
-  let cleanupError = result.cleanupError;
-  if (superseded.length > 0) {
-    try {
-      await folder.store.delete(superseded);
-    } catch (e) {
-      cleanupError ??= e;
-    }
-  }
+  const cleanupError = await deleteLeftovers(folder, superseded, result.cleanupError);
   return {
     ...result,
     ...(cleanupError === undefined ? {} : { cleanupError }),

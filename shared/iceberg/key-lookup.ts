@@ -659,6 +659,21 @@ export async function readFieldsRaw(
 }
 
 /**
+ * The current schema of `meta`.
+ * @throws SinkError `ICEBERG_METADATA_INVALID` when the metadata has none.
+ */
+export function currentSchemaOf(ident: TableIdent, meta: IcebergTableMetadata): IcebergSchema {
+  const schema = meta.schemas.find((s) => s['schema-id'] === meta['current-schema-id']);
+  if (!schema)
+    throw new SinkError(
+      'ICEBERG_METADATA_INVALID',
+      identText(ident),
+      `${identText(ident)} has no current schema`,
+    );
+  return schema;
+}
+
+/**
  * The key columns `keyColumns` of `schema`, each of a type the lookup takes (`LOOKUP_KEY_KINDS`).
  * @throws TypeError when one is unknown or of another type.
  */
@@ -695,13 +710,7 @@ export async function lookupKeys(
   cache?: KeyLookupCache,
 ): Promise<KeyLookupResult> {
   const meta = table.metadata;
-  const schema = meta.schemas.find((s) => s['schema-id'] === meta['current-schema-id']);
-  if (!schema)
-    throw new SinkError(
-      'ICEBERG_METADATA_INVALID',
-      identText(ident),
-      `${identText(ident)} has no current schema`,
-    );
+  const schema = currentSchemaOf(ident, meta);
   const columns = lookupKeyColumns(ident, schema, keyColumns);
   const wanted = new Map<string, SingleValue[]>();
   for (const k of keys) {

@@ -14,14 +14,10 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
-import { icebergRead } from 'icebird';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSpec } from '../../shared/config/spec.js';
-import type { WriteTarget } from '../../shared/contracts/sink.js';
-import { type Batch, newBatch } from '../../shared/dataplane/batch.js';
-import { Op, type OpCode } from '../../shared/dataplane/metadata.js';
-import type { Schema } from '../../shared/dataplane/schema.js';
+import { Op } from '../../shared/dataplane/metadata.js';
 import { type Catalog, commitWithRetry } from '../../shared/iceberg/catalog.js';
 import { convertToCurrentState } from '../../shared/iceberg/convert-current-state.js';
 import { TABLE_KIND_PROPERTY } from '../../shared/iceberg/current-state.js';
@@ -31,20 +27,20 @@ import type { PartitionFieldRequest } from '../../shared/iceberg/partition.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { LakeSink } from '../../shared/sink/lake-sink.js';
 import { ParquetSink } from '../../shared/sink/parquet-sink.js';
-import { withFileFetch } from '../harness/file-fetch.js';
-import { wireRecord } from '../harness/lake-record.js';
-import { readersMissing, runReaderScript, SparkSession, sparkMissing } from '../harness/readers.js';
+import { readersMissing, SparkSession, sparkMissing } from '../harness/readers.js';
+import {
+  type Change,
+  changeBatches,
+  icebirdRows,
+  pyicebergRows,
+  type Row,
+  SCHEMA,
+  sortRows,
+  TABLE,
+  target,
+} from './current-state-fixture.js';
 
 const noSpark = sparkMissing === undefined ? undefined : `(Spark SKIPPED: ${sparkMissing})`;
-const TABLE = 'public.items';
-const SCHEMA: Schema = {
-  columns: [
-    { name: 'id', type: { kind: 'int64' }, nullable: false, sourceType: 'bigint' },
-    { name: 'name', type: { kind: 'text' }, nullable: true, sourceType: 'text' },
-  ],
-  primaryKey: ['id'],
-};
-const target: WriteTarget = { table: TABLE, writer: 'p.src', fence: 1, tableFormat: 'iceberg' };
 const BIN = join(import.meta.dirname, '..', '..', 'bin', 'tidemark.js');
 
 const dirs: string[] = [];
@@ -74,24 +70,8 @@ function sinkOf(l: Lake): LakeSink {
   });
 }
 
-/** One change: [op, id, name]. */
-type Change = readonly [OpCode, number, string | null];
-
-/** One write of `changes` in order from position `j<seq>`: each change a batch, positions rising. */
 function write(seq: number, changes: readonly Change[], writeMode: 'upsert' | 'append') {
-  const start = `j${String(seq).padStart(12, '0')}`;
-  const batches: Batch[] = changes.map(([op, id, name], i) =>
-    newBatch({
-      table: TABLE,
-      record: wireRecord(SCHEMA, [{ id: BigInt(id), name }], {
-        posPrefix: `${start}${String(i).padStart(4, '0')}`,
-        op,
-      }),
-      watermark: undefined,
-      writeMode,
-    }),
-  );
-  return { start, batches };
+  return changeBatches(seq, changes, writeMode);
 }
 
 async function commit(
@@ -157,29 +137,12 @@ function dataFiles(l: Lake): string[] {
   return files.sort();
 }
 
-type Row = [number, string | null];
-const sortRows = (rows: Row[]) => rows.sort((a, b) => a[0] - b[0]);
-
 async function pyiceberg(l: Lake): Promise<{ rows: Row[]; ops: string[] }> {
-  const { rows } = await runReaderScript<{ rows: Record<string, unknown>[] }>('read_table.py', [
-    '--catalog',
-    'static',
-    '--metadata',
-    (await table(l)).metadataLocation,
-    '--order-by',
-    'id',
-  ]);
-  return {
-    rows: sortRows(rows.map((r) => [Number(r.id), r.name as string | null])),
-    ops: rows.map((r) => String(r.__op)),
-  };
+  return pyicebergRows((await table(l)).metadataLocation);
 }
 
 async function icebird(l: Lake): Promise<Row[]> {
-  const location = (await table(l)).metadataLocation;
-  const tableUrl = location.slice(0, location.lastIndexOf('/metadata/'));
-  const rows = await withFileFetch(() => icebergRead({ tableUrl, metadataFileName: basename(location) }));
-  return sortRows(rows.map((r) => [Number(r.id), (r.name ?? null) as string | null]));
+  return icebirdRows((await table(l)).metadataLocation);
 }
 
 /** Every reader there is reads exactly `expected`, and no `d` row. */

@@ -13,10 +13,9 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import fc from 'fast-check';
-import { icebergRead } from 'icebird';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PendingCommit, WriteTarget } from '../../shared/contracts/sink.js';
-import { type Batch, newBatch } from '../../shared/dataplane/batch.js';
+import type { PendingCommit } from '../../shared/contracts/sink.js';
+import { newBatch } from '../../shared/dataplane/batch.js';
 import { Op, type OpCode } from '../../shared/dataplane/metadata.js';
 import type { Schema } from '../../shared/dataplane/schema.js';
 import { TABLE_KIND_PROPERTY } from '../../shared/iceberg/current-state.js';
@@ -26,20 +25,21 @@ import type { PartitionFieldRequest } from '../../shared/iceberg/partition.js';
 import { FileObjectStore } from '../../shared/sink/file-object-store.js';
 import { LakeSink } from '../../shared/sink/lake-sink.js';
 import { ParquetSink } from '../../shared/sink/parquet-sink.js';
-import { withFileFetch } from '../harness/file-fetch.js';
 import { wireRecord } from '../harness/lake-record.js';
 import { readersMissing, runReaderScript, SparkSession, sparkMissing } from '../harness/readers.js';
+import {
+  type Change,
+  changeBatches,
+  icebirdRows,
+  pyicebergRows,
+  type Row,
+  SCHEMA,
+  sortRows,
+  TABLE,
+  target,
+} from './current-state-fixture.js';
 
 const noSpark = sparkMissing === undefined ? undefined : `(Spark SKIPPED: ${sparkMissing})`;
-const TABLE = 'public.items';
-const SCHEMA: Schema = {
-  columns: [
-    { name: 'id', type: { kind: 'int64' }, nullable: false, sourceType: 'bigint' },
-    { name: 'name', type: { kind: 'text' }, nullable: true, sourceType: 'text' },
-  ],
-  primaryKey: ['id'],
-};
-const target: WriteTarget = { table: TABLE, writer: 'p.src', fence: 1, tableFormat: 'iceberg' };
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -66,27 +66,8 @@ function newLake(partitionBy?: readonly PartitionFieldRequest[], history?: strin
   return { dir, catalog, sink };
 }
 
-/** One change: [op, id, name]. */
-type Change = readonly [OpCode, number, string | null];
-
-/**
- * One write of `changes` in order, starting at position `j<seq>`: each change a batch of its own
- * (its own op), positions rising with the change's index.
- */
 function write(seq: number, changes: readonly Change[], writeMode: 'upsert' | 'append' = 'upsert') {
-  const start = `j${String(seq).padStart(12, '0')}`;
-  const batches: Batch[] = changes.map(([op, id, name], i) =>
-    newBatch({
-      table: TABLE,
-      record: wireRecord(SCHEMA, [{ id: BigInt(id), name }], {
-        posPrefix: `${start}${String(i).padStart(4, '0')}`,
-        op,
-      }),
-      watermark: undefined,
-      writeMode,
-    }),
-  );
-  return { start, batches };
+  return changeBatches(seq, changes, writeMode);
 }
 
 async function commit(l: Lake, seq: number, changes: readonly Change[], writeMode?: 'upsert' | 'append') {
@@ -104,29 +85,12 @@ async function metadataLocation(l: Lake, table = TABLE): Promise<string> {
   return loaded!.metadataLocation;
 }
 
-type Row = [number, string | null];
-const sortRows = (rows: Row[]) => rows.sort((a, b) => a[0] - b[0]);
-
 async function pyiceberg(l: Lake): Promise<{ rows: Row[]; ops: string[] }> {
-  const { rows } = await runReaderScript<{ rows: Record<string, unknown>[] }>('read_table.py', [
-    '--catalog',
-    'static',
-    '--metadata',
-    await metadataLocation(l),
-    '--order-by',
-    'id',
-  ]);
-  return {
-    rows: sortRows(rows.map((r) => [Number(r.id), r.name as string | null])),
-    ops: rows.map((r) => String(r.__op)),
-  };
+  return pyicebergRows(await metadataLocation(l));
 }
 
 async function icebird(l: Lake): Promise<Row[]> {
-  const location = await metadataLocation(l);
-  const tableUrl = location.slice(0, location.lastIndexOf('/metadata/'));
-  const rows = await withFileFetch(() => icebergRead({ tableUrl, metadataFileName: basename(location) }));
-  return sortRows(rows.map((r) => [Number(r.id), (r.name ?? null) as string | null]));
+  return icebirdRows(await metadataLocation(l));
 }
 
 /** What a current state of `expected` reads as, by every reader there is. */
